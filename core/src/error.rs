@@ -1,0 +1,118 @@
+//! Typed errors. Bad input from a peer or a caller is a value, never a panic.
+
+use core::fmt;
+
+use crate::ids::{Key, NodeId};
+
+/// A configuration that cannot work.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The key space has no keys.
+    EmptyKeySpace,
+    /// A value length of zero or above [`crate::layout::VALUE_LEN_MAX`].
+    ValueLen { len: u32 },
+    /// Per-range lengths must begin with a range at key 0.
+    RangesMustStartAtZero,
+    /// Range starts must increase strictly and stay below the key end.
+    RangesNotIncreasing,
+    /// A cluster needs between 1 and `NODES_MAX` nodes.
+    NodeCount { nodes: u16 },
+    /// This node's id is not below the node count.
+    NodeOutOfRange { node: NodeId },
+    /// A node needs at least one worker.
+    NoWorkers,
+    /// A bound that must be positive (or a power of two) is not.
+    Bound { name: &'static str },
+}
+
+/// Why a frame could not be decoded (or encoded).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WireError {
+    /// Shorter than a header, or shorter than the header says.
+    Truncated,
+    /// Longer than the configured maximum frame length.
+    Oversized { len: usize },
+    /// Does not start with the magic bytes.
+    BadMagic,
+    /// Written by a newer (or unknown) format version.
+    UnsupportedVersion { version: u8 },
+    /// From another cluster.
+    ForeignCluster { cluster: u32 },
+    /// A message kind this version does not know.
+    UnknownKind { kind: u8 },
+    /// A reserved field is not zero, or an enum field has no meaning.
+    BadField,
+    /// A count does not fit in the bytes that follow it.
+    CountTooLarge,
+    /// Bytes left over after the message's last field.
+    TrailingBytes,
+    /// The header's body length disagrees with the frame length.
+    LengthMismatch,
+    /// Encoding: the buffer is smaller than `encoded_len()`.
+    BufferTooSmall,
+}
+
+/// Why a worker operation was refused or did not complete.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OpError {
+    /// A key outside the layout; nothing was changed.
+    KeyOutsideLayout { key: Key },
+    /// The value buffer's length does not match the keys' value lengths; nothing was changed.
+    ValueLength { expected: usize, got: usize },
+    /// A key appears twice in one call; nothing was changed.
+    DuplicateKey { key: Key },
+    /// A bounded queue or table is full; try again after waiting for earlier operations.
+    Busy,
+    /// This node cannot hold more keys (`Config::store_keys_max`).
+    StoreFull,
+    /// No answer within `Config::request_timeout`.
+    Timeout,
+    /// A peer failed while the operation was outstanding.
+    PeerFailed { node: NodeId },
+    /// The request travelled more than `HOPS_MAX` hops: a bug, reported instead of looping.
+    RoutingLoop,
+    /// The node is shutting down or has shut down.
+    Closed,
+    /// The call is not valid in the current state (e.g. a worker id out of range).
+    InvalidArgument,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+impl fmt::Display for WireError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+impl fmt::Display for OpError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OpError::KeyOutsideLayout { key } => write!(f, "key {key} is outside the layout"),
+            OpError::ValueLength { expected, got } => {
+                write!(f, "value buffer has {got} floats, the keys need {expected}")
+            }
+            OpError::DuplicateKey { key } => write!(f, "key {key} appears twice in one call"),
+            OpError::Busy => f.write_str("a bounded queue is full; wait for earlier operations"),
+            OpError::StoreFull => f.write_str("this node's store is full"),
+            OpError::Timeout => f.write_str("no answer within the request timeout"),
+            OpError::PeerFailed { node } => write!(f, "node {node} failed"),
+            OpError::RoutingLoop => f.write_str("request exceeded the hop limit (a parma bug)"),
+            OpError::Closed => f.write_str("the node is shut down"),
+            OpError::InvalidArgument => f.write_str("invalid argument"),
+        }
+    }
+}
+
+#[cfg(feature = "std")]
+mod std_impls {
+    extern crate std;
+    impl std::error::Error for super::ConfigError {}
+    impl std::error::Error for super::WireError {}
+    impl std::error::Error for super::OpError {}
+}

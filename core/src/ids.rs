@@ -1,0 +1,105 @@
+//! Identifier newtypes. None of them is a raw integer in a public signature.
+
+use core::fmt;
+
+macro_rules! id {
+    ($(#[$doc:meta])* $name:ident($inner:ty)) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+        pub struct $name(pub $inner);
+
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "{}({})", stringify!($name), self.0)
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                fmt::Display::fmt(&self.0, f)
+            }
+        }
+    };
+}
+
+id!(
+    /// A node (one process) of the cluster, `0..Config::nodes`.
+    NodeId(u16)
+);
+id!(
+    /// A worker thread of one node, `0..Config::workers_per_node`.
+    WorkerId(u16)
+);
+id!(
+    /// A parameter's id, `0..Layout::key_end()`.
+    Key(u64)
+);
+id!(
+    /// A worker's logical clock; starts at 0 and only grows.
+    Clock(u64)
+);
+id!(
+    /// Version of a key's main copy: grows by one with every update applied to it.
+    Version(u64)
+);
+id!(
+    /// Ownership epoch of a key: grows by one every time the key moves to another node.
+    Epoch(u32)
+);
+id!(
+    /// A registered sampling distribution, numbered in registration order.
+    DistId(u32)
+);
+id!(
+    /// A request issued by one node; unique per origin node for the node's lifetime.
+    RequestId(u64)
+);
+id!(
+    /// A worker's handle on one of its own operations, unique per worker.
+    Ticket(u64)
+);
+id!(
+    /// The identity of one cluster; frames carrying another one are dropped.
+    ClusterId(u32)
+);
+
+impl NodeId {
+    /// The index of this node in per-node tables.
+    #[inline]
+    pub fn index(self) -> usize {
+        usize::from(self.0)
+    }
+}
+
+impl WorkerId {
+    /// The index of this worker in per-worker tables.
+    #[inline]
+    pub fn index(self) -> usize {
+        usize::from(self.0)
+    }
+}
+
+impl Epoch {
+    /// The epoch after one more move.
+    #[inline]
+    pub fn next(self) -> Epoch {
+        Epoch(self.0.wrapping_add(1))
+    }
+}
+
+impl Version {
+    /// The version after one more update.
+    #[inline]
+    pub fn next(self) -> Version {
+        Version(self.0.wrapping_add(1))
+    }
+}
+
+/// Multiplicative hash (Knuth) of a key, used for home nodes, shards and caches so that they
+/// don't correlate with each other or with `key % n` patterns in the data.
+#[inline]
+pub fn mix(key: Key) -> u64 {
+    let x = key.0 ^ (key.0 >> 31);
+    let x = x.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    x ^ (x >> 29)
+}

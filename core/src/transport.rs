@@ -1,0 +1,86 @@
+//! The `Transport` trait: how frames move between nodes. `no_std`, so anyone can plug in one.
+//!
+//! A transport moves opaque byte frames between the nodes of one cluster, reliably and in order
+//! for each ordered pair of nodes, and reports a peer as failed when it can no longer do that.
+//! It knows nothing about what a frame means.
+//!
+//! The shape avoids copies: [`Transport::try_send`] hands the transport's own buffer (a pooled
+//! `Vec`, a ZeroMQ message, a registered RDMA buffer) to a closure that encodes the frame into
+//! it, and [`Transport::poll_recv`] lends each received frame to a closure for as long as it
+//! runs. One encode into the send buffer, one decode out of the receive buffer, no other copy.
+//!
+//! Readiness: a driver that has nothing to do sleeps until the [`core::task::Waker`] it gave to
+//! [`Transport::register_waker`] is woken. A transport wakes it when frames arrive or when
+//! back-pressure ends. A transport that cannot notify (a polling RDMA transport) says so through
+//! [`Transport::needs_polling`] and the driver polls it.
+
+use core::task::Waker;
+
+use crate::ids::NodeId;
+
+/// Why a frame was not accepted for sending.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SendError {
+    /// The transport's buffers toward this peer are full: back-pressure. Try again after the
+    /// waker fires; nothing was sent.
+    WouldBlock,
+    /// The frame is larger than [`Transport::frame_len_max`].
+    TooLarge,
+    /// The peer is unknown to this transport.
+    UnknownPeer,
+    /// The peer has failed; frames to it are no longer delivered.
+    PeerFailed,
+    /// The transport is closed.
+    Closed,
+}
+
+/// Why receiving stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RecvError {
+    /// The transport is closed; no more frames will arrive.
+    Closed,
+}
+
+/// Something the transport observed about the cluster.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TransportEvent {
+    /// The peer can no longer be reached; frames to it may have been lost.
+    PeerFailed(NodeId),
+}
+
+/// Moves frames between nodes: reliable and in order per ordered pair, with back-pressure
+/// instead of unbounded buffering.
+pub trait Transport {
+    /// This node's id.
+    fn local_id(&self) -> NodeId;
+
+    /// The largest frame this transport accepts, in bytes.
+    fn frame_len_max(&self) -> usize;
+
+    /// Sends one frame of exactly `len` bytes to `to`: the transport lends a buffer of `len`
+    /// bytes to `fill`, which writes the frame into it. On `Err`, `fill` was not called and
+    /// nothing was sent. Sending to `local_id()` is allowed and delivers to this node.
+    fn try_send(&mut self, to: NodeId, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> Result<(), SendError>;
+
+    /// Hands up to `max_frames` received frames to `sink`, each with its sender, in arrival
+    /// order; returns how many were handed over. Never blocks.
+    fn poll_recv(&mut self, max_frames: usize, sink: &mut dyn FnMut(NodeId, &[u8])) -> Result<usize, RecvError>;
+
+    /// The next cluster event (a failed peer), if any.
+    fn poll_event(&mut self) -> Option<TransportEvent>;
+
+    /// Registers the waker to wake when frames arrive or back-pressure ends. Replaces the
+    /// previous one.
+    fn register_waker(&mut self, waker: &Waker);
+
+    /// True if the transport cannot wake a waker and must be polled.
+    fn needs_polling(&self) -> bool {
+        false
+    }
+
+    /// Stops sending and receiving. Frames accepted before are delivered if the medium allows.
+    fn close(&mut self);
+}

@@ -1,0 +1,451 @@
+//! The wire format: one frame per message, a fixed header and a body of fields and sections.
+//!
+//! Decoding untrusted bytes goes through [`decode`] only: it never panics, never allocates more
+//! than the frame's length justifies, and returns a typed [`WireError`]. [`Message::encode`]
+//! never panics given a buffer of [`Message::encoded_len`] bytes. `docs/wire.md` specifies
+//! the format byte by byte.
+
+use alloc::vec::Vec;
+
+use crate::error::WireError;
+use crate::ids::{ClusterId, Epoch, Key, NodeId, RequestId, Version};
+
+/// The first four bytes of every frame.
+pub const MAGIC: [u8; 4] = *b"PRMA";
+/// The format version this code writes and reads.
+pub const FORMAT_VERSION: u8 = 1;
+/// Bytes in the fixed header.
+pub const HEADER_LEN: usize = 20;
+
+/// The fixed header of a frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Header {
+    /// The message kind (see [`Kind`]).
+    pub kind: u8,
+    /// The cluster the sender belongs to.
+    pub cluster: ClusterId,
+    /// The node that sent this frame (not necessarily the request's origin).
+    pub sender: NodeId,
+    /// Bytes after the header.
+    pub body_len: u32,
+}
+
+/// Whether a push adds to the value or replaces it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteKind {
+    /// Add the values (the usual gradient update).
+    Add,
+    /// Replace the values.
+    Set,
+}
+
+/// Why a node gave up on (part of) a request it could not serve.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailReason {
+    /// The request exceeded the hop limit.
+    RoutingLoop,
+    /// A node on the way had no room to hold the request.
+    Busy,
+}
+
+/// A key handed over in a relocation, with its ownership epoch and version.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Moved {
+    /// The key.
+    pub key: Key,
+    /// Its new ownership epoch.
+    pub epoch: Epoch,
+    /// Its version.
+    pub version: Version,
+}
+
+/// A key's ownership change, as reported to its home node or confirmed by it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OwnerChange {
+    /// The key.
+    pub key: Key,
+    /// The epoch the change created.
+    pub epoch: Epoch,
+    /// The owner before the change.
+    pub prev: NodeId,
+}
+
+/// Every message of the protocol.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum Message {
+    /// Read `keys`; answered by one or more [`Message::PullReply`] to `origin`.
+    Pull { req: RequestId, origin: NodeId, hops: u8, keys: Vec<Key> },
+    /// Values of some keys of a pull, concatenated in key order.
+    PullReply { req: RequestId, keys: Vec<Key>, values: Vec<f32> },
+    /// Add or set values; answered by [`Message::PushReply`] to `origin`.
+    Push { req: RequestId, origin: NodeId, hops: u8, write: WriteKind, keys: Vec<Key>, values: Vec<f32> },
+    /// These keys of a push were applied.
+    PushReply { req: RequestId, keys: Vec<Key> },
+    /// Move `keys` to `origin` (Lapse's localize).
+    Localize { origin: NodeId, hops: u8, keys: Vec<Key> },
+    /// Keys handed over to the receiver: ownership, version and values (concatenated).
+    Relocate { moved: Vec<Moved>, values: Vec<f32> },
+    /// To a home node: the sender now owns these keys.
+    OwnerUpdate { changes: Vec<OwnerChange> },
+    /// From a home node: the receiver may drop its forwarding pointers for these epochs.
+    PointerRelease { keys: Vec<Key>, epochs: Vec<Epoch> },
+    /// These keys of a request could not be served.
+    RequestFailed { req: RequestId, reason: FailReason, keys: Vec<Key> },
+    /// To the barrier coordinator: all workers of the sender entered barrier `generation`.
+    BarrierEnter { generation: u64 },
+    /// From the coordinator: barrier `generation` is complete.
+    BarrierRelease { generation: u64 },
+}
+
+/// Message kinds as numbered on the wire.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+#[non_exhaustive]
+pub enum Kind {
+    Pull = 1,
+    PullReply = 2,
+    Push = 3,
+    PushReply = 4,
+    Localize = 5,
+    Relocate = 6,
+    OwnerUpdate = 7,
+    PointerRelease = 8,
+    RequestFailed = 9,
+    BarrierEnter = 10,
+    BarrierRelease = 11,
+}
+
+impl Message {
+    /// The kind of this message.
+    pub fn kind(&self) -> Kind {
+        match self {
+            Message::Pull { .. } => Kind::Pull,
+            Message::PullReply { .. } => Kind::PullReply,
+            Message::Push { .. } => Kind::Push,
+            Message::PushReply { .. } => Kind::PushReply,
+            Message::Localize { .. } => Kind::Localize,
+            Message::Relocate { .. } => Kind::Relocate,
+            Message::OwnerUpdate { .. } => Kind::OwnerUpdate,
+            Message::PointerRelease { .. } => Kind::PointerRelease,
+            Message::RequestFailed { .. } => Kind::RequestFailed,
+            Message::BarrierEnter { .. } => Kind::BarrierEnter,
+            Message::BarrierRelease { .. } => Kind::BarrierRelease,
+        }
+    }
+
+    /// Length of the body (without header) in bytes.
+    pub fn body_len(&self) -> usize {
+        let keys = |k: &Vec<Key>| 4 + 8 * k.len();
+        let vals = |v: &Vec<f32>| 4 + 4 * v.len();
+        match self {
+            Message::Pull { keys: k, .. } => 8 + 2 + 1 + keys(k),
+            Message::PullReply { keys: k, values, .. } => 8 + keys(k) + vals(values),
+            Message::Push { keys: k, values, .. } => 8 + 2 + 1 + 1 + keys(k) + vals(values),
+            Message::PushReply { keys: k, .. } => 8 + keys(k),
+            Message::Localize { keys: k, .. } => 2 + 1 + keys(k),
+            Message::Relocate { moved, values } => 4 + 20 * moved.len() + vals(values),
+            Message::OwnerUpdate { changes } => 4 + 14 * changes.len(),
+            Message::PointerRelease { keys: k, epochs } => keys(k) + 4 + 4 * epochs.len(),
+            Message::RequestFailed { keys: k, .. } => 8 + 1 + keys(k),
+            Message::BarrierEnter { .. } | Message::BarrierRelease { .. } => 8,
+        }
+    }
+
+    /// Length of the whole frame in bytes.
+    pub fn encoded_len(&self) -> usize {
+        HEADER_LEN + self.body_len()
+    }
+
+    /// Writes the frame into `buf[..encoded_len()]` and returns its length.
+    pub fn encode(&self, cluster: ClusterId, sender: NodeId, buf: &mut [u8]) -> Result<usize, WireError> {
+        let len = self.encoded_len();
+        let body_len = u32::try_from(self.body_len()).map_err(|_| WireError::Oversized { len })?;
+        let buf = buf.get_mut(..len).ok_or(WireError::BufferTooSmall)?;
+        let mut w = Writer { buf, at: 0 };
+        w.bytes(&MAGIC);
+        w.u8(FORMAT_VERSION);
+        w.u8(self.kind() as u8);
+        w.u16(0);
+        w.u32(cluster.0);
+        w.u16(sender.0);
+        w.u16(0);
+        w.u32(body_len);
+        self.encode_body(&mut w);
+        debug_assert_eq!(w.at, len);
+        Ok(len)
+    }
+
+    /// The frame as a new vector.
+    pub fn to_frame(&self, cluster: ClusterId, sender: NodeId) -> Vec<u8> {
+        let mut v = alloc::vec![0u8; self.encoded_len()];
+        // Cannot fail: the buffer has exactly `encoded_len()` bytes.
+        let _ = self.encode(cluster, sender, &mut v);
+        v
+    }
+
+    fn encode_body(&self, w: &mut Writer<'_>) {
+        match self {
+            Message::Pull { req, origin, hops, keys } => {
+                w.u64(req.0);
+                w.u16(origin.0);
+                w.u8(*hops);
+                w.keys(keys);
+            }
+            Message::PullReply { req, keys, values } => {
+                w.u64(req.0);
+                w.keys(keys);
+                w.values(values);
+            }
+            Message::Push { req, origin, hops, write, keys, values } => {
+                w.u64(req.0);
+                w.u16(origin.0);
+                w.u8(*hops);
+                w.u8(match write {
+                    WriteKind::Add => 0,
+                    WriteKind::Set => 1,
+                });
+                w.keys(keys);
+                w.values(values);
+            }
+            Message::PushReply { req, keys } => {
+                w.u64(req.0);
+                w.keys(keys);
+            }
+            Message::Localize { origin, hops, keys } => {
+                w.u16(origin.0);
+                w.u8(*hops);
+                w.keys(keys);
+            }
+            Message::Relocate { moved, values } => {
+                w.count(moved.len());
+                for m in moved {
+                    w.u64(m.key.0);
+                    w.u32(m.epoch.0);
+                    w.u64(m.version.0);
+                }
+                w.values(values);
+            }
+            Message::OwnerUpdate { changes } => {
+                w.count(changes.len());
+                for c in changes {
+                    w.u64(c.key.0);
+                    w.u32(c.epoch.0);
+                    w.u16(c.prev.0);
+                }
+            }
+            Message::PointerRelease { keys, epochs } => {
+                w.keys(keys);
+                w.count(epochs.len());
+                for e in epochs {
+                    w.u32(e.0);
+                }
+            }
+            Message::RequestFailed { req, reason, keys } => {
+                w.u64(req.0);
+                w.u8(match reason {
+                    FailReason::RoutingLoop => 0,
+                    FailReason::Busy => 1,
+                });
+                w.keys(keys);
+            }
+            Message::BarrierEnter { generation } | Message::BarrierRelease { generation } => {
+                w.u64(*generation)
+            }
+        }
+    }
+}
+
+/// Reads and checks only the header of `frame`.
+pub fn decode_header(frame: &[u8], cluster: ClusterId, frame_len_max: usize) -> Result<Header, WireError> {
+    if frame.len() > frame_len_max {
+        return Err(WireError::Oversized { len: frame.len() });
+    }
+    let mut r = Reader { buf: frame };
+    if r.take(4)? != MAGIC {
+        return Err(WireError::BadMagic);
+    }
+    let version = r.u8()?;
+    if version != FORMAT_VERSION {
+        return Err(WireError::UnsupportedVersion { version });
+    }
+    let kind = r.u8()?;
+    if r.u16()? != 0 {
+        return Err(WireError::BadField);
+    }
+    let their_cluster = r.u32()?;
+    let sender = NodeId(r.u16()?);
+    if r.u16()? != 0 {
+        return Err(WireError::BadField);
+    }
+    let body_len = r.u32()?;
+    if their_cluster != cluster.0 {
+        return Err(WireError::ForeignCluster { cluster: their_cluster });
+    }
+    if body_len as usize != r.buf.len() {
+        return Err(WireError::LengthMismatch);
+    }
+    Ok(Header { kind, cluster: ClusterId(their_cluster), sender, body_len })
+}
+
+/// Decodes one frame: checks the header (magic, version, cluster, lengths) and the body.
+pub fn decode(frame: &[u8], cluster: ClusterId, frame_len_max: usize) -> Result<(Header, Message), WireError> {
+    let header = decode_header(frame, cluster, frame_len_max)?;
+    let mut r = Reader { buf: &frame[HEADER_LEN..] };
+    let msg = match header.kind {
+        1 => Message::Pull { req: RequestId(r.u64()?), origin: NodeId(r.u16()?), hops: r.u8()?, keys: r.keys()? },
+        2 => Message::PullReply { req: RequestId(r.u64()?), keys: r.keys()?, values: r.values()? },
+        3 => {
+            let req = RequestId(r.u64()?);
+            let origin = NodeId(r.u16()?);
+            let hops = r.u8()?;
+            let write = match r.u8()? {
+                0 => WriteKind::Add,
+                1 => WriteKind::Set,
+                _ => return Err(WireError::BadField),
+            };
+            Message::Push { req, origin, hops, write, keys: r.keys()?, values: r.values()? }
+        }
+        4 => Message::PushReply { req: RequestId(r.u64()?), keys: r.keys()? },
+        5 => Message::Localize { origin: NodeId(r.u16()?), hops: r.u8()?, keys: r.keys()? },
+        6 => {
+            let n = r.count(20)?;
+            let mut moved = Vec::with_capacity(n);
+            for _ in 0..n {
+                moved.push(Moved { key: Key(r.u64()?), epoch: Epoch(r.u32()?), version: Version(r.u64()?) });
+            }
+            Message::Relocate { moved, values: r.values()? }
+        }
+        7 => {
+            let n = r.count(14)?;
+            let mut changes = Vec::with_capacity(n);
+            for _ in 0..n {
+                changes.push(OwnerChange { key: Key(r.u64()?), epoch: Epoch(r.u32()?), prev: NodeId(r.u16()?) });
+            }
+            Message::OwnerUpdate { changes }
+        }
+        8 => {
+            let keys = r.keys()?;
+            let n = r.count(4)?;
+            let mut epochs = Vec::with_capacity(n);
+            for _ in 0..n {
+                epochs.push(Epoch(r.u32()?));
+            }
+            Message::PointerRelease { keys, epochs }
+        }
+        9 => {
+            let req = RequestId(r.u64()?);
+            let reason = match r.u8()? {
+                0 => FailReason::RoutingLoop,
+                1 => FailReason::Busy,
+                _ => return Err(WireError::BadField),
+            };
+            Message::RequestFailed { req, reason, keys: r.keys()? }
+        }
+        10 => Message::BarrierEnter { generation: r.u64()? },
+        11 => Message::BarrierRelease { generation: r.u64()? },
+        kind => return Err(WireError::UnknownKind { kind }),
+    };
+    if !r.buf.is_empty() {
+        return Err(WireError::TrailingBytes);
+    }
+    Ok((header, msg))
+}
+
+struct Writer<'a> {
+    buf: &'a mut [u8],
+    at: usize,
+}
+
+impl Writer<'_> {
+    // The caller sized `buf` with `encoded_len()`, so the slices below are in range; `get_mut`
+    // keeps a sizing bug from becoming a panic (it would show as a failed round trip instead).
+    fn bytes(&mut self, b: &[u8]) {
+        if let Some(dst) = self.buf.get_mut(self.at..self.at + b.len()) {
+            dst.copy_from_slice(b);
+        }
+        self.at += b.len();
+    }
+    fn u8(&mut self, v: u8) {
+        self.bytes(&[v]);
+    }
+    fn u16(&mut self, v: u16) {
+        self.bytes(&v.to_le_bytes());
+    }
+    fn u32(&mut self, v: u32) {
+        self.bytes(&v.to_le_bytes());
+    }
+    fn u64(&mut self, v: u64) {
+        self.bytes(&v.to_le_bytes());
+    }
+    fn count(&mut self, n: usize) {
+        // Frames are at most u32::MAX bytes, so any section count fits.
+        self.u32(u32::try_from(n).unwrap_or(u32::MAX));
+    }
+    fn keys(&mut self, keys: &[Key]) {
+        self.count(keys.len());
+        for k in keys {
+            self.u64(k.0);
+        }
+    }
+    fn values(&mut self, values: &[f32]) {
+        self.count(values.len());
+        for v in values {
+            self.bytes(&v.to_le_bytes());
+        }
+    }
+}
+
+struct Reader<'a> {
+    buf: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], WireError> {
+        if self.buf.len() < n {
+            return Err(WireError::Truncated);
+        }
+        let (head, rest) = self.buf.split_at(n);
+        self.buf = rest;
+        Ok(head)
+    }
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], WireError> {
+        let mut a = [0u8; N];
+        a.copy_from_slice(self.take(N)?);
+        Ok(a)
+    }
+    fn u8(&mut self) -> Result<u8, WireError> {
+        Ok(self.array::<1>()?[0])
+    }
+    fn u16(&mut self) -> Result<u16, WireError> {
+        Ok(u16::from_le_bytes(self.array()?))
+    }
+    fn u32(&mut self) -> Result<u32, WireError> {
+        Ok(u32::from_le_bytes(self.array()?))
+    }
+    fn u64(&mut self) -> Result<u64, WireError> {
+        Ok(u64::from_le_bytes(self.array()?))
+    }
+    /// A count of elements of `elem` bytes each; refuses counts the remaining bytes can't hold,
+    /// so no allocation is ever larger than the frame.
+    fn count(&mut self, elem: usize) -> Result<usize, WireError> {
+        let n = self.u32()? as usize;
+        if n.checked_mul(elem).is_none_or(|b| b > self.buf.len()) {
+            return Err(WireError::CountTooLarge);
+        }
+        Ok(n)
+    }
+    fn keys(&mut self) -> Result<Vec<Key>, WireError> {
+        let n = self.count(8)?;
+        let bytes = self.take(n * 8)?;
+        Ok(bytes.chunks_exact(8).map(|c| Key(u64::from_le_bytes(c.try_into().unwrap_or([0; 8])))).collect())
+    }
+    fn values(&mut self) -> Result<Vec<f32>, WireError> {
+        let n = self.count(4)?;
+        let bytes = self.take(n * 4)?;
+        Ok(bytes.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap_or([0; 4]))).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests;

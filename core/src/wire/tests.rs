@@ -1,0 +1,94 @@
+use super::*;
+use alloc::vec;
+
+const C: ClusterId = ClusterId(7);
+
+fn samples() -> Vec<Message> {
+    vec![
+        Message::Pull { req: RequestId(1), origin: NodeId(2), hops: 3, keys: vec![Key(1), Key(u64::MAX)] },
+        Message::PullReply { req: RequestId(9), keys: vec![Key(4)], values: vec![1.0, -2.5] },
+        Message::Push {
+            req: RequestId(5),
+            origin: NodeId(0),
+            hops: 0,
+            write: WriteKind::Set,
+            keys: vec![Key(3)],
+            values: vec![f32::NAN],
+        },
+        Message::PushReply { req: RequestId(5), keys: vec![] },
+        Message::Localize { origin: NodeId(1), hops: 2, keys: vec![Key(8)] },
+        Message::Relocate {
+            moved: vec![Moved { key: Key(8), epoch: Epoch(3), version: Version(99) }],
+            values: vec![0.5; 4],
+        },
+        Message::OwnerUpdate { changes: vec![OwnerChange { key: Key(8), epoch: Epoch(3), prev: NodeId(4) }] },
+        Message::PointerRelease { keys: vec![Key(8)], epochs: vec![Epoch(3)] },
+        Message::RequestFailed { req: RequestId(2), reason: FailReason::Busy, keys: vec![Key(1)] },
+        Message::BarrierEnter { generation: 4 },
+        Message::BarrierRelease { generation: 4 },
+    ]
+}
+
+fn same(a: &Message, b: &Message) -> bool {
+    // NaN != NaN, so compare frames instead of values.
+    a.to_frame(C, NodeId(0)) == b.to_frame(C, NodeId(0))
+}
+
+#[test]
+fn round_trip_every_kind() {
+    for m in samples() {
+        let f = m.to_frame(C, NodeId(3));
+        assert_eq!(f.len(), m.encoded_len());
+        let (h, d) = decode(&f, C, 1 << 20).unwrap();
+        assert_eq!(h.sender, NodeId(3));
+        assert_eq!(h.kind, m.kind() as u8);
+        assert!(same(&m, &d), "{m:?} vs {d:?}");
+    }
+}
+
+#[test]
+fn every_truncation_is_an_error() {
+    for m in samples() {
+        let f = m.to_frame(C, NodeId(0));
+        for cut in 0..f.len() {
+            assert!(decode(&f[..cut], C, 1 << 20).is_err());
+        }
+    }
+}
+
+#[test]
+fn header_checks() {
+    let m = Message::BarrierEnter { generation: 1 };
+    let f = m.to_frame(C, NodeId(0));
+    assert_eq!(decode(&f, ClusterId(8), 1 << 20), Err(WireError::ForeignCluster { cluster: 7 }));
+    assert_eq!(decode(&f, C, 10), Err(WireError::Oversized { len: f.len() }));
+    let mut g = f.clone();
+    g[4] = 2;
+    assert_eq!(decode(&g, C, 1 << 20), Err(WireError::UnsupportedVersion { version: 2 }));
+    let mut g = f.clone();
+    g[0] = b'X';
+    assert_eq!(decode(&g, C, 1 << 20), Err(WireError::BadMagic));
+    let mut g = f.clone();
+    g[5] = 200;
+    assert_eq!(decode(&g, C, 1 << 20), Err(WireError::UnknownKind { kind: 200 }));
+    let mut g = f.clone();
+    g.push(0);
+    assert_eq!(decode(&g, C, 1 << 20), Err(WireError::LengthMismatch));
+}
+
+#[test]
+fn huge_counts_do_not_allocate() {
+    // A pull claiming 2^32-1 keys in a tiny frame.
+    let m = Message::Pull { req: RequestId(1), origin: NodeId(0), hops: 0, keys: vec![] };
+    let mut f = m.to_frame(C, NodeId(0));
+    let at = HEADER_LEN + 11;
+    f[at..at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+    assert_eq!(decode(&f, C, 1 << 20), Err(WireError::CountTooLarge));
+}
+
+#[test]
+fn encode_into_small_buffer_fails_cleanly() {
+    let m = Message::BarrierEnter { generation: 1 };
+    let mut buf = [0u8; 5];
+    assert_eq!(m.encode(C, NodeId(0), &mut buf), Err(WireError::BufferTooSmall));
+}

@@ -67,7 +67,11 @@ pub trait Transport {
 
     /// Hands up to `max_frames` received frames to `sink`, each with its sender, in arrival
     /// order; returns how many were handed over. Never blocks.
-    fn poll_recv(&mut self, max_frames: usize, sink: &mut dyn FnMut(NodeId, &[u8])) -> Result<usize, RecvError>;
+    fn poll_recv(
+        &mut self,
+        max_frames: usize,
+        sink: &mut dyn FnMut(NodeId, &[u8]),
+    ) -> Result<usize, RecvError>;
 
     /// The next cluster event (a failed peer), if any.
     fn poll_event(&mut self) -> Option<TransportEvent>;

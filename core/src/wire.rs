@@ -289,11 +289,20 @@ pub fn decode_header(frame: &[u8], cluster: ClusterId, frame_len_max: usize) -> 
 }
 
 /// Decodes one frame: checks the header (magic, version, cluster, lengths) and the body.
-pub fn decode(frame: &[u8], cluster: ClusterId, frame_len_max: usize) -> Result<(Header, Message), WireError> {
+pub fn decode(
+    frame: &[u8],
+    cluster: ClusterId,
+    frame_len_max: usize,
+) -> Result<(Header, Message), WireError> {
     let header = decode_header(frame, cluster, frame_len_max)?;
     let mut r = Reader { buf: &frame[HEADER_LEN..] };
     let msg = match header.kind {
-        1 => Message::Pull { req: RequestId(r.u64()?), origin: NodeId(r.u16()?), hops: r.u8()?, keys: r.keys()? },
+        1 => Message::Pull {
+            req: RequestId(r.u64()?),
+            origin: NodeId(r.u16()?),
+            hops: r.u8()?,
+            keys: r.keys()?,
+        },
         2 => Message::PullReply { req: RequestId(r.u64()?), keys: r.keys()?, values: r.values()? },
         3 => {
             let req = RequestId(r.u64()?);
@@ -320,7 +329,11 @@ pub fn decode(frame: &[u8], cluster: ClusterId, frame_len_max: usize) -> Result<
             let n = r.count(14)?;
             let mut changes = Vec::with_capacity(n);
             for _ in 0..n {
-                changes.push(OwnerChange { key: Key(r.u64()?), epoch: Epoch(r.u32()?), prev: NodeId(r.u16()?) });
+                changes.push(OwnerChange {
+                    key: Key(r.u64()?),
+                    epoch: Epoch(r.u32()?),
+                    prev: NodeId(r.u16()?),
+                });
             }
             Message::OwnerUpdate { changes }
         }

@@ -19,6 +19,17 @@ pub enum Technique {
     Relocation,
 }
 
+/// The value a key has before anything was written to it.
+#[derive(Clone, Copy, Debug, PartialEq, Default)]
+#[non_exhaustive]
+pub enum Init {
+    /// All zeros.
+    #[default]
+    Zero,
+    /// Uniform in `[-scale, scale)`, a deterministic function of (seed, key, element).
+    Uniform { scale: f32 },
+}
+
 /// Configuration of one node.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -32,8 +43,10 @@ pub struct Config {
     pub layout: Layout,
     /// How parameters are managed.
     pub technique: Technique,
-    /// Seed for this node's random choices (combined with the node id).
+    /// Seed for initial values and for the nodes' random choices (combined with the node id).
     pub seed: u64,
+    /// Initial values of keys.
+    pub init: Init,
     /// Shards of the parameter store; a power of two.
     pub store_shards: usize,
     /// Most keys this node may hold (main copies plus incoming). Must cover the keys homed here.
@@ -66,6 +79,7 @@ impl Config {
             layout,
             technique: Technique::default(),
             seed: 0x5eed,
+            init: Init::Zero,
             store_shards: 256,
             store_keys_max: usize::try_from(keys_homed.saturating_mul(4)).unwrap_or(usize::MAX),
             location_cache_slots: 1 << 16,

@@ -7,6 +7,7 @@ pub mod config;
 pub mod error;
 pub mod ids;
 pub mod layout;
+pub mod store;
 pub mod time;
 pub mod transport;
 pub mod wire;

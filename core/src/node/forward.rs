@@ -1,0 +1,465 @@
+//! Messages from peers: serving what this node holds, forwarding what it does not, and the
+//! relocation handshake (hand over, owner update at the home node, pointer release).
+//!
+//! Routing, in one place:
+//! - an origin sends a request for a key to: the owner its home-node record names (if it is the
+//!   key's home), else the node it gave the key to (pointer), else its location cache, else the
+//!   key's home node;
+//! - a node that gets a request for a key it does not hold queues it if the key is on its way
+//!   here, else forwards it to: the owner its home-node record names, else along its pointer,
+//!   else to the key's home node. Forwarding never uses the cache, so a request visits the home
+//!   node at most once per ownership epoch it chases: no loops.
+
+use alloc::vec::Vec;
+
+use super::{Node, WaitingOp, HOPS_MAX};
+use crate::config::Technique;
+use crate::ids::{Epoch, Key, NodeId, RequestId};
+use crate::store::Whereabouts;
+use crate::time::Instant;
+use crate::wire::{FailReason, Message, Moved, OwnerChange, WriteKind, HEADER_LEN};
+
+/// Per-message overhead besides keys and values, generously.
+const FIXED_BYTES: usize = 64;
+/// Bytes per key besides its value, generously (key, epoch, version).
+const KEY_BYTES: usize = 24;
+
+impl Node {
+    pub(super) fn dispatch(&mut self, now: Instant, from: NodeId, msg: Message) {
+        if !self.valid(&msg) {
+            self.stats.messages_rejected += 1;
+            return;
+        }
+        match msg {
+            Message::Pull { req, origin, hops, keys } => self.serve_pull(origin, req, hops, &keys),
+            Message::PullReply { req, keys, values } => {
+                let mut at = 0;
+                for k in keys {
+                    let len = self.cfg.layout.len_of(k).unwrap_or(0);
+                    self.answer(req, k, &values[at..at + len]);
+                    at += len;
+                    self.learn_owner(k, from);
+                }
+            }
+            Message::Push { req, origin, hops, write, keys, values } => {
+                let mut at = 0;
+                let pairs: Vec<(Key, &[f32])> = keys
+                    .iter()
+                    .map(|k| {
+                        let len = self.cfg.layout.len_of(*k).unwrap_or(0);
+                        at += len;
+                        (*k, &values[at - len..at])
+                    })
+                    .collect();
+                self.serve_write(origin, req, hops, write, &pairs);
+            }
+            Message::PushReply { req, keys } => {
+                for k in keys {
+                    self.answer(req, k, &[]);
+                    self.learn_owner(k, from);
+                }
+            }
+            Message::Localize { origin, hops, keys } => self.serve_localize(origin, hops, &keys),
+            Message::Relocate { moved, values } => self.receive_keys(now, from, &moved, &values),
+            Message::OwnerUpdate { changes } => self.record_owners(from, &changes),
+            Message::PointerRelease { keys, epochs } => {
+                for (k, e) in keys.into_iter().zip(epochs) {
+                    self.release_pointer(k, e);
+                }
+            }
+            Message::RequestFailed { req, reason, .. } => {
+                let err = match reason {
+                    FailReason::RoutingLoop => crate::error::OpError::RoutingLoop,
+                    FailReason::Busy => crate::error::OpError::Busy,
+                };
+                self.fail_request(req, err);
+            }
+            Message::BarrierEnter { generation } => {
+                if let Some(g) = self.barrier.coordinator_enter(from, generation) {
+                    for n in 0..self.cfg.nodes {
+                        self.send(NodeId(n), Message::BarrierRelease { generation: g });
+                    }
+                } else {
+                    self.stats.messages_rejected += u64::from(!self.barrier.accepts(from, generation));
+                }
+            }
+            Message::BarrierRelease { generation } => {
+                for (w, t) in self.barrier.release(generation) {
+                    self.complete(w, t, Ok(super::Completion::Barrier));
+                }
+            }
+        }
+    }
+
+    /// Whole-message checks, before anything changes.
+    fn valid(&self, msg: &Message) -> bool {
+        let layout = &self.cfg.layout;
+        let node_ok = |n: &NodeId| n.0 < self.cfg.nodes;
+        let keys_ok = |keys: &[Key]| keys.iter().all(|k| layout.contains(*k));
+        let vals_ok = |keys: &[Key], values: &[f32]| layout.total_len(keys) == Ok(values.len());
+        match msg {
+            Message::Pull { origin, keys, .. } => node_ok(origin) && keys_ok(keys),
+            Message::PullReply { keys, values, .. } => vals_ok(keys, values),
+            Message::Push { origin, keys, values, .. } => node_ok(origin) && vals_ok(keys, values),
+            Message::PushReply { keys, .. } | Message::RequestFailed { keys, .. } => keys_ok(keys),
+            Message::Localize { origin, keys, .. } => {
+                self.cfg.technique != Technique::StaticPartitioning && node_ok(origin) && keys_ok(keys)
+            }
+            Message::Relocate { moved, values } => {
+                let keys: Vec<Key> = moved.iter().map(|m| m.key).collect();
+                self.cfg.technique != Technique::StaticPartitioning && vals_ok(&keys, values)
+            }
+            Message::OwnerUpdate { changes } => {
+                changes.iter().all(|c| layout.contains(c.key) && self.home(c.key) == self.me && node_ok(&c.prev))
+            }
+            Message::PointerRelease { keys, epochs } => keys.len() == epochs.len() && keys_ok(keys),
+            Message::BarrierEnter { .. } => self.me == super::barrier::COORDINATOR,
+            Message::BarrierRelease { .. } => true,
+        }
+    }
+
+    /// Where an origin sends a request for `key`, which it does not hold.
+    pub(super) fn route(&self, key: Key) -> NodeId {
+        match self.store.whereabouts(key) {
+            Whereabouts::Away(owner, _) => owner,
+            _ => self
+                .pointers
+                .get(&key)
+                .map(|(to, _)| *to)
+                .or_else(|| self.cache.get(key))
+                .unwrap_or_else(|| self.home(key)),
+        }
+    }
+
+    /// Where a node that does not hold `key` forwards a request for it.
+    fn next_hop(&self, key: Key) -> NodeId {
+        match self.store.whereabouts(key) {
+            Whereabouts::Away(owner, _) => owner,
+            _ => self.pointers.get(&key).map(|(to, _)| *to).unwrap_or_else(|| self.home(key)),
+        }
+    }
+
+    pub(super) fn group_by_route(&self, keys: &[Key]) -> Vec<(NodeId, Vec<Key>)> {
+        self.group(keys, |n, k| n.route(k))
+            .into_iter()
+            .map(|(to, idx)| (to, idx.into_iter().map(|i| keys[i]).collect()))
+            .collect()
+    }
+
+    /// Indices of `keys` grouped by the node `hop` names for each.
+    pub(super) fn group(&self, keys: &[Key], hop: impl Fn(&Node, Key) -> NodeId) -> Vec<(NodeId, Vec<usize>)> {
+        let mut groups: Vec<(NodeId, Vec<usize>)> = Vec::new();
+        for (i, &k) in keys.iter().enumerate() {
+            let to = hop(self, k);
+            match groups.iter_mut().find(|(n, _)| *n == to) {
+                Some((_, v)) => v.push(i),
+                None => groups.push((to, alloc::vec![i])),
+            }
+        }
+        groups
+    }
+
+    fn learn_owner(&mut self, key: Key, owner: NodeId) {
+        if owner != self.me {
+            self.cache.put(key, owner);
+        }
+    }
+
+    /// Room for one more waiting operation on `key`, which is on its way here.
+    fn can_wait(&self, key: Key) -> bool {
+        self.incoming.contains_key(&key) && self.waiting_ops < self.cfg.waiting_ops_max
+    }
+
+    fn wait_for(&mut self, key: Key, op: WaitingOp) {
+        if let Some(inc) = self.incoming.get_mut(&key) {
+            inc.ops.push_back(op);
+            self.waiting_ops += 1;
+            self.stats.keys_waited += 1;
+        }
+    }
+
+    /// Forwards a request for `keys` (none held here), or fails it if it has gone too far.
+    fn forward(&mut self, origin: NodeId, req: Option<RequestId>, hops: u8, keys: Vec<Key>, mk: Fwd<'_>) {
+        if keys.is_empty() {
+            return;
+        }
+        self.stats.keys_forwarded += keys.len() as u64;
+        if hops >= HOPS_MAX {
+            if let Some(req) = req {
+                let msg = Message::RequestFailed { req, reason: FailReason::RoutingLoop, keys };
+                self.send(origin, msg);
+            }
+            return;
+        }
+        for (to, idx) in self.group(&keys, |n, k| n.next_hop(k)) {
+            let ks: Vec<Key> = idx.iter().map(|i| keys[*i]).collect();
+            match &mk {
+                Fwd::Pull(req) => self.send_pulls(to, *req, origin, hops + 1, ks),
+                Fwd::Write(req, write, pairs) => {
+                    let sel: Vec<(Key, &[f32])> = idx.iter().map(|i| pairs[*i]).collect();
+                    self.send_writes(to, *req, origin, hops + 1, *write, &sel);
+                }
+                Fwd::Localize => {
+                    self.send_keys(to, ks, |keys| Message::Localize { origin, hops: hops + 1, keys });
+                }
+            }
+        }
+    }
+
+    pub(super) fn serve_pull(&mut self, origin: NodeId, req: RequestId, hops: u8, keys: &[Key]) {
+        self.stats.hops_max = self.stats.hops_max.max(hops);
+        let (mut got, mut values, mut fwd) = (Vec::new(), Vec::new(), Vec::new());
+        for &k in keys {
+            if self.store.read_append(k, &mut values) {
+                got.push(k);
+            } else if self.can_wait(k) {
+                self.wait_for(k, WaitingOp::Pull { origin, req, hops });
+            } else {
+                fwd.push(k);
+            }
+        }
+        if origin == self.me {
+            let mut at = 0;
+            for k in got {
+                let len = self.cfg.layout.len_of(k).unwrap_or(0);
+                self.answer(req, k, &values[at..at + len]);
+                at += len;
+            }
+        } else if !got.is_empty() {
+            self.stats.keys_served_for_peers += got.len() as u64;
+            self.send_keys_values(origin, got, values, |keys, values| Message::PullReply { req, keys, values });
+        }
+        self.forward(origin, Some(req), hops, fwd, Fwd::Pull(req));
+    }
+
+    pub(super) fn serve_write(
+        &mut self,
+        origin: NodeId,
+        req: RequestId,
+        hops: u8,
+        write: WriteKind,
+        pairs: &[(Key, &[f32])],
+    ) {
+        self.stats.hops_max = self.stats.hops_max.max(hops);
+        let (mut done, mut fwd, mut fwd_pairs) = (Vec::new(), Vec::new(), Vec::new());
+        for &(k, v) in pairs {
+            let applied = match write {
+                WriteKind::Add => self.store.add(k, v),
+                WriteKind::Set => self.store.write(k, v),
+            };
+            if applied {
+                done.push(k);
+            } else if self.can_wait(k) {
+                self.wait_for(k, WaitingOp::Write { origin, req, hops, write, values: v.to_vec() });
+            } else {
+                fwd.push(k);
+                fwd_pairs.push((k, v));
+            }
+        }
+        if origin == self.me {
+            for k in done {
+                self.answer(req, k, &[]);
+            }
+        } else if !done.is_empty() {
+            self.stats.keys_served_for_peers += done.len() as u64;
+            self.send_keys(origin, done, |keys| Message::PushReply { req, keys });
+        }
+        self.forward(origin, Some(req), hops, fwd, Fwd::Write(req, write, &fwd_pairs));
+    }
+
+    pub(super) fn serve_localize(&mut self, origin: NodeId, hops: u8, keys: &[Key]) {
+        self.stats.hops_max = self.stats.hops_max.max(hops);
+        let (mut moved, mut values, mut fwd) = (Vec::new(), Vec::new(), Vec::new());
+        for &k in keys {
+            if origin == self.me && self.store.holds(k) {
+                // Our own request found the key already here: nothing to move.
+                continue;
+            }
+            if let Some((epoch, version)) = self.store.take(k, origin, &mut values) {
+                moved.push(Moved { key: k, epoch, version });
+                self.pointers.insert(k, (origin, epoch));
+                self.cache.put(k, origin);
+                self.stats.relocations_out += 1;
+            } else if self.can_wait(k) {
+                self.wait_for(k, WaitingOp::Localize { origin, hops });
+            } else {
+                fwd.push(k);
+            }
+        }
+        if !moved.is_empty() {
+            let lens: Vec<usize> = moved.iter().map(|m| self.cfg.layout.len_of(m.key).unwrap_or(0)).collect();
+            let mut at = 0;
+            for chunk in self.chunks_by_len(&lens) {
+                let ms = moved[chunk.clone()].to_vec();
+                let n: usize = lens[chunk].iter().sum();
+                let vs = values[at..at + n].to_vec();
+                at += n;
+                self.send(origin, Message::Relocate { moved: ms, values: vs });
+            }
+        }
+        self.forward(origin, None, hops, fwd, Fwd::Localize);
+    }
+
+    /// Keys handed over to this node by `from`.
+    fn receive_keys(&mut self, now: Instant, from: NodeId, moved: &[Moved], values: &[f32]) {
+        let mut at = 0;
+        let mut updates: Vec<(NodeId, OwnerChange)> = Vec::new();
+        let mut arrived = Vec::new();
+        for m in moved {
+            let len = self.cfg.layout.len_of(m.key).unwrap_or(0);
+            let v = &values[at..at + len];
+            at += len;
+            if self.store.install(m.key, m.epoch, m.version, v).is_err() {
+                // Only a bug (ours or a peer's) gets here; keep the copy we have.
+                self.stats.messages_rejected += 1;
+                continue;
+            }
+            self.stats.relocations_in += 1;
+            self.pointers.remove(&m.key);
+            self.cache.forget(m.key);
+            updates.push((self.home(m.key), OwnerChange { key: m.key, epoch: m.epoch, prev: from }));
+            arrived.push(m.key);
+        }
+        let homes: Vec<NodeId> = {
+            let mut h: Vec<NodeId> = updates.iter().map(|(h, _)| *h).collect();
+            h.sort_unstable();
+            h.dedup();
+            h
+        };
+        for h in homes {
+            let changes: Vec<OwnerChange> = updates.iter().filter(|(x, _)| *x == h).map(|(_, c)| *c).collect();
+            for chunk in changes.chunks(self.cfg.keys_per_message_max) {
+                self.send(h, Message::OwnerUpdate { changes: chunk.to_vec() });
+            }
+        }
+        for k in arrived {
+            self.arrived(now, k);
+        }
+    }
+
+    /// `key` is held here now: complete local localizes and run what waited for it, in order.
+    fn arrived(&mut self, _now: Instant, key: Key) {
+        let Some(inc) = self.incoming.remove(&key) else { return };
+        for req in inc.localizes {
+            self.answer(req, key, &[]);
+        }
+        for op in inc.ops {
+            self.waiting_ops -= 1;
+            match op {
+                WaitingOp::Pull { origin, req, hops } => self.serve_pull(origin, req, hops, &[key]),
+                WaitingOp::Write { origin, req, hops, write, values } => {
+                    self.serve_write(origin, req, hops, write, &[(key, &values)])
+                }
+                WaitingOp::Localize { origin, hops } => self.serve_localize(origin, hops, &[key]),
+            }
+        }
+    }
+
+    /// At the home node: `from` now owns these keys. Records what is newer and, in any case,
+    /// lets the previous owner drop its pointer for that epoch.
+    fn record_owners(&mut self, from: NodeId, changes: &[OwnerChange]) {
+        let mut releases: Vec<(NodeId, Key, Epoch)> = Vec::new();
+        for c in changes {
+            self.store.record_owner(c.key, from, c.epoch);
+            releases.push((c.prev, c.key, c.epoch));
+        }
+        let mut prevs: Vec<NodeId> = releases.iter().map(|r| r.0).collect();
+        prevs.sort_unstable();
+        prevs.dedup();
+        for p in prevs {
+            let (keys, epochs): (Vec<Key>, Vec<Epoch>) =
+                releases.iter().filter(|r| r.0 == p).map(|r| (r.1, r.2)).unzip();
+            if p == self.me {
+                for (k, e) in keys.into_iter().zip(epochs) {
+                    self.release_pointer(k, e);
+                }
+            } else {
+                for (ks, es) in keys.chunks(self.cfg.keys_per_message_max).zip(epochs.chunks(self.cfg.keys_per_message_max)) {
+                    self.send(p, Message::PointerRelease { keys: ks.to_vec(), epochs: es.to_vec() });
+                }
+            }
+        }
+    }
+
+    fn release_pointer(&mut self, key: Key, epoch: Epoch) {
+        if self.pointers.get(&key).is_some_and(|(_, e)| *e == epoch) {
+            self.pointers.remove(&key);
+        }
+    }
+
+    // ----- building messages within the frame and key-count bounds -----
+
+    /// Splits `lens` (value lengths of consecutive keys) into ranges that fit one frame each.
+    fn chunks_by_len(&self, lens: &[usize]) -> Vec<core::ops::Range<usize>> {
+        let budget = self.cfg.frame_len_max.saturating_sub(HEADER_LEN + FIXED_BYTES);
+        let mut out = Vec::new();
+        let (mut start, mut bytes) = (0, 0);
+        for (i, &len) in lens.iter().enumerate() {
+            let cost = KEY_BYTES + 4 * len;
+            if i > start && (bytes + cost > budget || i - start >= self.cfg.keys_per_message_max) {
+                out.push(start..i);
+                start = i;
+                bytes = 0;
+            }
+            bytes += cost;
+        }
+        if start < lens.len() {
+            out.push(start..lens.len());
+        }
+        out
+    }
+
+    pub(super) fn send_keys(&mut self, to: NodeId, keys: Vec<Key>, mk: impl Fn(Vec<Key>) -> Message) {
+        for chunk in keys.chunks(self.cfg.keys_per_message_max) {
+            self.send(to, mk(chunk.to_vec()));
+        }
+    }
+
+    fn send_keys_values(
+        &mut self,
+        to: NodeId,
+        keys: Vec<Key>,
+        values: Vec<f32>,
+        mk: impl Fn(Vec<Key>, Vec<f32>) -> Message,
+    ) {
+        let lens: Vec<usize> = keys.iter().map(|k| self.cfg.layout.len_of(*k).unwrap_or(0)).collect();
+        let mut at = 0;
+        for chunk in self.chunks_by_len(&lens) {
+            let n: usize = lens[chunk.clone()].iter().sum();
+            self.send(to, mk(keys[chunk].to_vec(), values[at..at + n].to_vec()));
+            at += n;
+        }
+    }
+
+    /// Pull requests, split so that each one's reply fits a frame.
+    pub(super) fn send_pulls(&mut self, to: NodeId, req: RequestId, origin: NodeId, hops: u8, keys: Vec<Key>) {
+        let lens: Vec<usize> = keys.iter().map(|k| self.cfg.layout.len_of(*k).unwrap_or(0)).collect();
+        for chunk in self.chunks_by_len(&lens) {
+            self.send(to, Message::Pull { req, origin, hops, keys: keys[chunk].to_vec() });
+        }
+    }
+
+    pub(super) fn send_writes(
+        &mut self,
+        to: NodeId,
+        req: RequestId,
+        origin: NodeId,
+        hops: u8,
+        write: WriteKind,
+        pairs: &[(Key, &[f32])],
+    ) {
+        let lens: Vec<usize> = pairs.iter().map(|(_, v)| v.len()).collect();
+        for chunk in self.chunks_by_len(&lens) {
+            let keys = pairs[chunk.clone()].iter().map(|(k, _)| *k).collect();
+            let values = pairs[chunk].iter().flat_map(|(_, v)| v.iter().copied()).collect();
+            self.send(to, Message::Push { req, origin, hops, write, keys, values });
+        }
+    }
+}
+
+/// What kind of request `forward` re-sends.
+enum Fwd<'a> {
+    Pull(RequestId),
+    Write(RequestId, WriteKind, &'a [(Key, &'a [f32])]),
+    Localize,
+}

@@ -1,0 +1,464 @@
+//! One node of the cluster as a pure state machine. See the crate docs for the drain contract.
+
+mod barrier;
+mod cache;
+mod event;
+mod forward;
+mod invariants;
+mod origin;
+mod stats;
+
+use alloc::collections::VecDeque;
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+
+use hashbrown::{HashMap, HashSet};
+
+pub use event::{Completion, Event, Transmit};
+pub use invariants::InvariantViolation;
+pub use stats::{Stats, KINDS};
+
+use crate::config::{Config, Technique};
+use crate::error::{ConfigError, OpError};
+use crate::ids::{Epoch, Key, NodeId, RequestId, Ticket, WorkerId};
+use crate::store::{home_of, Store};
+use crate::time::Instant;
+use crate::wire::{self, Message, WriteKind};
+use barrier::Barrier;
+use cache::LocationCache;
+use origin::{Pending, PendingKind};
+
+/// Most hops a request may travel before it is failed as a routing loop. Correct routing needs
+/// far fewer (cache, home, owner, and one pointer per move that raced the request).
+pub const HOPS_MAX: u8 = 64;
+
+/// Most self-addressed messages processed after one input (each produces at most a few more).
+const LOOPBACK_STEPS_MAX: usize = 1 << 16;
+
+/// An operation that reached this node for a key that is on its way here; it runs, in order,
+/// when the key arrives.
+#[derive(Debug)]
+enum WaitingOp {
+    Pull { origin: NodeId, req: RequestId, hops: u8 },
+    Write { origin: NodeId, req: RequestId, hops: u8, write: WriteKind, values: Vec<f32> },
+    Localize { origin: NodeId, hops: u8 },
+}
+
+/// A key this node asked to have moved here, and what waits for it.
+#[derive(Debug, Default)]
+struct Incoming {
+    /// Local `localize` requests that complete when the key arrives.
+    localizes: Vec<RequestId>,
+    ops: VecDeque<WaitingOp>,
+}
+
+/// One node: ownership, routing, relocation and the requests of its workers.
+///
+/// Inputs: [`Node::handle_frame`], [`Node::handle_message`], [`Node::handle_timeout`],
+/// [`Node::handle_peer_failed`] and the worker commands ([`Node::pull`], [`Node::push`],
+/// [`Node::localize`], [`Node::barrier`]). Outputs: [`Node::poll_transmit`],
+/// [`Node::poll_event`], [`Node::poll_timeout`]. Everything else is a getter.
+pub struct Node {
+    cfg: Config,
+    me: NodeId,
+    store: Arc<Store>,
+    cache: LocationCache,
+    /// Keys this node gave away: where to, and the epoch the move created.
+    pointers: HashMap<Key, (NodeId, Epoch)>,
+    incoming: HashMap<Key, Incoming>,
+    waiting_ops: usize,
+    pending: HashMap<RequestId, Pending>,
+    /// Request deadlines in issue order (the timeout is fixed, so deadlines only grow).
+    deadlines: VecDeque<(Instant, RequestId)>,
+    next_req: u64,
+    outbox: VecDeque<Transmit>,
+    loopback: VecDeque<Message>,
+    events: VecDeque<Event>,
+    barrier: Barrier,
+    failed_peers: HashSet<NodeId>,
+    stats: Stats,
+}
+
+impl Node {
+    /// Node `me` of the cluster `cfg` describes, with a new empty store.
+    pub fn new(cfg: Config, me: NodeId) -> Result<Node, ConfigError> {
+        let store = Arc::new(Store::new(&cfg, me));
+        Node::with_store(cfg, me, store)
+    }
+
+    /// Node `me` with a store created by the caller (shared with worker threads).
+    pub fn with_store(cfg: Config, me: NodeId, store: Arc<Store>) -> Result<Node, ConfigError> {
+        cfg.validate(me)?;
+        Ok(Node {
+            cache: LocationCache::new(cfg.location_cache_slots),
+            barrier: Barrier::new(cfg.nodes, cfg.workers_per_node),
+            cfg,
+            me,
+            store,
+            pointers: HashMap::new(),
+            incoming: HashMap::new(),
+            waiting_ops: 0,
+            pending: HashMap::new(),
+            deadlines: VecDeque::new(),
+            next_req: 0,
+            outbox: VecDeque::new(),
+            loopback: VecDeque::new(),
+            events: VecDeque::new(),
+            failed_peers: HashSet::new(),
+            stats: Stats::default(),
+        })
+    }
+
+    // ----- getters -----
+
+    /// This node's id.
+    pub fn id(&self) -> NodeId {
+        self.me
+    }
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+    /// The store, shared with the worker threads for local accesses.
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+    /// Counters.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+    /// Requests of local workers still waiting for other nodes.
+    pub fn pending_requests(&self) -> usize {
+        self.pending.len()
+    }
+    /// Operations waiting here for keys on their way.
+    pub fn waiting_ops(&self) -> usize {
+        self.waiting_ops
+    }
+    /// Keys this node gave away and still keeps a forwarding pointer for.
+    pub fn forwarding_pointers(&self) -> usize {
+        self.pointers.len()
+    }
+    /// Keys this node asked to have moved here that have not arrived.
+    pub fn keys_incoming(&self) -> usize {
+        self.incoming.len()
+    }
+    /// False while the outbox is over its bound: the driver should send before reading more
+    /// frames, and worker commands get `Busy`.
+    pub fn wants_input(&self) -> bool {
+        self.outbox.len() < self.cfg.outbox_frames_max
+    }
+    /// True when nothing is pending, waiting, queued or being moved by this node.
+    pub fn is_idle(&self) -> bool {
+        self.pending.is_empty()
+            && self.incoming.is_empty()
+            && self.outbox.is_empty()
+            && self.events.is_empty()
+            && self.loopback.is_empty()
+    }
+
+    // ----- outputs -----
+
+    /// The next message to send. Drain until `None` after every input.
+    #[must_use]
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        let t = self.outbox.pop_front()?;
+        let kind = t.msg.kind() as usize % KINDS;
+        self.stats.messages_sent[kind] += 1;
+        self.stats.bytes_sent[kind] += t.encoded_len() as u64;
+        Some(t)
+    }
+
+    /// The next completion for a worker. Drain until `None` after every input.
+    #[must_use]
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// When [`Node::handle_timeout`] is next due, if ever.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.deadlines.front().map(|(t, _)| *t)
+    }
+
+    // ----- inputs from the network -----
+
+    /// A frame from `from` (as the transport says). Undecodable frames, frames from another
+    /// cluster, and frames whose header names another sender are dropped and counted.
+    pub fn handle_frame(&mut self, now: Instant, from: NodeId, frame: &[u8]) {
+        match wire::decode(frame, self.cfg.cluster_id, self.cfg.frame_len_max) {
+            Ok((h, msg)) if h.sender == from && from.0 < self.cfg.nodes => {
+                let kind = h.kind as usize % KINDS;
+                self.stats.messages_received[kind] += 1;
+                self.stats.bytes_received[kind] += frame.len() as u64;
+                self.handle_message(now, from, msg);
+            }
+            _ => self.stats.frames_dropped += 1,
+        }
+    }
+
+    /// A decoded message from node `from`. Messages whose content is invalid (keys outside
+    /// the layout, wrong value lengths) are dropped whole and counted; nothing changes.
+    pub fn handle_message(&mut self, now: Instant, from: NodeId, msg: Message) {
+        if from.0 >= self.cfg.nodes {
+            self.stats.messages_rejected += 1;
+            return;
+        }
+        self.dispatch(now, from, msg);
+        self.drain_loopback(now);
+    }
+
+    /// Timers: fails requests whose deadline passed.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        while let Some(&(t, req)) = self.deadlines.front() {
+            if t > now {
+                break;
+            }
+            self.deadlines.pop_front();
+            self.fail_request(req, OpError::Timeout);
+        }
+    }
+
+    /// The transport reports that `peer` failed. Every outstanding request and barrier ends
+    /// with an error: a request may have been routed through the peer, and waiting for it
+    /// could be forever.
+    pub fn handle_peer_failed(&mut self, _now: Instant, peer: NodeId) {
+        if peer == self.me || peer.0 >= self.cfg.nodes || !self.failed_peers.insert(peer) {
+            return;
+        }
+        let reqs: Vec<RequestId> = self.pending.keys().copied().collect();
+        for req in reqs {
+            self.fail_request(req, OpError::PeerFailed { node: peer });
+        }
+        for (worker, ticket) in self.barrier.fail_all() {
+            self.complete(worker, ticket, Err(OpError::PeerFailed { node: peer }));
+        }
+    }
+
+    // ----- worker commands -----
+
+    /// Pull `keys` for `worker`; completes with [`Completion::Pull`].
+    pub fn pull(&mut self, now: Instant, worker: WorkerId, ticket: Ticket, keys: &[Key]) -> Result<(), OpError> {
+        self.check_command(worker, keys, None)?;
+        let req = self.new_request(now);
+        let mut p = Pending::pull(worker, ticket, keys.to_vec(), &self.cfg.layout, now + self.cfg.request_timeout);
+        let mut buf = Vec::new();
+        let mut remote = Vec::new();
+        for &k in keys {
+            buf.clear();
+            if self.store.read_append(k, &mut buf) {
+                self.stats.keys_served_late_local += 1;
+                p.answer(k, &buf);
+            } else if let Some(inc) = self.incoming.get_mut(&k).filter(|_| self.waiting_ops < self.cfg.waiting_ops_max) {
+                inc.ops.push_back(WaitingOp::Pull { origin: self.me, req, hops: 0 });
+                self.waiting_ops += 1;
+                self.stats.keys_waited += 1;
+            } else {
+                remote.push(k);
+            }
+        }
+        self.stats.keys_pulled_remote += remote.len() as u64;
+        self.start(req, p);
+        let routes = self.group_by_route(&remote);
+        for (to, ks) in routes {
+            self.send_pulls(to, req, self.me, 0, ks);
+        }
+        self.drain_loopback(now);
+        Ok(())
+    }
+
+    /// Add (`WriteKind::Add`) or set `values` of `keys` for `worker`; completes with
+    /// [`Completion::Write`] once every key's owner applied it.
+    pub fn push(
+        &mut self,
+        now: Instant,
+        worker: WorkerId,
+        ticket: Ticket,
+        write: WriteKind,
+        keys: &[Key],
+        values: &[f32],
+    ) -> Result<(), OpError> {
+        self.check_command(worker, keys, Some(values.len()))?;
+        let req = self.new_request(now);
+        let p = Pending::new(worker, ticket, PendingKind::Write, keys.to_vec(), now + self.cfg.request_timeout);
+        self.start(req, p);
+        let mut remote: Vec<(Key, &[f32])> = Vec::new();
+        let mut at = 0;
+        for &k in keys {
+            let len = self.cfg.layout.len_of(k).unwrap_or(0);
+            let v = &values[at..at + len];
+            at += len;
+            let applied = match write {
+                WriteKind::Add => self.store.add(k, v),
+                WriteKind::Set => self.store.write(k, v),
+            };
+            if applied {
+                self.stats.keys_served_late_local += 1;
+                self.answer(req, k, &[]);
+            } else if let Some(inc) = self.incoming.get_mut(&k).filter(|_| self.waiting_ops < self.cfg.waiting_ops_max) {
+                inc.ops.push_back(WaitingOp::Write { origin: self.me, req, hops: 0, write, values: v.to_vec() });
+                self.waiting_ops += 1;
+                self.stats.keys_waited += 1;
+            } else {
+                remote.push((k, v));
+            }
+        }
+        self.stats.keys_pushed_remote += remote.len() as u64;
+        let keys_remote: Vec<Key> = remote.iter().map(|(k, _)| *k).collect();
+        for (to, idx) in self.group(&keys_remote, |n, k| n.route(k)) {
+            let vals: Vec<(Key, &[f32])> = idx.iter().map(|i| remote[*i]).collect();
+            self.send_writes(to, req, self.me, 0, write, &vals);
+        }
+        self.drain_loopback(now);
+        Ok(())
+    }
+
+    /// Move `keys` here (Lapse's localize); completes with [`Completion::Localize`] when all
+    /// of them are held here. Under static partitioning it completes at once and moves nothing.
+    pub fn localize(&mut self, now: Instant, worker: WorkerId, ticket: Ticket, keys: &[Key]) -> Result<(), OpError> {
+        self.check_command(worker, keys, None)?;
+        if self.cfg.technique == Technique::StaticPartitioning {
+            self.complete(worker, ticket, Ok(Completion::Localize));
+            return Ok(());
+        }
+        let wanted = keys.iter().filter(|k| !self.store.holds(**k) && !self.incoming.contains_key(*k)).count();
+        if self.store.keys_held() + self.incoming.len() + wanted > self.cfg.store_keys_max {
+            return Err(OpError::StoreFull);
+        }
+        let req = self.new_request(now);
+        let p = Pending::new(worker, ticket, PendingKind::Localize, keys.to_vec(), now + self.cfg.request_timeout);
+        self.start(req, p);
+        let mut ask = Vec::new();
+        for &k in keys {
+            if self.store.holds(k) {
+                self.answer(req, k, &[]);
+                continue;
+            }
+            let inc = self.incoming.entry(k).or_default();
+            if inc.localizes.is_empty() && inc.ops.is_empty() {
+                ask.push(k);
+            }
+            inc.localizes.push(req);
+        }
+        let me = self.me;
+        for (to, ks) in self.group_by_route(&ask) {
+            self.send_keys(to, ks, |keys| Message::Localize { origin: me, hops: 0, keys });
+        }
+        self.drain_loopback(now);
+        Ok(())
+    }
+
+    /// Enter the cluster-wide barrier for `worker`; completes with [`Completion::Barrier`] when
+    /// every worker of every node has entered it.
+    pub fn barrier(&mut self, now: Instant, worker: WorkerId, ticket: Ticket) -> Result<(), OpError> {
+        if worker.0 >= self.cfg.workers_per_node {
+            return Err(OpError::InvalidArgument);
+        }
+        if !self.wants_input() {
+            return Err(OpError::Busy);
+        }
+        if let Some(&peer) = self.failed_peers.iter().next() {
+            return Err(OpError::PeerFailed { node: peer });
+        }
+        if let Some(generation) = self.barrier.enter(worker, ticket)? {
+            self.send(barrier::COORDINATOR, Message::BarrierEnter { generation });
+        }
+        self.drain_loopback(now);
+        Ok(())
+    }
+
+    // ----- internals shared by the submodules -----
+
+    fn check_command(&self, worker: WorkerId, keys: &[Key], values: Option<usize>) -> Result<(), OpError> {
+        if worker.0 >= self.cfg.workers_per_node {
+            return Err(OpError::InvalidArgument);
+        }
+        let expected = self.cfg.layout.total_len(keys).map_err(|key| OpError::KeyOutsideLayout { key })?;
+        if let Some(got) = values {
+            if got != expected {
+                return Err(OpError::ValueLength { expected, got });
+            }
+        }
+        if keys.len() > 1 {
+            let mut seen = HashSet::with_capacity(keys.len());
+            if let Some(&key) = keys.iter().find(|k| !seen.insert(**k)) {
+                return Err(OpError::DuplicateKey { key });
+            }
+        }
+        if self.pending.len() >= self.cfg.requests_pending_max || !self.wants_input() {
+            return Err(OpError::Busy);
+        }
+        Ok(())
+    }
+
+    fn new_request(&mut self, _now: Instant) -> RequestId {
+        self.next_req += 1;
+        RequestId(self.next_req)
+    }
+
+    /// Registers `p` under `req`, or completes it at once if nothing is outstanding.
+    fn start(&mut self, req: RequestId, p: Pending) {
+        if p.remaining == 0 {
+            self.finish(p);
+        } else {
+            self.deadlines.push_back((p.deadline, req));
+            self.pending.insert(req, p);
+        }
+    }
+
+    /// `key` of request `req` is answered (with its value, for pulls).
+    fn answer(&mut self, req: RequestId, key: Key, values: &[f32]) {
+        let Some(p) = self.pending.get_mut(&req) else {
+            self.stats.replies_late += 1;
+            return;
+        };
+        if !p.answer(key, values) {
+            self.stats.messages_rejected += 1;
+            return;
+        }
+        if p.remaining == 0 {
+            if let Some(p) = self.pending.remove(&req) {
+                self.finish(p);
+            }
+        }
+    }
+
+    fn finish(&mut self, p: Pending) {
+        let result = match p.kind {
+            PendingKind::Pull { values, .. } => Completion::Pull(values),
+            PendingKind::Write => Completion::Write,
+            PendingKind::Localize => Completion::Localize,
+        };
+        self.complete(p.worker, p.ticket, Ok(result));
+    }
+
+    fn fail_request(&mut self, req: RequestId, err: OpError) {
+        if let Some(p) = self.pending.remove(&req) {
+            self.stats.ops_failed += 1;
+            self.complete(p.worker, p.ticket, Err(err));
+        }
+    }
+
+    fn complete(&mut self, worker: WorkerId, ticket: Ticket, result: Result<Completion, OpError>) {
+        self.events.push_back(Event { worker, ticket, result });
+    }
+
+    fn send(&mut self, to: NodeId, msg: Message) {
+        if to == self.me {
+            self.loopback.push_back(msg);
+        } else {
+            self.outbox.push_back(Transmit { to, msg, cluster: self.cfg.cluster_id, sender: self.me });
+        }
+    }
+
+    fn drain_loopback(&mut self, now: Instant) {
+        for _ in 0..LOOPBACK_STEPS_MAX {
+            let Some(msg) = self.loopback.pop_front() else { return };
+            self.dispatch(now, self.me, msg);
+        }
+    }
+
+    fn home(&self, key: Key) -> NodeId {
+        home_of(key, self.cfg.nodes)
+    }
+}

@@ -165,9 +165,13 @@ impl Node {
         }
     }
 
-    /// Room for one more waiting operation on `key`, which is on its way here.
-    fn can_wait(&self, key: Key) -> bool {
-        self.incoming.contains_key(&key) && self.waiting_ops < self.cfg.waiting_ops_max
+    /// Whether an operation of this node's own workers on `key` may wait here for it: only
+    /// when this node asked for the key and there is room. A request from another node never
+    /// waits: asking for a key does not mean it is coming yet (another node may get it first),
+    /// and two nodes that queued each other's requests would wait forever. With pointers and
+    /// per-pair FIFO, no request of another node can arrive here before the key itself.
+    fn can_wait(&self, origin: NodeId, key: Key) -> bool {
+        origin == self.me && self.incoming.contains_key(&key) && self.waiting_ops < self.cfg.waiting_ops_max
     }
 
     fn wait_for(&mut self, key: Key, op: WaitingOp) {
@@ -212,7 +216,7 @@ impl Node {
         for &k in keys {
             if self.store.read_append(k, &mut values) {
                 got.push(k);
-            } else if self.can_wait(k) {
+            } else if self.can_wait(origin, k) {
                 self.wait_for(k, WaitingOp::Pull { origin, req, hops });
             } else {
                 fwd.push(k);
@@ -249,7 +253,7 @@ impl Node {
             };
             if applied {
                 done.push(k);
-            } else if self.can_wait(k) {
+            } else if self.can_wait(origin, k) {
                 self.wait_for(k, WaitingOp::Write { origin, req, hops, write, values: v.to_vec() });
             } else {
                 fwd.push(k);
@@ -280,8 +284,6 @@ impl Node {
                 self.pointers.insert(k, (origin, epoch));
                 self.cache.put(k, origin);
                 self.stats.relocations_out += 1;
-            } else if self.can_wait(k) {
-                self.wait_for(k, WaitingOp::Localize { origin, hops });
             } else {
                 fwd.push(k);
             }
@@ -350,7 +352,6 @@ impl Node {
                 WaitingOp::Write { origin, req, hops, write, values } => {
                     self.serve_write(origin, req, hops, write, &[(key, &values)])
                 }
-                WaitingOp::Localize { origin, hops } => self.serve_localize(origin, hops, &[key]),
             }
         }
     }

@@ -35,13 +35,12 @@ pub const HOPS_MAX: u8 = 64;
 /// Most self-addressed messages processed after one input (each produces at most a few more).
 const LOOPBACK_STEPS_MAX: usize = 1 << 16;
 
-/// An operation that reached this node for a key that is on its way here; it runs, in order,
-/// when the key arrives.
+/// An operation of this node's workers on a key this node asked for; it runs, in order, when
+/// the key arrives.
 #[derive(Debug)]
 enum WaitingOp {
     Pull { origin: NodeId, req: RequestId, hops: u8 },
     Write { origin: NodeId, req: RequestId, hops: u8, write: WriteKind, values: Vec<f32> },
-    Localize { origin: NodeId, hops: u8 },
 }
 
 /// A key this node asked to have moved here, and what waits for it.

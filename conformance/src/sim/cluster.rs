@@ -1,0 +1,233 @@
+//! A cluster of [`Node`]s on a [`SimNet`], driven from one thread on virtual time.
+//!
+//! The cluster plays both the runtime's part (local accesses straight on the store, misses as
+//! node commands, the drain contract) and the network's (frames through the simulated
+//! transport). Every step is a function of the seed, so a run replays exactly.
+
+use std::collections::{HashMap, VecDeque};
+
+use parma_core::node::Transmit;
+use parma_core::transport::{SendError, Transport, TransportEvent};
+use parma_core::wire::WriteKind;
+use parma_core::{Completion, Config, Instant, Key, Node, NodeId, OpError, Ticket, WorkerId};
+use parma_transport_loopback::sim::{SimNet, SimTransport};
+
+/// Result of a worker operation as the simulated worker sees it.
+pub type OpResult = Result<Completion, OpError>;
+
+/// `n` nodes on a simulated network.
+pub struct Cluster {
+    net: SimNet,
+    ends: Vec<SimTransport>,
+    nodes: Vec<Node>,
+    /// Per node: transmits refused with `WouldBlock`, sent first next time (keeps FIFO order).
+    stalled: Vec<VecDeque<Transmit>>,
+    done: HashMap<(NodeId, WorkerId, Ticket), OpResult>,
+    next_ticket: u64,
+    steps: u64,
+}
+
+impl Cluster {
+    /// A cluster whose node `i` runs `cfg` on `net`'s endpoint `i`.
+    pub fn new(cfg: &Config, net: SimNet) -> Result<Cluster, parma_core::ConfigError> {
+        let nodes = (0..cfg.nodes).map(|i| Node::new(cfg.clone(), NodeId(i))).collect::<Result<Vec<_>, _>>()?;
+        let ends = net.endpoints();
+        Ok(Cluster {
+            stalled: (0..cfg.nodes).map(|_| VecDeque::new()).collect(),
+            net,
+            ends,
+            nodes,
+            done: HashMap::new(),
+            next_ticket: 0,
+            steps: 0,
+        })
+    }
+
+    /// The network.
+    pub fn net(&self) -> &SimNet {
+        &self.net
+    }
+    /// The nodes, by id.
+    pub fn nodes(&self) -> &[Node] {
+        &self.nodes
+    }
+    /// Virtual time now.
+    pub fn now(&self) -> Instant {
+        self.net.now()
+    }
+    /// Steps taken so far.
+    pub fn steps(&self) -> u64 {
+        self.steps
+    }
+
+    fn ticket(&mut self) -> Ticket {
+        self.next_ticket += 1;
+        Ticket(self.next_ticket)
+    }
+
+    /// Takes the result of a finished operation.
+    pub fn take_result(&mut self, node: NodeId, worker: WorkerId, ticket: Ticket) -> Option<OpResult> {
+        self.done.remove(&(node, worker, ticket))
+    }
+
+    /// Pull as a worker does: local keys are copied into `vals` at once; the others are asked
+    /// of the node. Returns the ticket and the indices (into `keys`) that went to the node.
+    pub fn pull(
+        &mut self,
+        node: NodeId,
+        worker: WorkerId,
+        keys: &[Key],
+        vals: &mut [f32],
+    ) -> Result<(Ticket, Vec<usize>), OpError> {
+        let layout = self.nodes[node.index()].config().layout.clone();
+        let store = self.nodes[node.index()].store().clone();
+        let mut at = 0;
+        let mut missing = Vec::new();
+        for (i, k) in keys.iter().enumerate() {
+            let len = layout.len_of(*k).ok_or(OpError::KeyOutsideLayout { key: *k })?;
+            if !store.read(*k, &mut vals[at..at + len]) {
+                missing.push(i);
+            }
+            at += len;
+        }
+        let ticket = self.ticket();
+        let miss_keys: Vec<Key> = missing.iter().map(|i| keys[*i]).collect();
+        self.command(node, |n, now| n.pull(now, worker, ticket, &miss_keys))?;
+        Ok((ticket, missing))
+    }
+
+    /// Push or set as a worker does: local keys in place, the others through the node.
+    pub fn write(
+        &mut self,
+        node: NodeId,
+        worker: WorkerId,
+        write: WriteKind,
+        keys: &[Key],
+        vals: &[f32],
+    ) -> Result<Ticket, OpError> {
+        let layout = self.nodes[node.index()].config().layout.clone();
+        let store = self.nodes[node.index()].store().clone();
+        let (mut at, mut miss_keys, mut miss_vals) = (0, Vec::new(), Vec::new());
+        for k in keys {
+            let len = layout.len_of(*k).ok_or(OpError::KeyOutsideLayout { key: *k })?;
+            let v = &vals[at..at + len];
+            at += len;
+            let hit = match write {
+                WriteKind::Add => store.add(*k, v),
+                WriteKind::Set => store.write(*k, v),
+            };
+            if !hit {
+                miss_keys.push(*k);
+                miss_vals.extend_from_slice(v);
+            }
+        }
+        let ticket = self.ticket();
+        self.command(node, |n, now| n.push(now, worker, ticket, write, &miss_keys, &miss_vals))?;
+        Ok(ticket)
+    }
+
+    /// Localize through the node.
+    pub fn localize(&mut self, node: NodeId, worker: WorkerId, keys: &[Key]) -> Result<Ticket, OpError> {
+        let ticket = self.ticket();
+        self.command(node, |n, now| n.localize(now, worker, ticket, keys))?;
+        Ok(ticket)
+    }
+
+    /// Barrier through the node.
+    pub fn barrier(&mut self, node: NodeId, worker: WorkerId) -> Result<Ticket, OpError> {
+        let ticket = self.ticket();
+        self.command(node, |n, now| n.barrier(now, worker, ticket))?;
+        Ok(ticket)
+    }
+
+    fn command(
+        &mut self,
+        node: NodeId,
+        f: impl FnOnce(&mut Node, Instant) -> Result<(), OpError>,
+    ) -> Result<(), OpError> {
+        let now = self.now();
+        f(&mut self.nodes[node.index()], now)?;
+        self.drain(node);
+        Ok(())
+    }
+
+    /// The earliest time something is due: a delivery or a node timer.
+    pub fn next_due(&self) -> Option<Instant> {
+        let timers = self.nodes.iter().filter_map(|n| n.poll_timeout());
+        self.net.next_delivery_time().into_iter().chain(timers).min()
+    }
+
+    /// Advances virtual time to `t` (not backwards) and lets every node handle what is due.
+    pub fn run_until(&mut self, t: Instant) {
+        if t > self.now() {
+            self.net.advance_to(t);
+        }
+        self.step();
+    }
+
+    /// Handles everything due now at every node: frames, failures, timers. Returns whether
+    /// anything happened.
+    pub fn step(&mut self) -> bool {
+        self.steps += 1;
+        let now = self.now();
+        let mut busy = false;
+        for i in 0..self.nodes.len() {
+            let id = NodeId(i as u16);
+            while let Some(TransportEvent::PeerFailed(p)) = self.ends[i].poll_event() {
+                self.nodes[i].handle_peer_failed(now, p);
+                busy = true;
+            }
+            let mut frames = Vec::new();
+            if self.nodes[i].wants_input() {
+                let _ = self.ends[i].poll_recv(256, &mut |from, f| frames.push((from, f.to_vec())));
+            }
+            busy |= !frames.is_empty();
+            for (from, f) in frames {
+                self.nodes[i].handle_frame(now, from, &f);
+                self.drain(id);
+            }
+            if self.nodes[i].poll_timeout().is_some_and(|t| t <= now) {
+                self.nodes[i].handle_timeout(now);
+                busy = true;
+            }
+            self.drain(id);
+        }
+        busy
+    }
+
+    /// The drain contract for one node: send everything, collect every completion.
+    fn drain(&mut self, id: NodeId) {
+        let i = id.index();
+        while let Some(t) = self.nodes[i].poll_transmit() {
+            self.stalled[i].push_back(t);
+        }
+        while let Some(t) = self.stalled[i].pop_front() {
+            let res = self.ends[i].try_send(t.to(), t.encoded_len(), &mut |buf| {
+                let _ = t.encode(buf);
+            });
+            match res {
+                Ok(()) => {}
+                Err(SendError::WouldBlock) => {
+                    self.stalled[i].push_front(t);
+                    break;
+                }
+                // A failed peer: the node hears of it through the transport's events.
+                Err(_) => {}
+            }
+        }
+        while let Some(ev) = self.nodes[i].poll_event() {
+            let (w, t, r) = ev.into_parts();
+            self.done.insert((id, w, t), r);
+        }
+    }
+
+    /// Frames waiting for back-pressure to end, over all nodes.
+    pub fn stalled(&self) -> usize {
+        self.stalled.iter().map(|s| s.len()).sum()
+    }
+
+    /// True when no frame is in flight or stalled and every node is idle.
+    pub fn quiet(&self) -> bool {
+        self.net.in_flight() == 0 && self.stalled() == 0 && self.nodes.iter().all(|n| n.is_idle())
+    }
+}

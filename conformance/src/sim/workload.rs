@@ -1,0 +1,272 @@
+//! Random workloads: every worker issues pulls, pushes, sets and localizes of random keys, one
+//! operation at a time, and checks what it reads.
+
+use std::collections::{HashMap, HashSet};
+
+use parma_core::wire::WriteKind;
+use parma_core::{Completion, Instant, Key, NodeId, Ticket, WorkerId};
+
+use super::cluster::Cluster;
+use crate::rng::Rng;
+
+/// Keys with `key % SET_MOD == SET_REM` only ever get sets; all others only pushes.
+const SET_MOD: u64 = 7;
+const SET_REM: u64 = 3;
+
+/// Whether `key` is one of the keys that only get sets.
+pub fn is_set_key(key: Key) -> bool {
+    key.0 % SET_MOD == SET_REM
+}
+
+/// Shape of a workload, all drawn from the seed.
+#[derive(Clone, Debug)]
+pub struct Mix {
+    pub ops_per_worker: u32,
+    pub keys_per_op_max: u64,
+    pub p_pull: f64,
+    pub p_push: f64,
+    pub p_set: f64,
+    /// The rest are localizes.
+    pub think_us_max: u64,
+}
+
+impl Mix {
+    /// A mix drawn from `rng`; `localize` says whether localizes are part of it.
+    pub fn draw(rng: &mut Rng, localize: bool) -> Mix {
+        let p_pull = 0.2 + 0.3 * rng.range(0, 100) as f64 / 100.0;
+        let p_push = 0.2 + 0.3 * rng.range(0, 100) as f64 / 100.0;
+        let p_set = 0.05 * rng.range(0, 2) as f64;
+        let rest = (1.0 - p_pull - p_push - p_set).max(0.0);
+        let (p_pull, p_push) = if localize { (p_pull, p_push) } else { (p_pull + rest / 2.0, p_push + rest / 2.0) };
+        Mix {
+            ops_per_worker: rng.range(10, 40) as u32,
+            keys_per_op_max: rng.range(1, 6),
+            p_pull,
+            p_push,
+            p_set,
+            think_us_max: rng.range(0, 2_000),
+        }
+    }
+}
+
+enum Outstanding {
+    Pull { ticket: Ticket, keys: Vec<Key>, vals: Vec<f32>, missing: Vec<usize> },
+    Push { ticket: Ticket, keys: Vec<Key>, deltas: Vec<u32> },
+    Other { ticket: Ticket },
+}
+
+struct SimWorker {
+    node: NodeId,
+    id: WorkerId,
+    rng: Rng,
+    ops_left: u32,
+    next_at: Instant,
+    current: Option<Outstanding>,
+    /// Sum of this worker's completed pushes, per key.
+    own: HashMap<Key, u64>,
+    /// Largest value this worker has read, per push key.
+    seen: HashMap<Key, u64>,
+}
+
+/// The expected outcome, built while operations are issued.
+#[derive(Default)]
+pub struct Ledger {
+    /// Sum of every push issued, per key.
+    pub pushed: HashMap<Key, u64>,
+    /// Every value ever set, per key.
+    pub set_values: HashMap<Key, HashSet<u32>>,
+    next_set: u32,
+    pub ops_done: u64,
+}
+
+/// The workers of a run and the ledger of what they did.
+pub struct Workload {
+    workers: Vec<SimWorker>,
+    mix: Mix,
+    keys: u64,
+    pub ledger: Ledger,
+}
+
+impl Workload {
+    /// Workers for every node and worker slot, each with its own generator.
+    pub fn new(nodes: u16, workers_per_node: u16, keys: u64, mix: Mix, rng: &mut Rng) -> Workload {
+        let mut workers = Vec::new();
+        for n in 0..nodes {
+            for w in 0..workers_per_node {
+                workers.push(SimWorker {
+                    node: NodeId(n),
+                    id: WorkerId(w),
+                    rng: Rng::new(rng.next_u64()),
+                    ops_left: mix.ops_per_worker,
+                    next_at: Instant(rng.range(0, mix.think_us_max)),
+                    current: None,
+                    own: HashMap::new(),
+                    seen: HashMap::new(),
+                });
+            }
+        }
+        Workload { workers, mix, keys, ledger: Ledger::default() }
+    }
+
+    /// True when every worker has issued and finished all its operations.
+    pub fn finished(&self) -> bool {
+        self.workers.iter().all(|w| w.ops_left == 0 && w.current.is_none())
+    }
+
+    /// The earliest time an idle worker wants to issue its next operation.
+    pub fn next_due(&self) -> Option<Instant> {
+        self.workers.iter().filter(|w| w.current.is_none() && w.ops_left > 0).map(|w| w.next_at).min()
+    }
+
+    /// Collects finished operations and checks them; issues new ones that are due.
+    pub fn poll(&mut self, cluster: &mut Cluster) -> Result<(), String> {
+        let now = cluster.now();
+        for i in 0..self.workers.len() {
+            self.collect(i, cluster)?;
+            let w = &self.workers[i];
+            if w.current.is_none() && w.ops_left > 0 && w.next_at <= now {
+                self.issue(i, cluster)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn collect(&mut self, i: usize, cluster: &mut Cluster) -> Result<(), String> {
+        let w = &mut self.workers[i];
+        let ticket = match &w.current {
+            Some(Outstanding::Pull { ticket, .. } | Outstanding::Push { ticket, .. } | Outstanding::Other { ticket }) => {
+                *ticket
+            }
+            None => return Ok(()),
+        };
+        let Some(result) = cluster.take_result(w.node, w.id, ticket) else { return Ok(()) };
+        let current = w.current.take();
+        w.next_at = cluster.now() + parma_core::Duration(w.rng.range(0, self.mix.think_us_max));
+        self.ledger.ops_done += 1;
+        let who = format!("node {} worker {}", w.node, w.id);
+        match (current, result) {
+            (Some(Outstanding::Pull { keys, mut vals, missing, .. }), Ok(Completion::Pull(remote))) => {
+                let layout = cluster.nodes()[0].config().layout.clone();
+                fill_remote(&layout, &keys, &mut vals, &missing, &remote).map_err(|e| format!("{who}: {e}"))?;
+                self.check_read(i, &keys, &vals, &layout)
+            }
+            (Some(Outstanding::Push { keys, deltas, .. }), Ok(Completion::Write)) => {
+                let w = &mut self.workers[i];
+                for (k, d) in keys.iter().zip(deltas) {
+                    *w.own.entry(*k).or_default() += u64::from(d);
+                }
+                Ok(())
+            }
+            (Some(Outstanding::Other { .. }), Ok(_)) => Ok(()),
+            (_, Err(e)) => Err(format!("{who}: operation failed: {e}")),
+            (_, Ok(c)) => Err(format!("{who}: unexpected completion {c:?}")),
+        }
+    }
+
+    fn check_read(&mut self, i: usize, keys: &[Key], vals: &[f32], layout: &parma_core::Layout) -> Result<(), String> {
+        let w = &mut self.workers[i];
+        let mut at = 0;
+        for k in keys {
+            let len = layout.len_of(*k).unwrap_or(0);
+            let v = &vals[at..at + len];
+            at += len;
+            if v.iter().any(|x| *x != v[0]) {
+                return Err(format!("key {k}: torn value {v:?}"));
+            }
+            let x = v[0];
+            if is_set_key(*k) {
+                let ok = x == 0.0 || self.ledger.set_values.get(k).is_some_and(|s| s.contains(&(x as u32)));
+                if !ok {
+                    return Err(format!("key {k}: read {x}, which was never set"));
+                }
+                continue;
+            }
+            let x = x as u64;
+            let own = w.own.get(k).copied().unwrap_or(0);
+            if x < own {
+                return Err(format!("node {} worker {}: key {k} read {x} < own pushes {own}", w.node, w.id));
+            }
+            let seen = w.seen.entry(*k).or_default();
+            if x < *seen {
+                return Err(format!("node {} worker {}: key {k} read {x} after reading {seen}", w.node, w.id));
+            }
+            *seen = x;
+        }
+        Ok(())
+    }
+
+    fn issue(&mut self, i: usize, cluster: &mut Cluster) -> Result<(), String> {
+        let layout = cluster.nodes()[0].config().layout.clone();
+        let w = &mut self.workers[i];
+        w.ops_left -= 1;
+        let n = w.rng.range(1, self.mix.keys_per_op_max.min(self.keys));
+        let mut keys: Vec<Key> = Vec::new();
+        while (keys.len() as u64) < n {
+            let k = Key(w.rng.range(0, self.keys - 1));
+            if !keys.contains(&k) {
+                keys.push(k);
+            }
+        }
+        let roll = w.rng.range(0, 9999) as f64 / 10_000.0;
+        let (node, id) = (w.node, w.id);
+        let err = |e| format!("node {node} worker {id}: command refused: {e}");
+        let total = layout.total_len(&keys).map_err(|k| format!("key {k} outside layout"))?;
+        if roll < self.mix.p_pull {
+            let mut vals = vec![f32::NAN; total];
+            let (ticket, missing) = cluster.pull(node, id, &keys, &mut vals).map_err(err)?;
+            self.workers[i].current = Some(Outstanding::Pull { ticket, keys, vals, missing });
+        } else if roll < self.mix.p_pull + self.mix.p_push {
+            keys.retain(|k| !is_set_key(*k));
+            let deltas: Vec<u32> = keys.iter().map(|_| self.workers[i].rng.range(1, 5) as u32).collect();
+            let mut vals = Vec::with_capacity(total);
+            for (k, d) in keys.iter().zip(&deltas) {
+                vals.extend(std::iter::repeat_n(*d as f32, layout.len_of(*k).unwrap_or(0)));
+                *self.ledger.pushed.entry(*k).or_default() += u64::from(*d);
+            }
+            let ticket = cluster.write(node, id, WriteKind::Add, &keys, &vals).map_err(err)?;
+            self.workers[i].current = Some(Outstanding::Push { ticket, keys, deltas });
+        } else if roll < self.mix.p_pull + self.mix.p_push + self.mix.p_set {
+            keys.retain(|k| is_set_key(*k));
+            let mut vals = Vec::new();
+            for k in &keys {
+                self.ledger.next_set += 1;
+                let x = 1000 + self.ledger.next_set;
+                self.ledger.set_values.entry(*k).or_default().insert(x);
+                vals.extend(std::iter::repeat_n(x as f32, layout.len_of(*k).unwrap_or(0)));
+            }
+            let ticket = cluster.write(node, id, WriteKind::Set, &keys, &vals).map_err(err)?;
+            self.workers[i].current = Some(Outstanding::Other { ticket });
+        } else {
+            let ticket = cluster.localize(node, id, &keys).map_err(err)?;
+            self.workers[i].current = Some(Outstanding::Other { ticket });
+        }
+        Ok(())
+    }
+}
+
+/// Puts the values of a pull's remote keys (in `remote`, concatenated) into their places.
+pub fn fill_remote(
+    layout: &parma_core::Layout,
+    keys: &[Key],
+    vals: &mut [f32],
+    missing: &[usize],
+    remote: &[f32],
+) -> Result<(), String> {
+    let mut offs = Vec::with_capacity(keys.len() + 1);
+    let mut at = 0;
+    for k in keys {
+        offs.push(at);
+        at += layout.len_of(*k).unwrap_or(0);
+    }
+    let mut r = 0;
+    for &i in missing {
+        let len = layout.len_of(keys[i]).unwrap_or(0);
+        let src = remote.get(r..r + len).ok_or("pull completion has too few values")?;
+        vals[offs[i]..offs[i] + len].copy_from_slice(src);
+        r += len;
+    }
+    if r != remote.len() {
+        return Err("pull completion has too many values".into());
+    }
+    Ok(())
+}

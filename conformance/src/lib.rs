@@ -7,3 +7,4 @@
 
 pub mod rng;
 pub mod sim;
+pub mod trace;

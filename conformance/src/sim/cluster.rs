@@ -80,6 +80,10 @@ impl Cluster {
         vals: &mut [f32],
     ) -> Result<(Ticket, Vec<usize>), OpError> {
         let layout = self.nodes[node.index()].config().layout.clone();
+        let expected = layout.total_len(keys).map_err(|key| OpError::KeyOutsideLayout { key })?;
+        if vals.len() != expected {
+            return Err(OpError::ValueLength { expected, got: vals.len() });
+        }
         let store = self.nodes[node.index()].store().clone();
         let mut at = 0;
         let mut missing = Vec::new();
@@ -106,6 +110,10 @@ impl Cluster {
         vals: &[f32],
     ) -> Result<Ticket, OpError> {
         let layout = self.nodes[node.index()].config().layout.clone();
+        let expected = layout.total_len(keys).map_err(|key| OpError::KeyOutsideLayout { key })?;
+        if vals.len() != expected {
+            return Err(OpError::ValueLength { expected, got: vals.len() });
+        }
         let store = self.nodes[node.index()].store().clone();
         let (mut at, mut miss_keys, mut miss_vals) = (0, Vec::new(), Vec::new());
         for k in keys {

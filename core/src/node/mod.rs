@@ -67,8 +67,8 @@ pub struct Node {
     incoming: HashMap<Key, Incoming>,
     waiting_ops: usize,
     pending: HashMap<RequestId, Pending>,
-    /// Request deadlines in issue order (the timeout is fixed, so deadlines only grow).
-    deadlines: VecDeque<(Instant, RequestId)>,
+    /// When pending requests are next scanned for expired deadlines (while any are pending).
+    next_scan: Option<Instant>,
     next_req: u64,
     outbox: VecDeque<Transmit>,
     loopback: VecDeque<Message>,
@@ -98,7 +98,7 @@ impl Node {
             incoming: HashMap::new(),
             waiting_ops: 0,
             pending: HashMap::new(),
-            deadlines: VecDeque::new(),
+            next_scan: None,
             next_req: 0,
             outbox: VecDeque::new(),
             loopback: VecDeque::new(),
@@ -177,7 +177,7 @@ impl Node {
     /// When [`Node::handle_timeout`] is next due, if ever.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.deadlines.front().map(|(t, _)| *t)
+        self.next_scan
     }
 
     // ----- inputs from the network -----
@@ -207,15 +207,23 @@ impl Node {
         self.drain_loopback(now);
     }
 
-    /// Timers: fails requests whose deadline passed.
+    /// Timers: fails requests whose deadline passed. Deadlines are checked in scans a
+    /// fraction of the timeout apart, so a request fails between its deadline and one scan
+    /// interval later.
     pub fn handle_timeout(&mut self, now: Instant) {
-        while let Some(&(t, req)) = self.deadlines.front() {
-            if t > now {
-                break;
-            }
-            self.deadlines.pop_front();
+        if self.next_scan.is_none_or(|t| t > now) {
+            return;
+        }
+        let expired: Vec<RequestId> =
+            self.pending.iter().filter(|(_, p)| p.deadline <= now).map(|(r, _)| *r).collect();
+        for req in expired {
             self.fail_request(req, OpError::Timeout);
         }
+        self.next_scan = (!self.pending.is_empty()).then(|| now + self.scan_interval());
+    }
+
+    fn scan_interval(&self) -> crate::time::Duration {
+        crate::time::Duration((self.cfg.request_timeout.as_micros() / 8).max(1))
     }
 
     /// The transport reports that `peer` failed. Every outstanding request and barrier ends
@@ -232,6 +240,10 @@ impl Node {
         for (worker, ticket) in self.barrier.fail_all() {
             self.complete(worker, ticket, Err(OpError::PeerFailed { node: peer }));
         }
+        // What waited for keys may wait forever now; its requests have just failed. A key that
+        // still arrives is installed all the same.
+        self.incoming.clear();
+        self.waiting_ops = 0;
     }
 
     // ----- worker commands -----
@@ -400,7 +412,9 @@ impl Node {
         if p.remaining == 0 {
             self.finish(p);
         } else {
-            self.deadlines.push_back((p.deadline, req));
+            if self.next_scan.is_none() {
+                self.next_scan = Some(p.deadline);
+            }
             self.pending.insert(req, p);
         }
     }

@@ -1,0 +1,33 @@
+//! What a trace needs from a cluster: one implementation per way of running one.
+
+use parma_core::{Key, Layout, NodeId, OpError, Technique, WorkerId};
+
+/// The cluster a trace asks for.
+#[derive(Clone, Debug)]
+pub struct Setup {
+    pub nodes: u16,
+    pub workers: u16,
+    pub layout: Layout,
+    pub technique: Technique,
+}
+
+/// Runs trace commands on a cluster. Each call returns when the operation has completed.
+pub trait Executor {
+    /// The cluster this executor runs.
+    fn setup(&self) -> &Setup;
+    /// Pulls `keys` as `worker` of `node`: the values, and for each key whether it was local.
+    fn pull(&mut self, node: NodeId, worker: WorkerId, keys: &[Key]) -> Result<(Vec<f32>, Vec<bool>), OpError>;
+    /// Adds (`set == false`) or sets `vals` of `keys`.
+    fn write(&mut self, node: NodeId, worker: WorkerId, set: bool, keys: &[Key], vals: &[f32]) -> Result<(), OpError>;
+    /// Moves `keys` to `node`.
+    fn localize(&mut self, node: NodeId, worker: WorkerId, keys: &[Key]) -> Result<(), OpError>;
+    /// The nodes that hold the main copy of `key` now.
+    fn owners(&mut self, key: Key) -> Vec<NodeId>;
+    /// Every worker of every node adds `each` to every element of every key, `rounds` times,
+    /// concurrently.
+    fn concurrent_push(&mut self, keys: &[Key], rounds: u32, each: f32) -> Result<(), OpError>;
+    /// Keys forwarded by all nodes so far (a node that did not hold a key passed a request on).
+    fn keys_forwarded(&mut self) -> u64;
+    /// Shuts the cluster down cleanly; reports anything left over.
+    fn finish(&mut self) -> Result<(), String>;
+}

@@ -1,0 +1,258 @@
+//! Conformance traces: scenarios of worker operations across nodes, each followed by the output
+//! it must produce, in the style of raft-rs's `datadriven` files.
+//!
+//! A trace file is a list of blocks separated by blank lines. Each block is one command line,
+//! a `----` line, and the expected output lines. Lines starting with `#` are comments. The first
+//! command is `cluster`, which sets up the cluster every later command runs on.
+//!
+//! | command | arguments | output |
+//! | --- | --- | --- |
+//! | `cluster` | `nodes= workers= keys= len= [technique=relocation\|static]` | `ok` |
+//! | `pull` | `node= worker= keys=a,b` | `k<key> = <values> (local\|remote)` per key |
+//! | `push` / `set` | `node= worker= keys=a,b values=x,y,...` or `each=x` | `ok` |
+//! | `localize` | `node= worker= keys=a,b` | `ok` |
+//! | `owners` | `keys=a,b` | `k<key> @ n<node>` per key (`@ none` or `@ n1 n2` if broken) |
+//! | `home` | `keys=a,b` | `k<key> home n<node>` per key |
+//! | `forwarded` | | `yes` if any node forwarded a request since the last `forwarded`, else `no` |
+//! | `concurrent-push` | `keys=a,b rounds=R each=x` | every worker of every node pushes `x` to every key, `R` times, all at once: `ok` |
+//!
+//! Any command may instead output `error: <message>`. A `keys=` value may be a range `a..b`.
+//! Running with the environment variable `PARMA_REWRITE=1` rewrites the expected outputs from
+//! what the executor produced (review the diff before committing it).
+
+mod exec;
+mod sim_exec;
+
+use std::fmt::Write as _;
+
+pub use exec::{Executor, Setup};
+pub use sim_exec::SimExecutor;
+
+use parma_core::{Key, NodeId, OpError, Technique, WorkerId};
+
+/// One block of a trace file.
+#[derive(Clone, Debug)]
+pub struct Block {
+    pub line: usize,
+    pub command: String,
+    pub expected: String,
+}
+
+/// Parses a trace file into blocks.
+pub fn parse(text: &str) -> Result<Vec<Block>, String> {
+    let mut blocks = Vec::new();
+    let mut lines = text.lines().enumerate().peekable();
+    while let Some((n, line)) = lines.next() {
+        let line = line.trim_end();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        match lines.next() {
+            Some((_, sep)) if sep.trim_end() == "----" => {}
+            _ => return Err(format!("line {}: command without a `----` line", n + 1)),
+        }
+        let mut expected = String::new();
+        while let Some((_, l)) = lines.peek() {
+            if l.trim().is_empty() {
+                break;
+            }
+            expected.push_str(l.trim_end());
+            expected.push('\n');
+            lines.next();
+        }
+        blocks.push(Block { line: n + 1, command: line.to_string(), expected });
+    }
+    Ok(blocks)
+}
+
+/// The arguments of one command line.
+pub struct Args<'a> {
+    pub name: &'a str,
+    pairs: Vec<(&'a str, &'a str)>,
+}
+
+impl<'a> Args<'a> {
+    pub fn parse(line: &'a str) -> Result<Args<'a>, String> {
+        let mut words = line.split_whitespace();
+        let name = words.next().ok_or("empty command")?;
+        let pairs = words
+            .map(|w| w.split_once('=').ok_or_else(|| format!("argument `{w}` is not key=value")))
+            .collect::<Result<_, _>>()?;
+        Ok(Args { name, pairs })
+    }
+    pub fn get(&self, key: &str) -> Option<&'a str> {
+        self.pairs.iter().find(|(k, _)| *k == key).map(|(_, v)| *v)
+    }
+    pub fn req(&self, key: &str) -> Result<&'a str, String> {
+        self.get(key).ok_or_else(|| format!("`{}` needs `{key}=`", self.name))
+    }
+    pub fn num<T: std::str::FromStr>(&self, key: &str) -> Result<T, String> {
+        self.req(key)?.parse().map_err(|_| format!("`{key}=` is not a number"))
+    }
+    pub fn keys(&self) -> Result<Vec<Key>, String> {
+        let v = self.req("keys")?;
+        let mut keys = Vec::new();
+        for part in v.split(',') {
+            if let Some((a, b)) = part.split_once("..") {
+                let (a, b): (u64, u64) = (a.parse().map_err(|_| "bad range")?, b.parse().map_err(|_| "bad range")?);
+                keys.extend((a..b).map(Key));
+            } else {
+                keys.push(Key(part.parse().map_err(|_| format!("bad key `{part}`"))?));
+            }
+        }
+        Ok(keys)
+    }
+    pub fn node(&self) -> Result<NodeId, String> {
+        Ok(NodeId(self.num("node")?))
+    }
+    pub fn worker(&self) -> Result<WorkerId, String> {
+        Ok(WorkerId(self.num("worker")?))
+    }
+    /// `values=` (every element) or `each=` (the same value in every element of every key).
+    pub fn values(&self, total: usize) -> Result<Vec<f32>, String> {
+        if let Some(x) = self.get("each") {
+            let x: f32 = x.parse().map_err(|_| "bad `each=`")?;
+            return Ok(vec![x; total]);
+        }
+        let v: Vec<f32> =
+            self.req("values")?.split(',').map(|x| x.parse().map_err(|_| format!("bad value `{x}`"))).collect::<Result<_, _>>()?;
+        Ok(v)
+    }
+}
+
+fn fmt_values(v: &[f32]) -> String {
+    v.iter().map(|x| format!("{x}")).collect::<Vec<_>>().join(" ")
+}
+
+fn fmt_err(e: OpError) -> String {
+    format!("error: {e}\n")
+}
+
+/// Runs one command on `exec` and returns its output.
+fn run_command(exec: &mut dyn Executor, line: &str, forwarded: &mut u64) -> Result<String, String> {
+    let a = Args::parse(line)?;
+    let layout = exec.setup().layout.clone();
+    let lens = |keys: &[Key]| -> Result<Vec<usize>, String> {
+        keys.iter().map(|k| layout.len_of(*k).ok_or_else(|| format!("key {k} outside layout"))).collect()
+    };
+    Ok(match a.name {
+        "pull" => {
+            let keys = a.keys()?;
+            match exec.pull(a.node()?, a.worker()?, &keys) {
+                Err(e) => fmt_err(e),
+                Ok((vals, local)) => {
+                    let mut out = String::new();
+                    let mut at = 0;
+                    for ((k, len), local) in keys.iter().zip(lens(&keys)?).zip(local) {
+                        let place = if local { "local" } else { "remote" };
+                        let _ = writeln!(out, "k{k} = {} ({place})", fmt_values(&vals[at..at + len]));
+                        at += len;
+                    }
+                    out
+                }
+            }
+        }
+        "push" | "set" => {
+            let keys = a.keys()?;
+            // A key outside the layout counts as one element, so the executor gets to refuse it.
+            let total = keys.iter().map(|k| layout.len_of(*k).unwrap_or(1)).sum();
+            let vals = a.values(total)?;
+            match exec.write(a.node()?, a.worker()?, a.name == "set", &keys, &vals) {
+                Ok(()) => "ok\n".into(),
+                Err(e) => fmt_err(e),
+            }
+        }
+        "localize" => match exec.localize(a.node()?, a.worker()?, &a.keys()?) {
+            Ok(()) => "ok\n".into(),
+            Err(e) => fmt_err(e),
+        },
+        "owners" => {
+            let mut out = String::new();
+            for k in a.keys()? {
+                let owners = exec.owners(k);
+                let names: Vec<String> = owners.iter().map(|n| format!("n{n}")).collect();
+                let names = if names.is_empty() { "none".into() } else { names.join(" ") };
+                let _ = writeln!(out, "k{k} @ {names}");
+            }
+            out
+        }
+        "home" => {
+            let mut out = String::new();
+            for k in a.keys()? {
+                let _ = writeln!(out, "k{k} home n{}", parma_core::store::home_of(k, exec.setup().nodes));
+            }
+            out
+        }
+        "concurrent-push" => {
+            let keys = a.keys()?;
+            let rounds: u32 = a.num("rounds")?;
+            let each: f32 = a.num("each")?;
+            match exec.concurrent_push(&keys, rounds, each) {
+                Ok(()) => "ok\n".into(),
+                Err(e) => fmt_err(e),
+            }
+        }
+        "forwarded" => {
+            let now = exec.keys_forwarded();
+            let before = std::mem::replace(forwarded, now);
+            if now > before { "yes\n".into() } else { "no\n".into() }
+        }
+        other => return Err(format!("unknown command `{other}`")),
+    })
+}
+
+/// Parses the `cluster` command.
+pub fn setup_from(line: &str) -> Result<Setup, String> {
+    let a = Args::parse(line)?;
+    if a.name != "cluster" {
+        return Err("a trace must start with `cluster`".into());
+    }
+    let technique = match a.get("technique").unwrap_or("relocation") {
+        "relocation" => Technique::Relocation,
+        "static" => Technique::StaticPartitioning,
+        t => return Err(format!("unknown technique `{t}`")),
+    };
+    let layout = parma_core::Layout::uniform(a.num("keys")?, a.num("len")?).map_err(|e| e.to_string())?;
+    Ok(Setup { nodes: a.num("nodes")?, workers: a.num("workers")?, layout, technique })
+}
+
+/// Runs a trace on executors made by `make` and returns the file's text with the actual
+/// outputs, and whether it matched.
+pub fn run_trace(text: &str, make: &mut dyn FnMut(&Setup) -> Box<dyn Executor>) -> Result<(String, bool), String> {
+    let blocks = parse(text)?;
+    let first = blocks.first().ok_or("empty trace")?;
+    let setup = setup_from(&first.command).map_err(|e| format!("line {}: {e}", first.line))?;
+    let mut exec = make(&setup);
+    let mut out = String::new();
+    let mut matched = true;
+    let mut forwarded = 0;
+    // Keep the comments and layout of the file; replace only the expected outputs.
+    let mut lines = text.lines().peekable();
+    let mut bi = 0;
+    while let Some(line) = lines.next() {
+        out.push_str(line);
+        out.push('\n');
+        let is_cmd = !line.trim().is_empty() && !line.starts_with('#');
+        if !is_cmd {
+            continue;
+        }
+        let block = &blocks[bi];
+        bi += 1;
+        let actual = if bi == 1 {
+            "ok\n".to_string()
+        } else {
+            run_command(exec.as_mut(), &block.command, &mut forwarded).map_err(|e| format!("line {}: {e}", block.line))?
+        };
+        matched &= actual == block.expected;
+        if let Some(sep) = lines.next() {
+            out.push_str(sep);
+            out.push('\n');
+        }
+        while lines.peek().is_some_and(|l| !l.trim().is_empty()) {
+            lines.next();
+        }
+        out.push_str(&actual);
+    }
+    exec.finish()?;
+    Ok((out, matched))
+}

@@ -1,0 +1,115 @@
+//! Runs traces on the deterministic simulator (virtual time, seeded faults).
+
+use parma_core::wire::WriteKind;
+use parma_core::{Completion, Config, Key, NodeId, OpError, Ticket, WorkerId};
+use parma_transport_loopback::sim::{Faults, SimNet};
+
+use super::exec::{Executor, Setup};
+use crate::sim::workload::fill_remote;
+use crate::sim::Cluster;
+
+/// Most steps one trace command may take.
+const STEPS_MAX: u64 = 1_000_000;
+
+/// A trace executor on the simulated network.
+pub struct SimExecutor {
+    setup: Setup,
+    cluster: Cluster,
+}
+
+impl SimExecutor {
+    /// A cluster for `setup` on a network with the faults `seed` derives.
+    pub fn new(setup: &Setup, seed: u64) -> SimExecutor {
+        let mut cfg = Config::new(setup.nodes, setup.workers, setup.layout.clone());
+        cfg.technique = setup.technique;
+        let net = SimNet::new(setup.nodes, Faults::from_seed(seed), seed);
+        let cluster = Cluster::new(&cfg, net).expect("trace cluster configuration is valid");
+        SimExecutor { setup: setup.clone(), cluster }
+    }
+
+    fn wait(&mut self, node: NodeId, worker: WorkerId, ticket: Ticket) -> Result<Completion, OpError> {
+        let start = self.cluster.steps();
+        loop {
+            if let Some(r) = self.cluster.take_result(node, worker, ticket) {
+                return r;
+            }
+            if self.cluster.steps() - start > STEPS_MAX {
+                return Err(OpError::Timeout);
+            }
+            let t = self.cluster.next_due().unwrap_or(self.cluster.now());
+            self.cluster.run_until(t.max(self.cluster.now()));
+        }
+    }
+}
+
+impl Executor for SimExecutor {
+    fn setup(&self) -> &Setup {
+        &self.setup
+    }
+
+    fn pull(&mut self, node: NodeId, worker: WorkerId, keys: &[Key]) -> Result<(Vec<f32>, Vec<bool>), OpError> {
+        let total = self.setup.layout.total_len(keys).map_err(|key| OpError::KeyOutsideLayout { key })?;
+        let mut vals = vec![0.0; total];
+        let (ticket, missing) = self.cluster.pull(node, worker, keys, &mut vals)?;
+        match self.wait(node, worker, ticket)? {
+            Completion::Pull(remote) => {
+                fill_remote(&self.setup.layout, keys, &mut vals, &missing, &remote)
+                    .map_err(|_| OpError::InvalidArgument)?;
+                let mut local = vec![true; keys.len()];
+                missing.iter().for_each(|i| local[*i] = false);
+                Ok((vals, local))
+            }
+            _ => Err(OpError::InvalidArgument),
+        }
+    }
+
+    fn write(&mut self, node: NodeId, worker: WorkerId, set: bool, keys: &[Key], vals: &[f32]) -> Result<(), OpError> {
+        let kind = if set { WriteKind::Set } else { WriteKind::Add };
+        let ticket = self.cluster.write(node, worker, kind, keys, vals)?;
+        self.wait(node, worker, ticket).map(|_| ())
+    }
+
+    fn localize(&mut self, node: NodeId, worker: WorkerId, keys: &[Key]) -> Result<(), OpError> {
+        let ticket = self.cluster.localize(node, worker, keys)?;
+        self.wait(node, worker, ticket).map(|_| ())
+    }
+
+    fn owners(&mut self, key: Key) -> Vec<NodeId> {
+        self.cluster.nodes().iter().filter(|n| n.store().holds(key)).map(|n| n.id()).collect()
+    }
+
+    fn concurrent_push(&mut self, keys: &[Key], rounds: u32, each: f32) -> Result<(), OpError> {
+        let total = self.setup.layout.total_len(keys).map_err(|key| OpError::KeyOutsideLayout { key })?;
+        let vals = vec![each; total];
+        for _ in 0..rounds {
+            let mut tickets = Vec::new();
+            for n in 0..self.setup.nodes {
+                for w in 0..self.setup.workers {
+                    let t = self.cluster.write(NodeId(n), WorkerId(w), WriteKind::Add, keys, &vals)?;
+                    tickets.push((NodeId(n), WorkerId(w), t));
+                }
+            }
+            for (n, w, t) in tickets {
+                self.wait(n, w, t)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn keys_forwarded(&mut self) -> u64 {
+        self.cluster.nodes().iter().map(|n| n.stats().keys_forwarded).sum()
+    }
+
+    fn finish(&mut self) -> Result<(), String> {
+        self.cluster.net().heal();
+        let start = self.cluster.steps();
+        while !self.cluster.quiet() {
+            if self.cluster.steps() - start > STEPS_MAX {
+                return Err("the cluster did not fall quiet".into());
+            }
+            let t = self.cluster.next_due().unwrap_or(self.cluster.now());
+            self.cluster.run_until(t.max(self.cluster.now()));
+        }
+        crate::sim::checks::nothing_left(self.cluster.nodes())
+    }
+}

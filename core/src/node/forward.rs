@@ -109,9 +109,9 @@ impl Node {
                 let keys: Vec<Key> = moved.iter().map(|m| m.key).collect();
                 self.cfg.technique != Technique::StaticPartitioning && vals_ok(&keys, values)
             }
-            Message::OwnerUpdate { changes } => {
-                changes.iter().all(|c| layout.contains(c.key) && self.home(c.key) == self.me && node_ok(&c.prev))
-            }
+            Message::OwnerUpdate { changes } => changes
+                .iter()
+                .all(|c| layout.contains(c.key) && self.home(c.key) == self.me && node_ok(&c.prev)),
             Message::PointerRelease { keys, epochs } => keys.len() == epochs.len() && keys_ok(keys),
             Message::BarrierEnter { .. } => self.me == super::barrier::COORDINATOR,
             Message::BarrierRelease { .. } => true,
@@ -147,7 +147,11 @@ impl Node {
     }
 
     /// Indices of `keys` grouped by the node `hop` names for each.
-    pub(super) fn group(&self, keys: &[Key], hop: impl Fn(&Node, Key) -> NodeId) -> Vec<(NodeId, Vec<usize>)> {
+    pub(super) fn group(
+        &self,
+        keys: &[Key],
+        hop: impl Fn(&Node, Key) -> NodeId,
+    ) -> Vec<(NodeId, Vec<usize>)> {
         let mut groups: Vec<(NodeId, Vec<usize>)> = Vec::new();
         for (i, &k) in keys.iter().enumerate() {
             let to = hop(self, k);
@@ -231,7 +235,11 @@ impl Node {
             }
         } else if !got.is_empty() {
             self.stats.keys_served_for_peers += got.len() as u64;
-            self.send_keys_values(origin, got, values, |keys, values| Message::PullReply { req, keys, values });
+            self.send_keys_values(origin, got, values, |keys, values| Message::PullReply {
+                req,
+                keys,
+                values,
+            });
         }
         self.forward(origin, Some(req), hops, fwd, Fwd::Pull(req));
     }
@@ -329,7 +337,8 @@ impl Node {
             h
         };
         for h in homes {
-            let changes: Vec<OwnerChange> = updates.iter().filter(|(x, _)| *x == h).map(|(_, c)| *c).collect();
+            let changes: Vec<OwnerChange> =
+                updates.iter().filter(|(x, _)| *x == h).map(|(_, c)| *c).collect();
             for chunk in changes.chunks(self.cfg.keys_per_message_max) {
                 self.send(h, Message::OwnerUpdate { changes: chunk.to_vec() });
             }
@@ -375,7 +384,10 @@ impl Node {
                     self.release_pointer(k, e);
                 }
             } else {
-                for (ks, es) in keys.chunks(self.cfg.keys_per_message_max).zip(epochs.chunks(self.cfg.keys_per_message_max)) {
+                for (ks, es) in keys
+                    .chunks(self.cfg.keys_per_message_max)
+                    .zip(epochs.chunks(self.cfg.keys_per_message_max))
+                {
                     self.send(p, Message::PointerRelease { keys: ks.to_vec(), epochs: es.to_vec() });
                 }
             }
@@ -433,7 +445,14 @@ impl Node {
     }
 
     /// Pull requests, split so that each one's reply fits a frame.
-    pub(super) fn send_pulls(&mut self, to: NodeId, req: RequestId, origin: NodeId, hops: u8, keys: Vec<Key>) {
+    pub(super) fn send_pulls(
+        &mut self,
+        to: NodeId,
+        req: RequestId,
+        origin: NodeId,
+        hops: u8,
+        keys: Vec<Key>,
+    ) {
         let lens: Vec<usize> = keys.iter().map(|k| self.cfg.layout.len_of(*k).unwrap_or(0)).collect();
         for chunk in self.chunks_by_len(&lens) {
             self.send(to, Message::Pull { req, origin, hops, keys: keys[chunk].to_vec() });

@@ -249,10 +249,17 @@ impl Node {
     // ----- worker commands -----
 
     /// Pull `keys` for `worker`; completes with [`Completion::Pull`].
-    pub fn pull(&mut self, now: Instant, worker: WorkerId, ticket: Ticket, keys: &[Key]) -> Result<(), OpError> {
+    pub fn pull(
+        &mut self,
+        now: Instant,
+        worker: WorkerId,
+        ticket: Ticket,
+        keys: &[Key],
+    ) -> Result<(), OpError> {
         self.check_command(worker, keys, None)?;
         let req = self.new_request(now);
-        let mut p = Pending::pull(worker, ticket, keys.to_vec(), &self.cfg.layout, now + self.cfg.request_timeout);
+        let mut p =
+            Pending::pull(worker, ticket, keys.to_vec(), &self.cfg.layout, now + self.cfg.request_timeout);
         let mut buf = Vec::new();
         let mut remote = Vec::new();
         for &k in keys {
@@ -260,7 +267,9 @@ impl Node {
             if self.store.read_append(k, &mut buf) {
                 self.stats.keys_served_late_local += 1;
                 p.answer(k, &buf);
-            } else if let Some(inc) = self.incoming.get_mut(&k).filter(|_| self.waiting_ops < self.cfg.waiting_ops_max) {
+            } else if let Some(inc) =
+                self.incoming.get_mut(&k).filter(|_| self.waiting_ops < self.cfg.waiting_ops_max)
+            {
                 inc.ops.push_back(WaitingOp::Pull { origin: self.me, req, hops: 0 });
                 self.waiting_ops += 1;
                 self.stats.keys_waited += 1;
@@ -291,7 +300,8 @@ impl Node {
     ) -> Result<(), OpError> {
         self.check_command(worker, keys, Some(values.len()))?;
         let req = self.new_request(now);
-        let p = Pending::new(worker, ticket, PendingKind::Write, keys.to_vec(), now + self.cfg.request_timeout);
+        let p =
+            Pending::new(worker, ticket, PendingKind::Write, keys.to_vec(), now + self.cfg.request_timeout);
         self.start(req, p);
         let mut remote: Vec<(Key, &[f32])> = Vec::new();
         let mut at = 0;
@@ -306,8 +316,16 @@ impl Node {
             if applied {
                 self.stats.keys_served_late_local += 1;
                 self.answer(req, k, &[]);
-            } else if let Some(inc) = self.incoming.get_mut(&k).filter(|_| self.waiting_ops < self.cfg.waiting_ops_max) {
-                inc.ops.push_back(WaitingOp::Write { origin: self.me, req, hops: 0, write, values: v.to_vec() });
+            } else if let Some(inc) =
+                self.incoming.get_mut(&k).filter(|_| self.waiting_ops < self.cfg.waiting_ops_max)
+            {
+                inc.ops.push_back(WaitingOp::Write {
+                    origin: self.me,
+                    req,
+                    hops: 0,
+                    write,
+                    values: v.to_vec(),
+                });
                 self.waiting_ops += 1;
                 self.stats.keys_waited += 1;
             } else {
@@ -326,18 +344,31 @@ impl Node {
 
     /// Move `keys` here (Lapse's localize); completes with [`Completion::Localize`] when all
     /// of them are held here. Under static partitioning it completes at once and moves nothing.
-    pub fn localize(&mut self, now: Instant, worker: WorkerId, ticket: Ticket, keys: &[Key]) -> Result<(), OpError> {
+    pub fn localize(
+        &mut self,
+        now: Instant,
+        worker: WorkerId,
+        ticket: Ticket,
+        keys: &[Key],
+    ) -> Result<(), OpError> {
         self.check_command(worker, keys, None)?;
         if self.cfg.technique == Technique::StaticPartitioning {
             self.complete(worker, ticket, Ok(Completion::Localize));
             return Ok(());
         }
-        let wanted = keys.iter().filter(|k| !self.store.holds(**k) && !self.incoming.contains_key(*k)).count();
+        let wanted =
+            keys.iter().filter(|k| !self.store.holds(**k) && !self.incoming.contains_key(*k)).count();
         if self.store.keys_held() + self.incoming.len() + wanted > self.cfg.store_keys_max {
             return Err(OpError::StoreFull);
         }
         let req = self.new_request(now);
-        let p = Pending::new(worker, ticket, PendingKind::Localize, keys.to_vec(), now + self.cfg.request_timeout);
+        let p = Pending::new(
+            worker,
+            ticket,
+            PendingKind::Localize,
+            keys.to_vec(),
+            now + self.cfg.request_timeout,
+        );
         self.start(req, p);
         let mut ask = Vec::new();
         for &k in keys {
@@ -475,3 +506,6 @@ impl Node {
         home_of(key, self.cfg.nodes)
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -11,7 +11,10 @@ use crate::time::Instant;
 #[derive(Debug)]
 pub(crate) enum PendingKind {
     /// Values of `keys` land at `offs[i]..offs[i+1]` of `values`.
-    Pull { values: Vec<f32>, offs: Vec<usize> },
+    Pull {
+        values: Vec<f32>,
+        offs: Vec<usize>,
+    },
     Write,
     Localize,
 }
@@ -42,7 +45,13 @@ impl Pending {
         Pending { worker, ticket, kind, keys, index, done: alloc::vec![false; n], remaining: n, deadline }
     }
 
-    pub(crate) fn pull(worker: WorkerId, ticket: Ticket, keys: Vec<Key>, layout: &Layout, deadline: Instant) -> Pending {
+    pub(crate) fn pull(
+        worker: WorkerId,
+        ticket: Ticket,
+        keys: Vec<Key>,
+        layout: &Layout,
+        deadline: Instant,
+    ) -> Pending {
         let mut offs = Vec::with_capacity(keys.len() + 1);
         let mut at = 0usize;
         offs.push(0);

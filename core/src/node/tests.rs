@@ -1,0 +1,225 @@
+//! Node tests with hand-delivered messages: bad input, bounds, timeouts, failures.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use super::*;
+use crate::ids::{ClusterId, Version};
+use crate::layout::Layout;
+use crate::time::Duration;
+use crate::wire::Moved;
+
+fn cfg(nodes: u16) -> Config {
+    let mut c = Config::new(nodes, 2, Layout::uniform(64, 2).unwrap());
+    c.request_timeout = Duration::from_millis(10);
+    c
+}
+
+/// A key whose home is `home` in a cluster of `nodes`.
+fn key_homed(nodes: u16, home: u16) -> Key {
+    (0..64).map(Key).find(|k| home_of(*k, nodes) == NodeId(home)).unwrap()
+}
+
+fn events(n: &mut Node) -> Vec<Event> {
+    core::iter::from_fn(|| n.poll_event()).collect()
+}
+
+fn transmits(n: &mut Node) -> Vec<Transmit> {
+    core::iter::from_fn(|| n.poll_transmit()).collect()
+}
+
+#[test]
+fn garbage_and_strangers_are_dropped_and_counted() {
+    let mut n = Node::new(cfg(2), NodeId(0)).unwrap();
+    let now = Instant(0);
+    n.handle_frame(now, NodeId(1), b"");
+    n.handle_frame(now, NodeId(1), b"PRMA\x01\x01garbage");
+    let good = Message::BarrierRelease { generation: 0 };
+    // Another cluster.
+    n.handle_frame(now, NodeId(1), &good.to_frame(ClusterId(1), NodeId(1)));
+    // The header names a sender other than the one the transport saw.
+    n.handle_frame(now, NodeId(1), &good.to_frame(n.config().cluster_id, NodeId(0)));
+    // A node id outside the cluster.
+    n.handle_frame(now, NodeId(9), &good.to_frame(n.config().cluster_id, NodeId(9)));
+    assert_eq!(n.stats().frames_dropped, 5);
+    assert!(transmits(&mut n).is_empty() && events(&mut n).is_empty());
+    n.check_invariants().unwrap();
+}
+
+#[test]
+fn invalid_messages_change_nothing() {
+    let mut n = Node::new(cfg(2), NodeId(0)).unwrap();
+    let k = key_homed(2, 0);
+    let now = Instant(0);
+    // A key outside the layout in an otherwise fine push: the whole message is refused.
+    let push = Message::Push {
+        req: RequestId(1),
+        origin: NodeId(1),
+        hops: 0,
+        write: WriteKind::Add,
+        keys: vec![k, Key(1000)],
+        values: vec![1.0; 4],
+    };
+    n.handle_message(now, NodeId(1), push);
+    // Wrong value length.
+    let push = Message::Push {
+        req: RequestId(2),
+        origin: NodeId(1),
+        hops: 0,
+        write: WriteKind::Add,
+        keys: vec![k],
+        values: vec![1.0; 3],
+    };
+    n.handle_message(now, NodeId(1), push);
+    // An owner update for a key this node is not home of.
+    let other = key_homed(2, 1);
+    let upd = Message::OwnerUpdate {
+        changes: vec![wire::OwnerChange { key: other, epoch: Epoch(5), prev: NodeId(1) }],
+    };
+    n.handle_message(now, NodeId(1), upd);
+    // A relocation of a key this node already holds: refused, the value stays.
+    let reloc = Message::Relocate {
+        moved: vec![Moved { key: k, epoch: Epoch(7), version: Version(0) }],
+        values: vec![9.0; 2],
+    };
+    n.handle_message(now, NodeId(1), reloc);
+    assert_eq!(n.stats().messages_rejected, 4);
+    let mut v = [5.0; 2];
+    assert!(n.store().read(k, &mut v));
+    assert_eq!(v, [0.0; 2]);
+    assert!(transmits(&mut n).is_empty());
+    n.check_invariants().unwrap();
+}
+
+#[test]
+fn bad_commands_are_refused_before_anything_changes() {
+    let mut n = Node::new(cfg(2), NodeId(0)).unwrap();
+    let (now, w, t) = (Instant(0), WorkerId(0), Ticket(1));
+    let k = key_homed(2, 0);
+    assert_eq!(n.pull(now, w, t, &[k, Key(64)]), Err(OpError::KeyOutsideLayout { key: Key(64) }));
+    assert_eq!(
+        n.push(now, w, t, WriteKind::Add, &[k], &[1.0]),
+        Err(OpError::ValueLength { expected: 2, got: 1 })
+    );
+    assert_eq!(n.push(now, w, t, WriteKind::Add, &[k, k], &[1.0; 4]), Err(OpError::DuplicateKey { key: k }));
+    assert_eq!(n.pull(now, WorkerId(2), t, &[k]), Err(OpError::InvalidArgument));
+    let mut v = [7.0; 2];
+    assert!(n.store().read(k, &mut v));
+    assert_eq!(v, [0.0; 2]);
+    assert!(transmits(&mut n).is_empty() && events(&mut n).is_empty());
+}
+
+#[test]
+fn pending_requests_are_bounded() {
+    let mut c = cfg(2);
+    c.requests_pending_max = 2;
+    let mut n = Node::new(c, NodeId(0)).unwrap();
+    let remote = key_homed(2, 1);
+    let now = Instant(0);
+    n.pull(now, WorkerId(0), Ticket(1), &[remote]).unwrap();
+    n.pull(now, WorkerId(0), Ticket(2), &[remote]).unwrap();
+    assert_eq!(n.pull(now, WorkerId(0), Ticket(3), &[remote]), Err(OpError::Busy));
+    assert_eq!(n.pending_requests(), 2);
+}
+
+#[test]
+fn unanswered_requests_time_out() {
+    let mut n = Node::new(cfg(2), NodeId(0)).unwrap();
+    let remote = key_homed(2, 1);
+    n.pull(Instant(0), WorkerId(1), Ticket(7), &[remote]).unwrap();
+    assert_eq!(transmits(&mut n).len(), 1);
+    let due = n.poll_timeout().unwrap();
+    n.handle_timeout(Instant(due.0 - 1));
+    assert!(events(&mut n).is_empty());
+    n.handle_timeout(due + Duration::from_millis(2));
+    let ev = events(&mut n);
+    assert_eq!(ev.len(), 1);
+    assert_eq!((ev[0].worker(), ev[0].ticket()), (WorkerId(1), Ticket(7)));
+    assert_eq!(ev[0].result(), &Err(OpError::Timeout));
+    assert_eq!(n.pending_requests(), 0);
+    assert_eq!(n.poll_timeout(), None);
+    // The late reply is counted and ignored.
+    n.handle_message(
+        Instant(1),
+        NodeId(1),
+        Message::PullReply { req: RequestId(1), keys: vec![remote], values: vec![0.0; 2] },
+    );
+    assert_eq!(n.stats().replies_late, 1);
+    assert!(events(&mut n).is_empty());
+}
+
+#[test]
+fn a_failed_peer_ends_every_wait() {
+    let mut n = Node::new(cfg(3), NodeId(0)).unwrap();
+    let now = Instant(0);
+    n.pull(now, WorkerId(0), Ticket(1), &[key_homed(3, 1)]).unwrap();
+    n.localize(now, WorkerId(1), Ticket(2), &[key_homed(3, 2)]).unwrap();
+    let _ = transmits(&mut n);
+    n.handle_peer_failed(now, NodeId(2));
+    let ev = events(&mut n);
+    assert_eq!(ev.len(), 2);
+    assert!(ev.iter().all(|e| e.result() == &Err(OpError::PeerFailed { node: NodeId(2) })));
+    assert!(n.is_idle());
+    n.check_invariants().unwrap();
+}
+
+#[test]
+fn forwarding_keeps_the_origin_and_counts_hops() {
+    // Node 1 is asked for a key homed on node 2 that it does not hold: it forwards to the home
+    // with the original origin, one hop further.
+    let mut n = Node::new(cfg(3), NodeId(1)).unwrap();
+    let k = key_homed(3, 2);
+    n.handle_message(
+        Instant(0),
+        NodeId(0),
+        Message::Pull { req: RequestId(4), origin: NodeId(0), hops: 0, keys: vec![k] },
+    );
+    let out = transmits(&mut n);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].to(), NodeId(2));
+    assert_eq!(
+        out[0].message(),
+        &Message::Pull { req: RequestId(4), origin: NodeId(0), hops: 1, keys: vec![k] }
+    );
+    // At the hop limit, the origin gets an error instead of a loop.
+    n.handle_message(
+        Instant(0),
+        NodeId(0),
+        Message::Pull { req: RequestId(5), origin: NodeId(0), hops: HOPS_MAX, keys: vec![k] },
+    );
+    let out = transmits(&mut n);
+    assert_eq!(out[0].to(), NodeId(0));
+    assert!(matches!(out[0].message(), Message::RequestFailed { reason: wire::FailReason::RoutingLoop, .. }));
+}
+
+#[test]
+fn a_relocation_round_trip_by_hand() {
+    // Node 0 localizes a key homed on node 1: Localize → Relocate → OwnerUpdate → PointerRelease.
+    let c = cfg(2);
+    let mut a = Node::new(c.clone(), NodeId(0)).unwrap();
+    let mut b = Node::new(c, NodeId(1)).unwrap();
+    let k = key_homed(2, 1);
+    let now = Instant(0);
+    assert!(b.store().add(k, &[3.0, 4.0]));
+    a.localize(now, WorkerId(0), Ticket(1), &[k]).unwrap();
+    let t = transmits(&mut a);
+    assert!(matches!(t[0].message(), Message::Localize { .. }));
+    b.handle_frame(now, NodeId(0), &t[0].to_frame());
+    assert_eq!(b.forwarding_pointers(), 1);
+    let t = transmits(&mut b);
+    assert!(matches!(t[0].message(), Message::Relocate { .. }));
+    a.handle_frame(now, NodeId(1), &t[0].to_frame());
+    let ev = events(&mut a);
+    assert_eq!(ev[0].result(), &Ok(Completion::Localize));
+    let mut v = [0.0; 2];
+    assert!(a.store().read(k, &mut v));
+    assert_eq!(v, [3.0, 4.0]);
+    let t = transmits(&mut a);
+    assert!(matches!(t[0].message(), Message::OwnerUpdate { .. }));
+    b.handle_frame(now, NodeId(0), &t[0].to_frame());
+    // The home (b) was also the old owner: it released its own pointer, nothing to send.
+    assert_eq!(b.forwarding_pointers(), 0);
+    assert!(transmits(&mut b).is_empty());
+    a.check_invariants().unwrap();
+    b.check_invariants().unwrap();
+}

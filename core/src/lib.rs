@@ -76,6 +76,8 @@ extern crate std;
 
 pub mod config;
 pub mod error;
+#[cfg(any(fuzzing, test, feature = "testing"))]
+pub mod fuzzing;
 pub mod ids;
 pub mod layout;
 pub mod node;

@@ -1,0 +1,5 @@
+//! Messages built from fuzz bytes survive encode → decode → encode. The checks are in
+//! `parma_core::fuzzing::wire_round_trip`.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| parma_core::fuzzing::wire_round_trip(data));

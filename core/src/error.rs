@@ -30,7 +30,7 @@ pub enum ConfigError {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum WireError {
-    /// Shorter than a header, or shorter than the header says.
+    /// Shorter than a header, or a field runs past the end of the frame.
     Truncated,
     /// Longer than the configured maximum frame length.
     Oversized { len: usize },

@@ -12,7 +12,7 @@ use alloc::vec::Vec;
 
 use crate::error::WireError;
 use crate::ids::{ClusterId, Epoch, Key, NodeId, RequestId, Version};
-use crate::wire::{self, FailReason, Header, Message, Moved, OwnerChange, WriteKind, HEADER_LEN};
+use crate::wire::{self, FailReason, Header, Message, Moved, OwnerChange, Release, WriteKind, HEADER_LEN};
 
 /// The cluster the `wire_decode` target decodes for: [`crate::Config::new`]'s default, so that
 /// frames from a default cluster are valid seeds.
@@ -135,9 +135,9 @@ fn message(selector: u8, b: &mut Bytes<'_>) -> Message {
             Message::OwnerUpdate { changes: changes.collect() }
         }
         7 => {
-            let keys = b.keys();
-            let n = b.count(4);
-            Message::PointerRelease { keys, epochs: (0..n).map(|_| Epoch(b.u32())).collect() }
+            let n = b.count(12);
+            let released = (0..n).map(|_| Release { key: Key(b.u64()), epoch: Epoch(b.u32()) });
+            Message::PointerRelease { released: released.collect() }
         }
         8 => Message::RequestFailed { req: RequestId(b.u64()), reason: reason(b.u8()), keys: b.keys() },
         9 => Message::BarrierEnter { generation: b.u64() },
@@ -185,7 +185,7 @@ mod tests {
                     changes: vec![OwnerChange { key: Key(11), epoch: Epoch(2), prev: NodeId(1) }],
                 },
             ),
-            ("pointer-release", Message::PointerRelease { keys: k(&[11]), epochs: vec![Epoch(2)] }),
+            ("pointer-release", Message::PointerRelease { released: vec![Release { key: Key(11), epoch: Epoch(2) }] }),
             (
                 "request-failed",
                 Message::RequestFailed { req: RequestId(9), reason: FailReason::Busy, keys: k(&[6]) },

@@ -122,7 +122,8 @@ impl Store {
     #[inline]
     fn shard(&self, key: Key) -> &spin::Mutex<Shard> {
         // High bits of the mix: independent of `home_of`, which uses it modulo the node count.
-        let i = if self.shard_shift >= 64 { 0 } else { (mix(key).rotate_left(17) >> self.shard_shift) as usize };
+        let i =
+            if self.shard_shift >= 64 { 0 } else { (mix(key).rotate_left(17) >> self.shard_shift) as usize };
         &self.shards[i & (self.shards.len() - 1)]
     }
 
@@ -183,7 +184,14 @@ impl Store {
         for (i, v) in shard.arena[off as usize..off as usize + len].iter_mut().enumerate() {
             *v = Self::initial_value(self.init, self.seed, key, i);
         }
-        let slot = Slot { version: Version(0), off, len: len as u32, epoch: Epoch(0), owner: self.me, state: State::Owned };
+        let slot = Slot {
+            version: Version(0),
+            off,
+            len: len as u32,
+            epoch: Epoch(0),
+            owner: self.me,
+            state: State::Owned,
+        };
         Some(shard.map.entry(key).insert(slot).into_mut())
     }
 
@@ -288,7 +296,13 @@ impl Store {
     }
 
     /// Installs the main copy of `key` that arrived from another node.
-    pub fn install(&self, key: Key, epoch: Epoch, version: Version, values: &[f32]) -> Result<(), InstallError> {
+    pub fn install(
+        &self,
+        key: Key,
+        epoch: Epoch,
+        version: Version,
+        values: &[f32],
+    ) -> Result<(), InstallError> {
         if self.layout.len_of(key) != Some(values.len()) {
             return Err(InstallError::Length);
         }
@@ -307,7 +321,8 @@ impl Store {
             return Err(InstallError::ArenaFull);
         };
         shard.arena[off as usize..off as usize + values.len()].copy_from_slice(values);
-        let slot = Slot { version, off, len: values.len() as u32, epoch, owner: self.me, state: State::Owned };
+        let slot =
+            Slot { version, off, len: values.len() as u32, epoch, owner: self.me, state: State::Owned };
         shard.map.insert(key, slot);
         Ok(())
     }

@@ -70,6 +70,15 @@ pub struct OwnerChange {
     pub prev: NodeId,
 }
 
+/// A forwarding pointer the receiver may drop: the one for `key` created by the move to `epoch`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Release {
+    /// The key.
+    pub key: Key,
+    /// The epoch the move that created the pointer gave the key.
+    pub epoch: Epoch,
+}
+
 /// Every message of the protocol.
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
@@ -89,7 +98,7 @@ pub enum Message {
     /// To a home node: the sender now owns these keys.
     OwnerUpdate { changes: Vec<OwnerChange> },
     /// From a home node: the receiver may drop its forwarding pointers for these epochs.
-    PointerRelease { keys: Vec<Key>, epochs: Vec<Epoch> },
+    PointerRelease { released: Vec<Release> },
     /// These keys of a request could not be served.
     RequestFailed { req: RequestId, reason: FailReason, keys: Vec<Key> },
     /// To the barrier coordinator: all workers of the sender entered barrier `generation`.
@@ -146,7 +155,7 @@ impl Message {
             Message::Localize { keys: k, .. } => 2 + 1 + keys(k),
             Message::Relocate { moved, values } => 4 + 20 * moved.len() + vals(values),
             Message::OwnerUpdate { changes } => 4 + 14 * changes.len(),
-            Message::PointerRelease { keys: k, epochs } => keys(k) + 4 + 4 * epochs.len(),
+            Message::PointerRelease { released } => 4 + 12 * released.len(),
             Message::RequestFailed { keys: k, .. } => 8 + 1 + keys(k),
             Message::BarrierEnter { .. } | Message::BarrierRelease { .. } => 8,
         }
@@ -172,16 +181,21 @@ impl Message {
         w.u16(0);
         w.u32(body_len);
         self.encode_body(&mut w);
-        debug_assert_eq!(w.at, len);
+        // A sizing bug must not pass as a frame: `body_len` and the writer disagree.
+        if w.at != len {
+            return Err(WireError::BufferTooSmall);
+        }
         Ok(len)
     }
 
-    /// The frame as a new vector.
+    /// The frame as a new vector; empty if the message cannot be encoded (a body over
+    /// `u32::MAX` bytes, which no configuration allows).
     pub fn to_frame(&self, cluster: ClusterId, sender: NodeId) -> Vec<u8> {
         let mut v = alloc::vec![0u8; self.encoded_len()];
-        // Cannot fail: the buffer has exactly `encoded_len()` bytes.
-        let _ = self.encode(cluster, sender, &mut v);
-        v
+        match self.encode(cluster, sender, &mut v) {
+            Ok(_) => v,
+            Err(_) => Vec::new(),
+        }
     }
 
     fn encode_body(&self, w: &mut Writer<'_>) {
@@ -234,11 +248,11 @@ impl Message {
                     w.u16(c.prev.0);
                 }
             }
-            Message::PointerRelease { keys, epochs } => {
-                w.keys(keys);
-                w.count(epochs.len());
-                for e in epochs {
-                    w.u32(e.0);
+            Message::PointerRelease { released } => {
+                w.count(released.len());
+                for r in released {
+                    w.u64(r.key.0);
+                    w.u32(r.epoch.0);
                 }
             }
             Message::RequestFailed { req, reason, keys } => {
@@ -338,13 +352,12 @@ pub fn decode(
             Message::OwnerUpdate { changes }
         }
         8 => {
-            let keys = r.keys()?;
-            let n = r.count(4)?;
-            let mut epochs = Vec::with_capacity(n);
+            let n = r.count(12)?;
+            let mut released = Vec::with_capacity(n);
             for _ in 0..n {
-                epochs.push(Epoch(r.u32()?));
+                released.push(Release { key: Key(r.u64()?), epoch: Epoch(r.u32()?) });
             }
-            Message::PointerRelease { keys, epochs }
+            Message::PointerRelease { released }
         }
         9 => {
             let req = RequestId(r.u64()?);

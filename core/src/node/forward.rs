@@ -17,7 +17,7 @@ use crate::config::Technique;
 use crate::ids::{Epoch, Key, NodeId, RequestId};
 use crate::store::Whereabouts;
 use crate::time::Instant;
-use crate::wire::{FailReason, Message, Moved, OwnerChange, WriteKind, HEADER_LEN};
+use crate::wire::{FailReason, Message, Moved, OwnerChange, Release, WriteKind, HEADER_LEN};
 
 /// Per-message overhead besides keys and values, generously.
 const FIXED_BYTES: usize = 64;
@@ -62,9 +62,9 @@ impl Node {
             Message::Localize { origin, hops, keys } => self.serve_localize(origin, hops, &keys),
             Message::Relocate { moved, values } => self.receive_keys(now, from, &moved, &values),
             Message::OwnerUpdate { changes } => self.record_owners(from, &changes),
-            Message::PointerRelease { keys, epochs } => {
-                for (k, e) in keys.into_iter().zip(epochs) {
-                    self.release_pointer(k, e);
+            Message::PointerRelease { released } => {
+                for r in released {
+                    self.release_pointer(r.key, r.epoch);
                 }
             }
             Message::RequestFailed { req, reason, .. } => {
@@ -112,7 +112,7 @@ impl Node {
             Message::OwnerUpdate { changes } => changes
                 .iter()
                 .all(|c| layout.contains(c.key) && self.home(c.key) == self.me && node_ok(&c.prev)),
-            Message::PointerRelease { keys, epochs } => keys.len() == epochs.len() && keys_ok(keys),
+            Message::PointerRelease { released } => released.iter().all(|r| layout.contains(r.key)),
             Message::BarrierEnter { .. } => self.me == super::barrier::COORDINATOR,
             Message::BarrierRelease { .. } => true,
         }
@@ -368,27 +368,23 @@ impl Node {
     /// At the home node: `from` now owns these keys. Records what is newer and, in any case,
     /// lets the previous owner drop its pointer for that epoch.
     fn record_owners(&mut self, from: NodeId, changes: &[OwnerChange]) {
-        let mut releases: Vec<(NodeId, Key, Epoch)> = Vec::new();
+        let mut releases: Vec<(NodeId, Release)> = Vec::new();
         for c in changes {
             self.store.record_owner(c.key, from, c.epoch);
-            releases.push((c.prev, c.key, c.epoch));
+            releases.push((c.prev, Release { key: c.key, epoch: c.epoch }));
         }
         let mut prevs: Vec<NodeId> = releases.iter().map(|r| r.0).collect();
         prevs.sort_unstable();
         prevs.dedup();
         for p in prevs {
-            let (keys, epochs): (Vec<Key>, Vec<Epoch>) =
-                releases.iter().filter(|r| r.0 == p).map(|r| (r.1, r.2)).unzip();
+            let mine: Vec<Release> = releases.iter().filter(|r| r.0 == p).map(|r| r.1).collect();
             if p == self.me {
-                for (k, e) in keys.into_iter().zip(epochs) {
-                    self.release_pointer(k, e);
+                for r in mine {
+                    self.release_pointer(r.key, r.epoch);
                 }
             } else {
-                for (ks, es) in keys
-                    .chunks(self.cfg.keys_per_message_max)
-                    .zip(epochs.chunks(self.cfg.keys_per_message_max))
-                {
-                    self.send(p, Message::PointerRelease { keys: ks.to_vec(), epochs: es.to_vec() });
+                for chunk in mine.chunks(self.cfg.keys_per_message_max) {
+                    self.send(p, Message::PointerRelease { released: chunk.to_vec() });
                 }
             }
         }

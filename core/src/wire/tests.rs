@@ -22,7 +22,7 @@ fn samples() -> Vec<Message> {
             values: vec![0.5; 4],
         },
         Message::OwnerUpdate { changes: vec![OwnerChange { key: Key(8), epoch: Epoch(3), prev: NodeId(4) }] },
-        Message::PointerRelease { keys: vec![Key(8)], epochs: vec![Epoch(3)] },
+        Message::PointerRelease { released: vec![Release { key: Key(8), epoch: Epoch(3) }] },
         Message::RequestFailed { req: RequestId(2), reason: FailReason::Busy, keys: vec![Key(1)] },
         Message::BarrierEnter { generation: 4 },
         Message::BarrierRelease { generation: 4 },

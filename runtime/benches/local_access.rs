@@ -1,0 +1,158 @@
+//! Local access through a `Worker` against a plain sharded hash map doing the same copies.
+//!
+//! Both sides: 1,000 keys × 64 `f32` per operation, keys already present, a pull copies every
+//! value out, a push adds a delta into every value. The baseline is what a hand-rolled
+//! parameter store would be: `hashbrown` maps in `spin` latches, sharded by key. The ratio of
+//! the two, measured in the same run, is the figure (`docs/performance.md`).
+//!
+//! `cargo bench -p parma-runtime --bench local_access`
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use hashbrown::HashMap;
+use parma_core::{Config, Key, Layout, NodeId};
+use parma_runtime::{NodeRuntime, Worker};
+use parma_transport_loopback::threaded::{cluster, ThreadedOptions};
+
+const KEYS_PER_OP: usize = 1000;
+const LEN: usize = 64;
+const KEY_SPACE: u64 = 100_000;
+const SHARDS: usize = 256;
+
+/// The baseline: a sharded map of vectors behind spin latches.
+struct PlainMap {
+    shards: Vec<spin::Mutex<HashMap<u64, Vec<f32>>>>,
+}
+
+impl PlainMap {
+    fn new() -> PlainMap {
+        let shards = (0..SHARDS).map(|_| spin::Mutex::new(HashMap::new())).collect::<Vec<_>>();
+        for k in 0..KEY_SPACE {
+            shards[Self::shard(k)].lock().insert(k, vec![0.0; LEN]);
+        }
+        PlainMap { shards }
+    }
+    #[inline]
+    fn shard(k: u64) -> usize {
+        (k.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as usize % SHARDS
+    }
+    fn pull(&self, keys: &[Key], out: &mut [f32]) {
+        for (k, o) in keys.iter().zip(out.chunks_exact_mut(LEN)) {
+            let s = self.shards[Self::shard(k.0)].lock();
+            if let Some(v) = s.get(&k.0) {
+                o.copy_from_slice(v);
+            }
+        }
+    }
+    fn push(&self, keys: &[Key], delta: &[f32]) {
+        for (k, d) in keys.iter().zip(delta.chunks_exact(LEN)) {
+            let mut s = self.shards[Self::shard(k.0)].lock();
+            if let Some(v) = s.get_mut(&k.0) {
+                v.iter_mut().zip(d).for_each(|(a, b)| *a += *b);
+            }
+        }
+    }
+}
+
+/// Each thread's keys: a fixed random batch of distinct keys.
+fn batch(thread: u64) -> Vec<Key> {
+    let mut x = 0x1234_5678 ^ thread.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let mut keys = Vec::with_capacity(KEYS_PER_OP);
+    let mut seen = std::collections::HashSet::new();
+    while keys.len() < KEYS_PER_OP {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let k = x % KEY_SPACE;
+        if seen.insert(k) {
+            keys.push(Key(k));
+        }
+    }
+    keys
+}
+
+/// A one-node cluster (every key local) with `threads` workers, every key already created.
+fn parma(threads: u16) -> (NodeRuntime, Vec<Worker>) {
+    let mut cfg = Config::new(1, threads, Layout::uniform(KEY_SPACE, LEN as u32).unwrap());
+    cfg.store_shards = SHARDS;
+    let transport = cluster(1, ThreadedOptions::default()).pop().unwrap();
+    let (node, mut workers) = NodeRuntime::start(cfg, NodeId(0), transport).unwrap();
+    let all: Vec<Key> = (0..KEY_SPACE).map(Key).collect();
+    for chunk in all.chunks(10_000) {
+        let t = workers[0].push(chunk, &vec![0.0; chunk.len() * LEN]).unwrap();
+        workers[0].wait(t).unwrap();
+    }
+    (node, workers)
+}
+
+/// Runs `op` `iters` times on each of `threads` threads at once; the elapsed wall time.
+fn timed<S: Send>(states: &mut [S], iters: u64, op: impl Fn(&mut S, u64) + Sync) -> Duration {
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for (i, st) in states.iter_mut().enumerate() {
+            let op = &op;
+            s.spawn(move || {
+                for _ in 0..iters {
+                    op(st, i as u64);
+                }
+            });
+        }
+    });
+    start.elapsed()
+}
+
+fn bench(c: &mut Criterion) {
+    let plain = PlainMap::new();
+    for threads in [1u16, 2] {
+        let mut g = c.benchmark_group(format!("local_{threads}_thread"));
+        g.throughput(Throughput::Elements(KEYS_PER_OP as u64 * u64::from(threads)));
+        g.measurement_time(Duration::from_secs(3));
+        let batches: Vec<Vec<Key>> = (0..u64::from(threads)).map(batch).collect();
+
+        let mut bufs: Vec<Vec<f32>> = (0..threads).map(|_| vec![0.0; KEYS_PER_OP * LEN]).collect();
+        g.bench_function(BenchmarkId::new("pull", "plain_map"), |b| {
+            b.iter_custom(|iters| {
+                timed(&mut bufs, iters, |buf, t| plain.pull(&batches[t as usize], black_box(buf)))
+            })
+        });
+        let delta = vec![0.5f32; KEYS_PER_OP * LEN];
+        g.bench_function(BenchmarkId::new("push", "plain_map"), |b| {
+            b.iter_custom(|iters| {
+                timed(&mut bufs, iters, |_, t| plain.push(&batches[t as usize], black_box(&delta)))
+            })
+        });
+
+        let (node, workers) = parma(threads);
+        let mut states: Vec<(Worker, Vec<f32>)> =
+            workers.into_iter().map(|w| (w, vec![0.0; KEYS_PER_OP * LEN])).collect();
+        g.bench_function(BenchmarkId::new("pull", "parma_worker"), |b| {
+            b.iter_custom(|iters| {
+                timed(&mut states, iters, |(w, buf), t| w.pull(&batches[t as usize], black_box(buf)).unwrap())
+            })
+        });
+        g.bench_function(BenchmarkId::new("push", "parma_worker"), |b| {
+            b.iter_custom(|iters| {
+                timed(&mut states, iters, |(w, _), t| {
+                    let ticket = w.push(&batches[t as usize], black_box(&delta)).unwrap();
+                    w.wait(ticket).unwrap();
+                })
+            })
+        });
+        g.finish();
+        let stats = node.stats();
+        // Every access above was local: the benchmark measures the data plane only.
+        let total = stats.workers_total();
+        assert_eq!(
+            total.keys_pulled_remote + total.keys_pushed_remote,
+            0,
+            "the benchmark's keys must all be local"
+        );
+        drop(states);
+        let _ = node.shutdown();
+    }
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -1,0 +1,378 @@
+//! The driver thread: the loop that moves frames between a transport and a [`Node`], feeds it
+//! the workers' commands and timers, and hands completions back. It carries out the core's
+//! contract and decides nothing about the protocol.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{fence, Ordering::SeqCst};
+use std::sync::mpsc::Receiver;
+use std::sync::Arc;
+use std::task::{Wake, Waker};
+use std::thread::{self, Thread};
+use std::time::{Duration as StdDuration, Instant as StdInstant};
+
+use parma_core::transport::{SendError, TransportEvent};
+use parma_core::wire::WriteKind;
+use parma_core::{Completion, Instant, Key, Node, NodeId, OpError, Ticket, Transmit, Transport, WorkerId};
+
+use crate::shared::{Shared, RUNNING, STOP_GRACEFUL};
+use crate::stats::DriverStats;
+
+/// Frames taken from the transport per look, between which the node's appetite is checked.
+const RECV_BATCH: usize = 64;
+/// Commands taken per loop turn, so frames and timers are not starved.
+const COMMAND_BATCH: usize = 256;
+/// Sleep while a send waits for room, should the transport's wake get lost.
+const BLOCKED_RETRY: StdDuration = StdDuration::from_millis(1);
+/// Sleep while draining, between looks at the drain condition.
+const DRAIN_RECHECK: StdDuration = StdDuration::from_millis(5);
+
+/// A worker's operation that needs the node, as it travels through the command queue.
+#[derive(Debug)]
+pub(crate) enum Command {
+    Pull { worker: WorkerId, ticket: Ticket, keys: Vec<Key> },
+    Write { worker: WorkerId, ticket: Ticket, write: WriteKind, keys: Vec<Key>, values: Vec<f32> },
+    Localize { worker: WorkerId, ticket: Ticket, keys: Vec<Key> },
+    Barrier { worker: WorkerId, ticket: Ticket },
+}
+
+/// Unparks the driver thread: registered with the transport.
+struct ThreadWaker(Thread);
+
+impl Wake for ThreadWaker {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// Closes the shared state when the driver exits, also when it unwinds from a panic.
+struct CloseOnExit(Arc<Shared>);
+
+impl Drop for CloseOnExit {
+    fn drop(&mut self) {
+        self.0.close();
+    }
+}
+
+/// Frames the node produced that the transport has not taken yet, FIFO per destination.
+#[derive(Debug, Default)]
+struct Outgoing {
+    queues: Vec<VecDeque<Transmit>>,
+    total: usize,
+}
+
+impl Outgoing {
+    fn push(&mut self, t: Transmit) {
+        let i = t.to().index();
+        if i >= self.queues.len() {
+            self.queues.resize_with(i + 1, VecDeque::new);
+        }
+        self.queues[i].push_back(t);
+        self.total += 1;
+    }
+
+    /// Drops every frame queued to `peer`; returns how many.
+    fn drop_peer(&mut self, peer: NodeId) -> usize {
+        let Some(q) = self.queues.get_mut(peer.index()) else { return 0 };
+        let n = q.len();
+        q.clear();
+        self.total -= n;
+        n
+    }
+}
+
+/// Drains the node's outputs after an input: the driver's contract.
+fn drain(node: &mut Node, out: &mut Outgoing, shared: &Shared, stats: &mut DriverStats) {
+    while let Some(t) = node.poll_transmit() {
+        out.push(t);
+    }
+    while let Some(ev) = node.poll_event() {
+        let (worker, ticket, result) = ev.into_parts();
+        deliver(shared, stats, worker, ticket, result);
+    }
+}
+
+fn deliver(
+    shared: &Shared,
+    stats: &mut DriverStats,
+    worker: WorkerId,
+    ticket: Ticket,
+    result: Result<Completion, OpError>,
+) {
+    if shared.slots.get(worker.index()).is_some_and(|s| s.deliver(ticket, result)) {
+        stats.completions += 1;
+    } else {
+        stats.completions_orphaned += 1;
+    }
+}
+
+pub(crate) struct Driver<T> {
+    node: Node,
+    transport: T,
+    shared: Arc<Shared>,
+    commands: Receiver<Command>,
+    /// A command taken from the queue while checking for work, not yet applied.
+    stash: Option<Command>,
+    out: Outgoing,
+    origin: StdInstant,
+    stats: DriverStats,
+    /// The transport closed under us (the node was killed): nothing more can be done.
+    dead: bool,
+}
+
+impl<T: Transport> Driver<T> {
+    pub(crate) fn new(node: Node, transport: T, shared: Arc<Shared>, commands: Receiver<Command>) -> Self {
+        Driver {
+            node,
+            transport,
+            shared,
+            commands,
+            stash: None,
+            out: Outgoing::default(),
+            origin: StdInstant::now(),
+            stats: DriverStats::default(),
+            dead: false,
+        }
+    }
+
+    /// The loop. Returns whether the node drained before it stopped.
+    pub(crate) fn run(mut self) -> bool {
+        let _close = CloseOnExit(Arc::clone(&self.shared));
+        let waker = Waker::from(Arc::new(ThreadWaker(thread::current())));
+        self.transport.register_waker(&waker);
+        let mut drain_until: Option<StdInstant> = None;
+        let drained = loop {
+            let now = self.now();
+            let progress = self.step(now);
+            if self.shared.stats_requested.load(SeqCst) && self.shared.stats_requested.swap(false, SeqCst) {
+                self.publish();
+            }
+            if self.dead {
+                break false;
+            }
+            let mode = self.shared.stop.load(SeqCst);
+            if mode != RUNNING {
+                let until =
+                    *drain_until.get_or_insert_with(|| StdInstant::now() + self.shared.opts.drain_timeout);
+                if self.is_drained(mode) {
+                    break true;
+                }
+                if StdInstant::now() >= until {
+                    break false;
+                }
+            }
+            if !progress {
+                self.park(now, mode);
+            }
+        };
+        self.publish();
+        self.transport.close();
+        drained
+    }
+
+    /// Microseconds since the driver started.
+    fn now(&self) -> Instant {
+        Instant(u64::try_from(self.origin.elapsed().as_micros()).unwrap_or(u64::MAX))
+    }
+
+    /// One turn: every input source once. Returns whether anything happened.
+    fn step(&mut self, now: Instant) -> bool {
+        let mut progress = self.transport_events(now);
+        progress |= self.flush(now);
+        progress |= self.receive(now);
+        progress |= self.take_commands(now);
+        progress |= self.timers(now);
+        progress |= self.flush(now);
+        progress
+    }
+
+    /// The node may take new work from the workers: its outbox and the frames we could not
+    /// send yet are within `Config::outbox_frames_max`. This is the back-pressure on workers.
+    fn accepting_commands(&self) -> bool {
+        self.node.wants_input() && self.out.total < self.node.config().outbox_frames_max
+    }
+
+    /// The node may take frames from peers. Frames keep being read above the outbox bound, up
+    /// to `Options::unsent_frames_max`: two nodes that both stopped reading because their
+    /// sends to each other block would wait for each other forever. Work admitted through
+    /// commands bounds how far the unsent frames grow; the ceiling guards against a peer that
+    /// sends without ever reading.
+    fn accepting_frames(&self) -> bool {
+        self.node.wants_input() && self.out.total < self.shared.opts.unsent_frames_max
+    }
+
+    fn transport_events(&mut self, now: Instant) -> bool {
+        let mut any = false;
+        while let Some(ev) = self.transport.poll_event() {
+            any = true;
+            if let TransportEvent::PeerFailed(peer) = ev {
+                self.stats.peers_failed += 1;
+                self.peer_failed(now, peer);
+            }
+        }
+        any
+    }
+
+    fn peer_failed(&mut self, now: Instant, peer: NodeId) {
+        self.stats.frames_dropped += self.out.drop_peer(peer) as u64;
+        self.node.handle_peer_failed(now, peer);
+        drain(&mut self.node, &mut self.out, &self.shared, &mut self.stats);
+    }
+
+    /// Hands queued frames to the transport, in order per destination.
+    fn flush(&mut self, now: Instant) -> bool {
+        if self.out.total == 0 {
+            return false;
+        }
+        let mut sent = false;
+        let mut failed = Vec::new();
+        let (out, stats) = (&mut self.out, &mut self.stats);
+        for (i, q) in out.queues.iter_mut().enumerate() {
+            while let Some(t) = q.front() {
+                let len = t.encoded_len();
+                let mut encoded = Ok(0);
+                let r = self.transport.try_send(t.to(), len, &mut |buf| encoded = t.encode(buf));
+                match r {
+                    Ok(()) => {
+                        debug_assert!(encoded.is_ok(), "encoding into encoded_len() bytes failed");
+                        q.pop_front();
+                        out.total -= 1;
+                        stats.frames_sent += 1;
+                        stats.bytes_sent += len as u64;
+                        sent = true;
+                    }
+                    Err(SendError::WouldBlock) => {
+                        stats.sends_blocked += 1;
+                        break;
+                    }
+                    Err(SendError::PeerFailed) => {
+                        failed.push(NodeId(i as u16));
+                        break;
+                    }
+                    Err(SendError::Closed) => {
+                        self.dead = true;
+                        return sent;
+                    }
+                    Err(_) => {
+                        // Too large or unknown peer: the frame can never go.
+                        q.pop_front();
+                        out.total -= 1;
+                        stats.frames_dropped += 1;
+                    }
+                }
+            }
+        }
+        for peer in failed {
+            self.peer_failed(now, peer);
+        }
+        sent
+    }
+
+    fn receive(&mut self, now: Instant) -> bool {
+        if self.dead || !self.accepting_frames() {
+            return false;
+        }
+        let (node, out, shared, stats) = (&mut self.node, &mut self.out, &*self.shared, &mut self.stats);
+        let got = self.transport.poll_recv(RECV_BATCH, &mut |from, frame| {
+            stats.frames_received += 1;
+            node.handle_frame(now, from, frame);
+            drain(node, out, shared, stats);
+        });
+        match got {
+            Ok(n) => n > 0,
+            Err(_) => {
+                self.dead = true;
+                true
+            }
+        }
+    }
+
+    fn take_commands(&mut self, now: Instant) -> bool {
+        let mut n = 0;
+        while n < COMMAND_BATCH && self.accepting_commands() {
+            let Some(cmd) = self.stash.take().or_else(|| self.commands.try_recv().ok()) else { break };
+            self.apply(now, cmd);
+            n += 1;
+        }
+        n > 0
+    }
+
+    fn apply(&mut self, now: Instant, cmd: Command) {
+        let node = &mut self.node;
+        let (worker, ticket, result) = match cmd {
+            Command::Pull { worker, ticket, keys } => (worker, ticket, node.pull(now, worker, ticket, &keys)),
+            Command::Write { worker, ticket, write, keys, values } => {
+                (worker, ticket, node.push(now, worker, ticket, write, &keys, &values))
+            }
+            Command::Localize { worker, ticket, keys } => {
+                (worker, ticket, node.localize(now, worker, ticket, &keys))
+            }
+            Command::Barrier { worker, ticket } => (worker, ticket, node.barrier(now, worker, ticket)),
+        };
+        self.stats.commands += 1;
+        if let Err(e) = result {
+            deliver(&self.shared, &mut self.stats, worker, ticket, Err(e));
+        }
+        drain(&mut self.node, &mut self.out, &self.shared, &mut self.stats);
+    }
+
+    fn timers(&mut self, now: Instant) -> bool {
+        match self.node.poll_timeout() {
+            Some(t) if t <= now => {
+                self.node.handle_timeout(now);
+                drain(&mut self.node, &mut self.out, &self.shared, &mut self.stats);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn is_drained(&mut self, mode: u8) -> bool {
+        if mode == STOP_GRACEFUL && self.shared.workers_live.load(SeqCst) > 0 {
+            return false;
+        }
+        if self.stash.is_none() {
+            self.stash = self.commands.try_recv().ok();
+        }
+        self.stash.is_none() && self.out.total == 0 && self.node.is_idle()
+    }
+
+    /// Sleeps until woken (a command, a frame, room to send) or the next timer.
+    fn park(&mut self, now: Instant, mode: u8) {
+        let opts = &self.shared.opts;
+        let mut d = opts.idle_park_max;
+        if let Some(t) = self.node.poll_timeout() {
+            d = d.min(StdDuration::from_micros(t.saturating_since(now).as_micros()));
+        }
+        if self.transport.needs_polling() {
+            d = d.min(opts.poll_interval);
+        }
+        if self.out.total > 0 {
+            d = d.min(BLOCKED_RETRY);
+        }
+        if mode != RUNNING {
+            d = d.min(DRAIN_RECHECK);
+        }
+        self.shared.sleeping.store(true, SeqCst);
+        fence(SeqCst);
+        if self.stash.is_none() {
+            self.stash = self.commands.try_recv().ok();
+        }
+        if self.stash.is_none() && !self.shared.stats_requested.load(SeqCst) {
+            self.stats.parks += 1;
+            thread::park_timeout(d);
+        }
+        self.shared.sleeping.store(false, SeqCst);
+    }
+
+    fn publish(&self) {
+        let mut p = self.shared.published();
+        p.node = self.node.stats().clone();
+        p.driver = self.stats;
+        p.generation += 1;
+        drop(p);
+        self.shared.published_cv.notify_all();
+    }
+}

@@ -1,0 +1,44 @@
+//! Settings of the runtime itself (the protocol's are in [`parma_core::Config`]).
+
+use std::time::Duration;
+
+/// Settings of the driver and the worker handles. `Options::default()` suits most runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Options {
+    /// Most remote operations one worker may have in flight; a further one first waits for
+    /// an earlier one to complete. Capped so that all workers together stay within
+    /// `Config::requests_pending_max`.
+    pub worker_inflight_max: usize,
+    /// Added to `Config::request_timeout` to bound every wait for a remote operation: the node
+    /// fails a request after its timeout, this is the backstop should that not happen.
+    pub wait_margin: Duration,
+    /// Most time a worker waits in a barrier (other workers may legitimately be slow).
+    pub barrier_timeout: Duration,
+    /// Most time shutdown waits for workers to finish and for the node's work to drain.
+    pub drain_timeout: Duration,
+    /// Most frames the driver holds that the transport has not taken yet (sends that got
+    /// `WouldBlock`) before it stops reading frames from peers. Worker commands already wait
+    /// above `Config::outbox_frames_max`; frames are read on beyond it so that two nodes
+    /// whose sends to each other block do not stop reading each other. This ceiling only
+    /// guards against a peer that sends without ever reading.
+    pub unsent_frames_max: usize,
+    /// Longest sleep of an idle driver between looks at its flags.
+    pub idle_park_max: Duration,
+    /// Sleep between polls of a transport that cannot wake the driver (`needs_polling`).
+    pub poll_interval: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            worker_inflight_max: 1024,
+            wait_margin: Duration::from_secs(10),
+            barrier_timeout: Duration::from_secs(600),
+            drain_timeout: Duration::from_secs(30),
+            unsent_frames_max: 1 << 20,
+            idle_park_max: Duration::from_millis(50),
+            poll_interval: Duration::from_micros(50),
+        }
+    }
+}

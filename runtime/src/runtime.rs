@@ -1,0 +1,161 @@
+//! [`NodeRuntime`]: starts one node's driver thread and its workers, and stops them.
+
+use std::sync::atomic::Ordering::SeqCst;
+use std::sync::mpsc::sync_channel;
+use std::sync::{Arc, PoisonError};
+use std::thread::{self, JoinHandle};
+use std::time::Duration as StdDuration;
+
+use parma_core::{Config, Node, NodeId, Store, Transport, WorkerId};
+
+use crate::driver::Driver;
+use crate::error::Error;
+use crate::options::Options;
+use crate::shared::{Shared, STOP_GRACEFUL, STOP_NOW};
+use crate::stats::Stats;
+use crate::worker::Worker;
+
+/// Longest wait of [`NodeRuntime::stats`] for the driver to publish fresh counters.
+const STATS_WAIT: StdDuration = StdDuration::from_millis(200);
+
+/// One running node: its driver thread, its store and the handles of its workers.
+///
+/// Dropping it stops the driver (after at most `Options::drain_timeout` of draining the node's
+/// own work, without waiting for workers) and joins the thread; [`NodeRuntime::shutdown`] does
+/// the same after waiting for the workers, and reports how it went.
+pub struct NodeRuntime {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<bool>>,
+}
+
+impl NodeRuntime {
+    /// Starts node `me` of the cluster `cfg` describes on `transport` with default
+    /// [`Options`]. Returns the runtime and `cfg.workers_per_node` workers, `WorkerId(0..n)`.
+    pub fn start<T>(cfg: Config, me: NodeId, transport: T) -> Result<(NodeRuntime, Vec<Worker>), Error>
+    where
+        T: Transport + Send + 'static,
+    {
+        NodeRuntime::start_with(cfg, me, transport, Options::default())
+    }
+
+    /// [`NodeRuntime::start`] with explicit runtime options.
+    pub fn start_with<T>(
+        cfg: Config,
+        me: NodeId,
+        transport: T,
+        opts: Options,
+    ) -> Result<(NodeRuntime, Vec<Worker>), Error>
+    where
+        T: Transport + Send + 'static,
+    {
+        cfg.validate(me)?;
+        if transport.local_id() != me {
+            return Err(Error::WrongTransport { me, transport: transport.local_id() });
+        }
+        if cfg.frame_len_max > transport.frame_len_max() {
+            return Err(Error::FrameLenMax {
+                config: cfg.frame_len_max,
+                transport: transport.frame_len_max(),
+            });
+        }
+        let store = Arc::new(Store::new(&cfg, me));
+        let node = Node::with_store(cfg.clone(), me, Arc::clone(&store))?;
+        let workers = usize::from(cfg.workers_per_node);
+        // All workers' operations in flight fit into the node's table of pending requests,
+        // and into the command queue: it never refuses a command that respects the bound.
+        let inflight_max = opts.worker_inflight_max.min(cfg.requests_pending_max / workers).max(1);
+        let (tx, rx) = sync_channel(workers * (inflight_max + 1));
+        let shared = Arc::new(Shared::new(cfg, me, store, opts));
+        let driver = Driver::new(node, transport, Arc::clone(&shared), rx);
+        let thread = thread::Builder::new()
+            .name(format!("parma-driver-{}", me.0))
+            .spawn(move || driver.run())
+            .map_err(Error::Spawn)?;
+        let _ = shared.driver.set(thread.thread().clone());
+        let handles = (0..shared.cfg.workers_per_node)
+            .map(|i| Worker::new(WorkerId(i), Arc::clone(&shared), tx.clone(), inflight_max))
+            .collect();
+        Ok((NodeRuntime { shared, thread: Some(thread) }, handles))
+    }
+
+    /// This node's id.
+    pub fn id(&self) -> NodeId {
+        self.shared.me
+    }
+
+    /// The configuration it runs with.
+    pub fn config(&self) -> &Config {
+        &self.shared.cfg
+    }
+
+    /// The node's parameter store (for inspection; workers access it through their handles).
+    pub fn store(&self) -> &Arc<Store> {
+        &self.shared.store
+    }
+
+    /// Whether the driver has stopped (shut down, or its transport was closed under it).
+    pub fn is_closed(&self) -> bool {
+        self.shared.closed.load(SeqCst)
+    }
+
+    /// A snapshot of the counters: asks the driver for fresh node counters (waiting a moment
+    /// for them) and adds every worker's published counters.
+    pub fn stats(&self) -> Stats {
+        if !self.is_closed() {
+            let generation = self.shared.published().generation;
+            self.shared.stats_requested.store(true, SeqCst);
+            self.shared.wake_driver();
+            let guard = self.shared.published();
+            let _ = self
+                .shared
+                .published_cv
+                .wait_timeout_while(guard, STATS_WAIT, |p| {
+                    p.generation == generation && !self.shared.closed.load(SeqCst)
+                })
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        self.snapshot()
+    }
+
+    /// Stops the node: waits (at most `Options::drain_timeout`) until every worker has been
+    /// finalized or dropped and the node's outstanding work has drained, closes the transport
+    /// and joins the driver thread. `Err(NotDrained)` carries the counters if the time ran
+    /// out; the thread is joined either way.
+    pub fn shutdown(mut self) -> Result<Stats, Error> {
+        let drained = self.stop(STOP_GRACEFUL)?;
+        let stats = self.snapshot();
+        if drained {
+            Ok(stats)
+        } else {
+            Err(Error::NotDrained(Box::new(stats)))
+        }
+    }
+
+    fn stop(&mut self, mode: u8) -> Result<bool, Error> {
+        let Some(thread) = self.thread.take() else { return Ok(true) };
+        self.shared.stop.store(mode, SeqCst);
+        thread.thread().unpark();
+        thread.join().map_err(|_| Error::DriverPanicked)
+    }
+
+    fn snapshot(&self) -> Stats {
+        let p = self.shared.published();
+        Stats {
+            node: p.node.clone(),
+            driver: p.driver,
+            workers: self.shared.counters.iter().map(|c| c.load()).collect(),
+        }
+    }
+}
+
+impl Drop for NodeRuntime {
+    fn drop(&mut self) {
+        let _ = self.stop(STOP_NOW);
+    }
+}
+
+impl std::fmt::Debug for NodeRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeRuntime").field("id", &self.shared.me).field("closed", &self.is_closed()).finish()
+    }
+}

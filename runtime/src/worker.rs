@@ -1,0 +1,470 @@
+//! [`Worker`]: one training thread's handle on its node.
+//!
+//! The data plane: a key held here is read or updated by the worker thread itself in the
+//! [`parma_core::Store`], taking only that key's shard latch. It never goes through the driver
+//! thread and never takes a node-wide lock. Only the keys that miss become a command for the
+//! node, through the bounded command queue.
+//!
+//! # Duplicate keys in one call
+//!
+//! Checking every local call for duplicates would cost a hash set on the hot path, so a call
+//! may name a key more than once, with a defined meaning: a pull fills every position of the
+//! key, a push adds every delta (on the remote path the deltas are summed into one), a set
+//! keeps the last value. Keys sent to the node are always distinct.
+//!
+//! # Errors
+//!
+//! Validation errors ([`OpError::KeyOutsideLayout`], [`OpError::ValueLength`]) come before
+//! anything changed. Errors after validation (`Busy`, `Closed`, `Timeout`, `PeerFailed`) may
+//! leave a push or set partly applied, as a failed remote write always can.
+
+mod wait;
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering::SeqCst;
+use std::sync::mpsc::{SyncSender, TrySendError};
+use std::sync::Arc;
+
+use parma_core::wire::WriteKind;
+use parma_core::{Completion, Key, Layout, NodeId, OpError, Ticket as CoreTicket, WorkerId};
+
+use crate::driver::Command;
+use crate::order::{Access, Order};
+use crate::shared::Shared;
+use crate::stats::WorkerStats;
+
+/// A worker's handle on an operation it issued; wait for it with [`Worker::wait`].
+///
+/// Every ticket should be waited for: the result of one that is dropped stays in the worker's
+/// completion slot until the worker is dropped.
+#[derive(Debug)]
+#[must_use = "wait for the operation with Worker::wait"]
+pub struct Ticket {
+    id: CoreTicket,
+    worker: WorkerId,
+    /// False if the operation completed in the worker's own call.
+    remote: bool,
+}
+
+impl Ticket {
+    /// Whether the operation already completed in the call that issued it (every key was
+    /// local), so waiting for it returns at once.
+    pub fn is_complete(&self) -> bool {
+        !self.remote
+    }
+}
+
+/// Where the values of one remote key go: `len` floats from `src` of the node's answer to
+/// `dst` of the caller's buffer.
+#[derive(Clone, Copy, Debug)]
+struct Place {
+    dst: usize,
+    src: usize,
+    len: usize,
+}
+
+/// A pull whose remote keys are still on their way; holds the caller's value buffer until
+/// [`Worker::wait_pull`] fills in the rest. Dropping it leaves those values unwritten (and the
+/// node's answer in the worker's slot until the worker is dropped).
+#[derive(Debug)]
+#[must_use = "finish the pull with Worker::wait_pull"]
+pub struct PullTicket<'a> {
+    vals: &'a mut [f32],
+    ticket: Ticket,
+    places: Vec<Place>,
+}
+
+impl PullTicket<'_> {
+    /// Whether every key was local, so the values are complete already.
+    pub fn is_complete(&self) -> bool {
+        self.ticket.is_complete()
+    }
+}
+
+/// One training thread's handle on its node. Created by [`crate::NodeRuntime::start`], one per
+/// worker id. `Send`: move it to the thread that uses it.
+pub struct Worker {
+    id: WorkerId,
+    shared: Arc<Shared>,
+    commands: SyncSender<Command>,
+    order: Order,
+    /// Scratch for one call: remote key → its index in the call's remote list.
+    remote_index: HashMap<Key, usize>,
+    next_ticket: u64,
+    inflight_max: usize,
+    stats: WorkerStats,
+}
+
+/// Calls `f(key, offset, len)` for every key; offsets are prefix sums of the lengths from
+/// `start` (`start + i * len` when lengths are uniform). Keys must be inside the layout.
+#[inline]
+fn walk(layout: &Layout, keys: &[Key], start: usize, mut f: impl FnMut(Key, usize, usize)) {
+    match layout.uniform_len() {
+        Some(len) => {
+            for (i, &k) in keys.iter().enumerate() {
+                f(k, start + i * len, len);
+            }
+        }
+        None => {
+            let mut off = start;
+            for &k in keys {
+                let len = layout.len_of(k).unwrap_or(0);
+                f(k, off, len);
+                off += len;
+            }
+        }
+    }
+}
+
+impl Worker {
+    pub(crate) fn new(
+        id: WorkerId,
+        shared: Arc<Shared>,
+        commands: SyncSender<Command>,
+        inflight_max: usize,
+    ) -> Self {
+        Worker {
+            id,
+            shared,
+            commands,
+            order: Order::default(),
+            remote_index: HashMap::new(),
+            next_ticket: 0,
+            inflight_max,
+            stats: WorkerStats::default(),
+        }
+    }
+
+    /// This worker's id.
+    pub fn id(&self) -> WorkerId {
+        self.id
+    }
+
+    /// The node this worker belongs to.
+    pub fn node(&self) -> NodeId {
+        self.shared.me
+    }
+
+    /// This worker's counters.
+    pub fn stats(&self) -> WorkerStats {
+        self.stats
+    }
+
+    /// Remote operations of this worker not yet known to have completed.
+    pub fn outstanding(&self) -> usize {
+        self.order.len()
+    }
+
+    /// Pulls the values of `keys` into `vals` (concatenated in key order) and waits for them.
+    pub fn pull(&mut self, keys: &[Key], vals: &mut [f32]) -> Result<(), OpError> {
+        let t = self.pull_async(keys, vals)?;
+        self.wait_pull(t)
+    }
+
+    /// Starts a pull: copies the values of local keys into `vals` now and asks the node for
+    /// the rest, which [`Worker::wait_pull`] fills in.
+    pub fn pull_async<'a>(&mut self, keys: &[Key], vals: &'a mut [f32]) -> Result<PullTicket<'a>, OpError> {
+        self.prepare(keys, vals.len(), Access::Pull)?;
+        let layout = &self.shared.cfg.layout;
+        let store = &self.shared.store;
+        let index = &mut self.remote_index;
+        if !index.is_empty() {
+            index.clear();
+        }
+        // Fast path: with uniform lengths, copy while every key is local.
+        let mut served = 0;
+        if let Some(len) = layout.uniform_len() {
+            for (k, out) in keys.iter().zip(vals.chunks_exact_mut(len)) {
+                if !store.read(*k, out) {
+                    break;
+                }
+                served += 1;
+            }
+        }
+        let start = served * layout.uniform_len().unwrap_or(0);
+        let mut remote: Vec<Key> = Vec::new();
+        let mut places: Vec<(usize, usize, usize)> = Vec::new();
+        walk(layout, &keys[served..], start, |k, off, len| {
+            if !index.is_empty() {
+                if let Some(&j) = index.get(&k) {
+                    places.push((off, j, len));
+                    return;
+                }
+            }
+            if !store.read(k, &mut vals[off..off + len]) {
+                index.insert(k, remote.len());
+                places.push((off, remote.len(), len));
+                remote.push(k);
+            }
+        });
+        self.stats.keys_pulled_local += (keys.len() - places.len()) as u64;
+        self.stats.keys_pulled_remote += remote.len() as u64;
+        self.publish();
+        if remote.is_empty() {
+            return Ok(PullTicket { vals, ticket: self.local_ticket(), places: Vec::new() });
+        }
+        let mut src = Vec::with_capacity(remote.len());
+        walk(layout, &remote, 0, |_, off, _| src.push(off));
+        let places = places.into_iter().map(|(dst, j, len)| Place { dst, src: src[j], len }).collect();
+        let cmd = |worker, ticket, keys| Command::Pull { worker, ticket, keys };
+        let ticket = self.submit(remote, Access::Pull, cmd)?;
+        Ok(PullTicket { vals, ticket, places })
+    }
+
+    /// Finishes a pull: waits for the remote keys' values and copies them into place.
+    pub fn wait_pull(&mut self, t: PullTicket<'_>) -> Result<(), OpError> {
+        let PullTicket { vals, ticket, places } = t;
+        match self.wait_completion(ticket)? {
+            None => Ok(()),
+            Some(Completion::Pull(values)) => {
+                for p in places {
+                    let (Some(from), Some(to)) =
+                        (values.get(p.src..p.src + p.len), vals.get_mut(p.dst..p.dst + p.len))
+                    else {
+                        return Err(OpError::InvalidArgument);
+                    };
+                    to.copy_from_slice(from);
+                }
+                Ok(())
+            }
+            Some(_) => Err(OpError::InvalidArgument),
+        }
+    }
+
+    /// Adds `vals` (the keys' deltas, concatenated) to `keys`. Local keys are updated in place
+    /// now; the ticket completes when the rest were applied at their owners.
+    pub fn push(&mut self, keys: &[Key], vals: &[f32]) -> Result<Ticket, OpError> {
+        self.write(keys, vals, WriteKind::Add)
+    }
+
+    /// Replaces the values of `keys` with `vals`, like [`Worker::push`].
+    pub fn set(&mut self, keys: &[Key], vals: &[f32]) -> Result<Ticket, OpError> {
+        self.write(keys, vals, WriteKind::Set)
+    }
+
+    fn write(&mut self, keys: &[Key], vals: &[f32], write: WriteKind) -> Result<Ticket, OpError> {
+        let access = match write {
+            WriteKind::Add => Access::Add,
+            WriteKind::Set => Access::Set,
+        };
+        self.prepare(keys, vals.len(), access)?;
+        let layout = &self.shared.cfg.layout;
+        let store = &self.shared.store;
+        let index = &mut self.remote_index;
+        if !index.is_empty() {
+            index.clear();
+        }
+        // Fast path: with uniform lengths, apply while every key is local.
+        let mut served = 0;
+        if let Some(len) = layout.uniform_len() {
+            for (k, v) in keys.iter().zip(vals.chunks_exact(len)) {
+                let applied = match write {
+                    WriteKind::Add => store.add(*k, v),
+                    WriteKind::Set => store.write(*k, v),
+                };
+                if !applied {
+                    break;
+                }
+                served += 1;
+            }
+        }
+        let start = served * layout.uniform_len().unwrap_or(0);
+        let (mut remote, mut values, mut offs) = (Vec::new(), Vec::new(), Vec::new());
+        let mut local = served as u64;
+        walk(layout, &keys[served..], start, |k, off, len| {
+            let v = &vals[off..off + len];
+            if !index.is_empty() {
+                if let Some(&j) = index.get(&k) {
+                    let dst: &mut [f32] = &mut values[offs[j]..offs[j] + len];
+                    match write {
+                        WriteKind::Add => dst.iter_mut().zip(v).for_each(|(a, d)| *a += *d),
+                        WriteKind::Set => dst.copy_from_slice(v),
+                    }
+                    return;
+                }
+            }
+            let applied = match write {
+                WriteKind::Add => store.add(k, v),
+                WriteKind::Set => store.write(k, v),
+            };
+            if applied {
+                local += 1;
+            } else {
+                index.insert(k, remote.len());
+                offs.push(values.len());
+                remote.push(k);
+                values.extend_from_slice(v);
+            }
+        });
+        self.stats.keys_pushed_local += local;
+        self.stats.keys_pushed_remote += remote.len() as u64;
+        self.publish();
+        if remote.is_empty() {
+            return Ok(self.local_ticket());
+        }
+        self.submit(remote, access, move |worker, ticket, keys| Command::Write {
+            worker,
+            ticket,
+            write,
+            keys,
+            values,
+        })
+    }
+
+    /// Copies the values of `keys` into `vals` only if every key is held here now, without
+    /// involving the node; returns whether it did. It checks first and copies after, so a key
+    /// that moves away in between makes it return `Ok(false)` with `vals` partly written. It
+    /// also returns `Ok(false)` rather than overtake this worker's own outstanding writes to
+    /// any of the keys.
+    pub fn pull_if_local(&mut self, keys: &[Key], vals: &mut [f32]) -> Result<bool, OpError> {
+        self.validate(keys, vals.len())?;
+        if self.order.conflicts(keys, Access::Pull) {
+            self.reap();
+            if self.order.conflicts(keys, Access::Pull) {
+                return Ok(false);
+            }
+        }
+        let store = &self.shared.store;
+        if !keys.iter().all(|k| store.holds(*k)) {
+            return Ok(false);
+        }
+        let mut all = true;
+        walk(&self.shared.cfg.layout, keys, 0, |k, off, len| {
+            all = all && store.read(k, &mut vals[off..off + len]);
+        });
+        if all {
+            self.stats.keys_pulled_local += keys.len() as u64;
+            self.publish();
+        }
+        Ok(all)
+    }
+
+    /// Asks the node to move `keys` here (relocation); the ticket completes when all of them
+    /// are held here. Under static partitioning it completes without moving anything.
+    pub fn localize(&mut self, keys: &[Key]) -> Result<Ticket, OpError> {
+        self.validate_keys(keys)?;
+        self.make_room()?;
+        let index = &mut self.remote_index;
+        if !index.is_empty() {
+            index.clear();
+        }
+        let mut unique = Vec::with_capacity(keys.len());
+        for &k in keys {
+            if index.insert(k, 0).is_none() {
+                unique.push(k);
+            }
+        }
+        if unique.is_empty() {
+            return Ok(self.local_ticket());
+        }
+        self.submit(unique, Access::Other, |worker, ticket, keys| Command::Localize { worker, ticket, keys })
+    }
+
+    /// Waits for an operation of this worker.
+    pub fn wait(&mut self, t: Ticket) -> Result<(), OpError> {
+        self.wait_completion(t).map(|_| ())
+    }
+
+    /// Waits until every outstanding operation of this worker completed, then enters the
+    /// cluster-wide barrier and waits (at most `Options::barrier_timeout`) until every worker
+    /// of every node has entered it.
+    pub fn barrier(&mut self) -> Result<(), OpError> {
+        self.check_open()?;
+        self.wait_all()?;
+        let ticket =
+            self.submit(Vec::new(), Access::Other, |worker, ticket, _| Command::Barrier { worker, ticket })?;
+        let deadline = std::time::Instant::now() + self.shared.opts.barrier_timeout;
+        self.wait_until(ticket.id, deadline).map(|_| ())
+    }
+
+    /// Finishes this worker: waits for its outstanding operations, passes a last barrier with
+    /// every other worker, and releases the handle (graceful shutdown waits for this).
+    ///
+    /// A worker that is dropped instead never enters a barrier again: the other workers'
+    /// barriers then wait until `Options::barrier_timeout`.
+    pub fn finalize(mut self) -> Result<(), OpError> {
+        self.barrier()
+    }
+
+    // ----- internals -----
+
+    fn check_open(&self) -> Result<(), OpError> {
+        if self.shared.closed.load(SeqCst) {
+            return Err(OpError::Closed);
+        }
+        Ok(())
+    }
+
+    fn validate_keys(&self, keys: &[Key]) -> Result<usize, OpError> {
+        self.check_open()?;
+        self.shared.cfg.layout.total_len(keys).map_err(|key| OpError::KeyOutsideLayout { key })
+    }
+
+    fn validate(&self, keys: &[Key], got: usize) -> Result<(), OpError> {
+        let expected = self.validate_keys(keys)?;
+        if expected != got {
+            return Err(OpError::ValueLength { expected, got });
+        }
+        Ok(())
+    }
+
+    /// Everything before a pull or write touches anything: validation, then waiting for this
+    /// worker's own operations it must not overtake, then for room in its in-flight bound.
+    fn prepare(&mut self, keys: &[Key], got: usize, access: Access) -> Result<(), OpError> {
+        self.validate(keys, got)?;
+        if self.order.conflicts(keys, access) {
+            self.settle(keys, access)?;
+        }
+        self.make_room()
+    }
+
+    fn new_ticket(&mut self) -> CoreTicket {
+        self.next_ticket += 1;
+        CoreTicket(self.next_ticket)
+    }
+
+    fn local_ticket(&mut self) -> Ticket {
+        Ticket { id: self.new_ticket(), worker: self.id, remote: false }
+    }
+
+    /// Queues the command `make(worker, ticket, keys)` and records `keys` as in flight.
+    fn submit(
+        &mut self,
+        keys: Vec<Key>,
+        access: Access,
+        make: impl FnOnce(WorkerId, CoreTicket, Vec<Key>) -> Command,
+    ) -> Result<Ticket, OpError> {
+        let id = self.new_ticket();
+        let tracked = if access == Access::Other { Vec::new() } else { keys.clone() };
+        match self.commands.try_send(make(self.id, id, keys)) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => return Err(OpError::Busy),
+            Err(TrySendError::Disconnected(_)) => return Err(OpError::Closed),
+        }
+        self.order.record(id, tracked, access);
+        self.shared.nudge_driver();
+        Ok(Ticket { id, worker: self.id, remote: true })
+    }
+
+    fn publish(&self) {
+        self.shared.counters[self.id.index()].publish(&self.stats);
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        self.publish();
+        self.shared.workers_live.fetch_sub(1, SeqCst);
+        self.shared.wake_driver();
+    }
+}
+
+impl std::fmt::Debug for Worker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker")
+            .field("node", &self.shared.me)
+            .field("id", &self.id)
+            .field("outstanding", &self.order.len())
+            .finish()
+    }
+}

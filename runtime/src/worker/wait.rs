@@ -1,0 +1,98 @@
+//! How a worker waits for its own operations. Every wait has a deadline: the node fails a
+//! request after `Config::request_timeout`; `Options::wait_margin` later the worker gives up
+//! by itself, so that not even a bug can make it hang.
+
+use std::time::{Duration as StdDuration, Instant as StdInstant};
+
+use parma_core::{Completion, Key, OpError, Ticket as CoreTicket};
+
+use super::{Ticket, Worker};
+use crate::order::{Access, Order};
+use crate::slot::SlotState;
+
+/// Releases the keys of the operations that completed since the worker last looked.
+fn reap(order: &mut Order, st: &mut SlotState) {
+    for t in st.fresh.drain(..) {
+        order.complete(t);
+    }
+}
+
+impl Worker {
+    fn backstop(&self) -> StdInstant {
+        let timeout = StdDuration::from_micros(self.shared.cfg.request_timeout.as_micros());
+        StdInstant::now() + timeout + self.shared.opts.wait_margin
+    }
+
+    /// Looks at completions without waiting.
+    pub(super) fn reap(&mut self) {
+        let order = &mut self.order;
+        self.shared.slots[self.id.index()].peek(|st| reap(order, st));
+    }
+
+    /// Waits until an `access` to `keys` no longer overtakes an operation of this worker.
+    pub(super) fn settle(&mut self, keys: &[Key], access: Access) -> Result<(), OpError> {
+        let deadline = self.backstop();
+        let order = &mut self.order;
+        self.shared.slots[self.id.index()].wait(deadline, |st| {
+            reap(order, st);
+            (!order.conflicts(keys, access)).then_some(())
+        })
+    }
+
+    /// Waits until one more operation fits in this worker's in-flight bound.
+    pub(super) fn make_room(&mut self) -> Result<(), OpError> {
+        if self.order.len() < self.inflight_max {
+            return Ok(());
+        }
+        let (deadline, max) = (self.backstop(), self.inflight_max);
+        let order = &mut self.order;
+        self.shared.slots[self.id.index()]
+            .wait(deadline, |st| {
+                reap(order, st);
+                (order.len() < max).then_some(())
+            })
+            .map_err(|e| if e == OpError::Timeout { OpError::Busy } else { e })
+    }
+
+    /// Waits until every operation of this worker completed (their results stay for `wait`).
+    pub(super) fn wait_all(&mut self) -> Result<(), OpError> {
+        if self.order.len() == 0 {
+            return Ok(());
+        }
+        let deadline = self.backstop();
+        let order = &mut self.order;
+        self.shared.slots[self.id.index()].wait(deadline, |st| {
+            reap(order, st);
+            (order.len() == 0).then_some(())
+        })
+    }
+
+    /// The completion of `t`, or `None` if it completed in the worker's own call.
+    pub(super) fn wait_completion(&mut self, t: Ticket) -> Result<Option<Completion>, OpError> {
+        if t.worker != self.id {
+            return Err(OpError::InvalidArgument);
+        }
+        if !t.remote {
+            return Ok(None);
+        }
+        let deadline = self.backstop();
+        self.wait_until(t.id, deadline).map(Some)
+    }
+
+    /// Waits for the result of operation `id` until `deadline`; then gives up on it.
+    pub(super) fn wait_until(&mut self, id: CoreTicket, deadline: StdInstant) -> Result<Completion, OpError> {
+        let slot = &self.shared.slots[self.id.index()];
+        let order = &mut self.order;
+        match slot.wait(deadline, |st| {
+            reap(order, st);
+            st.take(id)
+        }) {
+            Ok(result) => result,
+            Err(e) => {
+                let late = slot.abandon(id);
+                order.complete(id);
+                late.unwrap_or(Err(e))
+            }
+        }
+    }
+}

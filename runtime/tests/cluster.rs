@@ -1,0 +1,170 @@
+//! Whole clusters on the threaded loopback transport: exact sums, localize, stats.
+
+mod common;
+
+use std::collections::VecDeque;
+
+use common::{finalize_all, run_all, shutdown_all, start, Rng};
+use parma_core::{Config, Key, Layout};
+use parma_runtime::{Options, Worker};
+use parma_transport_loopback::threaded::ThreadedOptions;
+
+const LEN: usize = 3;
+
+/// Every worker pushes integer-valued deltas to random keys (with duplicates, most of them
+/// remote), keeping a few pushes in flight; after a barrier every key holds the exact sum.
+fn exact_sums(cfg: Config, opts: Options, topts: ThreadedOptions) {
+    let key_end = cfg.layout.key_end() as usize;
+    let c = start(&cfg, opts, topts);
+    let done = run_all(c.workers, |i, w| {
+        let mut rng = Rng(0xabc0 + i as u64);
+        let mut expected = vec![0.0f64; key_end * LEN];
+        let mut tickets = VecDeque::new();
+        for _ in 0..300 {
+            let n = 1 + rng.below(16) as usize;
+            let keys: Vec<Key> = (0..n).map(|_| Key(rng.below(key_end as u64))).collect();
+            let vals: Vec<f32> = (0..n * LEN).map(|_| rng.below(7) as f32 - 3.0).collect();
+            for (j, k) in keys.iter().enumerate() {
+                for e in 0..LEN {
+                    expected[k.0 as usize * LEN + e] += f64::from(vals[j * LEN + e]);
+                }
+            }
+            tickets.push_back(w.push(&keys, &vals).unwrap());
+            if tickets.len() > 8 {
+                w.wait(tickets.pop_front().unwrap()).unwrap();
+            }
+        }
+        for t in tickets {
+            w.wait(t).unwrap();
+        }
+        w.barrier().unwrap();
+        expected
+    });
+    let mut total = vec![0.0f64; key_end * LEN];
+    for (_, e) in &done {
+        total.iter_mut().zip(e).for_each(|(t, e)| *t += e);
+    }
+    let workers: Vec<Worker> = done.into_iter().map(|(w, _)| w).collect();
+    let checked = run_all(workers, |_, w| {
+        let keys: Vec<Key> = (0..key_end as u64).map(Key).collect();
+        let mut vals = vec![f32::NAN; key_end * LEN];
+        w.pull(&keys, &mut vals).unwrap();
+        for (i, v) in vals.iter().enumerate() {
+            assert_eq!(f64::from(*v), total[i], "key {} element {}", i / LEN, i % LEN);
+        }
+        w.stats()
+    });
+    for (_, s) in &checked {
+        assert!(s.keys_pushed_remote > 0 && s.keys_pushed_local > 0, "{s:?}");
+    }
+    let live: Vec<_> = c.nodes.iter().map(|n| n.stats()).collect();
+    assert!(live.iter().all(|s| s.node.ops_failed == 0 && s.node.messages_sent_total() > 0));
+    finalize_all(checked.into_iter().map(|(w, _)| w).collect());
+    for s in shutdown_all(c.nodes) {
+        assert_eq!(s.node.ops_failed, 0);
+        assert_eq!(s.driver.completions_orphaned, 0);
+        assert_eq!(s.workers.len(), 2);
+    }
+}
+
+#[test]
+fn pushes_sum_exactly() {
+    let cfg = Config::new(4, 2, Layout::uniform(500, LEN as u32).unwrap());
+    exact_sums(cfg, Options::default(), ThreadedOptions::default());
+}
+
+#[test]
+fn pushes_sum_exactly_under_back_pressure() {
+    let mut cfg = Config::new(4, 2, Layout::uniform(500, LEN as u32).unwrap());
+    cfg.keys_per_message_max = 2;
+    let mut opts = Options::default();
+    opts.worker_inflight_max = 3;
+    let topts = ThreadedOptions { pair_frames_max: 2, ..ThreadedOptions::default() };
+    exact_sums(cfg, opts, topts);
+}
+
+#[test]
+fn localized_keys_are_served_locally() {
+    let cfg = Config::new(4, 2, Layout::uniform(2000, 2).unwrap());
+    let c = start(&cfg, Options::default(), ThreadedOptions::default());
+    let done = run_all(c.workers, |i, w| {
+        let keys: Vec<Key> = (i as u64 * 100..i as u64 * 100 + 100).map(Key).collect();
+        let mut vals = vec![0.0; 200];
+        w.pull(&keys, &mut vals).unwrap();
+        let first = w.stats();
+        assert!(first.keys_pulled_remote > 0, "{first:?}");
+        assert!(!w.pull_if_local(&keys, &mut vals).unwrap());
+
+        let t = w.localize(&keys).unwrap();
+        w.wait(t).unwrap();
+        w.pull(&keys, &mut vals).unwrap();
+        let second = w.stats();
+        assert_eq!(second.keys_pulled_remote, first.keys_pulled_remote);
+        assert_eq!(second.keys_pulled_local - first.keys_pulled_local, 100);
+        assert!(w.pull_if_local(&keys, &mut vals).unwrap());
+
+        let t = w.push(&keys, &[1.0; 200]).unwrap();
+        assert!(t.is_complete());
+        w.wait(t).unwrap();
+        assert_eq!(w.stats().keys_pushed_remote, 0);
+        assert_eq!(w.stats().keys_pushed_local, 100);
+        w.barrier().unwrap();
+    });
+    // Every worker sees everyone's pushes, wherever the keys are now.
+    let workers: Vec<Worker> = done.into_iter().map(|(w, _)| w).collect();
+    let workers = run_all(workers, |_, w| {
+        let keys: Vec<Key> = (0..800).map(Key).collect();
+        let mut vals = vec![0.0; 1600];
+        w.pull(&keys, &mut vals).unwrap();
+        assert!(vals.iter().all(|v| *v == 1.0));
+    });
+    let relocated: u64 = c.nodes.iter().map(|n| n.stats().node.relocations_in).sum();
+    assert!(relocated > 0);
+    finalize_all(workers.into_iter().map(|(w, _)| w).collect());
+    shutdown_all(c.nodes);
+}
+
+#[test]
+fn runtime_stats_add_up_workers() {
+    let cfg = Config::new(2, 2, Layout::uniform(100, 1).unwrap());
+    let c = start(&cfg, Options::default(), ThreadedOptions::default());
+    let done = run_all(c.workers, |_, w| {
+        let keys: Vec<Key> = (0..100).map(Key).collect();
+        let mut vals = vec![0.0; 100];
+        w.pull(&keys, &mut vals).unwrap();
+        w.stats()
+    });
+    for (n, node) in c.nodes.iter().enumerate() {
+        let s = node.stats();
+        let mine: Vec<_> = done[n * 2..n * 2 + 2].iter().map(|(_, s)| *s).collect();
+        assert_eq!(s.workers, mine);
+        assert_eq!(s.workers_total().keys_pulled_local + s.workers_total().keys_pulled_remote, 200);
+        assert_eq!(s.node.keys_pulled_remote, s.workers_total().keys_pulled_remote);
+        assert!(s.driver.commands >= 2 && s.driver.frames_sent > 0);
+    }
+    finalize_all(done.into_iter().map(|(w, _)| w).collect());
+    shutdown_all(c.nodes);
+}
+
+/// Tiny transport queues and outbox bound, and one key per message: many frames wait for
+/// room toward every peer at once, and no two nodes may end up waiting for each other.
+#[test]
+fn tight_bounds_do_not_deadlock() {
+    let mut cfg = Config::new(4, 2, Layout::uniform(2000, 1).unwrap());
+    cfg.keys_per_message_max = 1;
+    cfg.outbox_frames_max = 4;
+    let topts = ThreadedOptions { pair_frames_max: 1, ..ThreadedOptions::default() };
+    let c = start(&cfg, Options::default(), topts);
+    let done = run_all(c.workers, |_, w| {
+        let keys: Vec<Key> = (0..2000).map(Key).collect();
+        let mut v = vec![1.0; 2000];
+        for _ in 0..3 {
+            w.pull(&keys, &mut v).unwrap();
+            assert!(v.iter().all(|x| *x == 0.0));
+        }
+    });
+    let blocked: u64 = c.nodes.iter().map(|n| n.stats().driver.sends_blocked).sum();
+    assert!(blocked > 0);
+    finalize_all(done.into_iter().map(|(w, _)| w).collect());
+    shutdown_all(c.nodes);
+}

@@ -1,0 +1,596 @@
+//! `parma demo`: a skewed random workload on an in-process cluster, and a report of what
+//! happened.
+//!
+//! Every worker runs `batches` batches. A batch draws `batch_keys` keys whose popularity follows
+//! a Zipf law (rank `r` is drawn with probability ∝ `r^-zipf`; a seeded random permutation maps
+//! ranks to keys, so the hot keys are spread over all home nodes), removes duplicates, pulls the
+//! keys' values, computes a small deterministic fake gradient from them and pushes it.
+//!
+//! Under [`Technique::Relocation`] a worker asks its node to `localize` the keys of batch
+//! `i + localize_ahead` while it works on batch `i` (Lapse-style), and waits for batch `i`'s
+//! localize before pulling, so that most keys are local by the time they are used. With
+//! `localize_ahead = 0` each batch is localized right before it is used. Under
+//! [`Technique::StaticPartitioning`] nothing is localized.
+//!
+//! Keys are drawn from per-worker generators seeded from `seed` alone, so both techniques see
+//! exactly the same key sequence on the same seed.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use parma_core::{Config, Key, Layout, NodeId, OpError, Technique};
+use parma_runtime::{NodeRuntime, Options, Stats, Ticket, Worker};
+use parma_transport_loopback::threaded::{cluster, ThreadedOptions};
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use rand_distr::{Distribution, Zipf};
+
+/// Pushes one worker keeps in flight before it waits for the oldest.
+const PUSHES_IN_FLIGHT: usize = 8;
+
+/// Longest wait in a barrier: longer than any sane demo takes, short enough that a worker that
+/// failed does not leave the others waiting for the runtime's default ten minutes.
+const BARRIER_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The largest key space the demo accepts (its rank → key permutation takes 8 bytes per key).
+pub const KEYS_MAX: u64 = 1 << 27;
+
+/// What the demo runs. [`DemoOptions::default`] is the `parma demo` default.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DemoOptions {
+    /// Nodes of the in-process cluster.
+    pub nodes: u16,
+    /// Worker threads per node.
+    pub workers: u16,
+    /// Keys of the model, `0..keys`.
+    pub keys: u64,
+    /// `f32`s per key.
+    pub len: u32,
+    /// Batches each worker runs.
+    pub batches: u64,
+    /// Keys drawn per batch (before duplicates are removed).
+    pub batch_keys: usize,
+    /// Exponent of the Zipf law of key popularity (0 is uniform).
+    pub zipf: f64,
+    /// Seed of the key permutation, the workers' draws and the nodes' own choices.
+    pub seed: u64,
+    /// How the cluster manages parameters.
+    pub technique: Technique,
+    /// Under relocation: how many batches ahead a worker localizes keys.
+    pub localize_ahead: usize,
+}
+
+impl Default for DemoOptions {
+    fn default() -> DemoOptions {
+        DemoOptions {
+            nodes: 4,
+            workers: 2,
+            keys: 1_000_000,
+            len: 16,
+            batches: 2000,
+            batch_keys: 64,
+            zipf: 1.1,
+            seed: 1,
+            technique: Technique::Relocation,
+            localize_ahead: 1,
+        }
+    }
+}
+
+impl DemoOptions {
+    /// The same options with another technique.
+    pub fn with_technique(&self, technique: Technique) -> DemoOptions {
+        DemoOptions { technique, ..self.clone() }
+    }
+
+    fn check(&self) -> Result<(), DemoError> {
+        let bad = |what: &str| Err(DemoError::Options(what.to_string()));
+        if self.nodes == 0 {
+            return bad("--nodes must be at least 1");
+        }
+        if self.workers == 0 {
+            return bad("--workers must be at least 1");
+        }
+        if self.keys == 0 || self.keys > KEYS_MAX {
+            return Err(DemoError::Options(format!("--keys must be between 1 and {KEYS_MAX}")));
+        }
+        if self.batch_keys == 0 {
+            return bad("--batch-keys must be at least 1");
+        }
+        if !(self.zipf.is_finite() && self.zipf >= 0.0) {
+            return bad("--zipf must be a finite number >= 0");
+        }
+        Ok(())
+    }
+}
+
+/// The short name of a technique, as the command line spells it.
+pub fn technique_name(t: Technique) -> &'static str {
+    match t {
+        Technique::StaticPartitioning => "static",
+        Technique::Relocation => "relocation",
+        _ => "other",
+    }
+}
+
+/// Key accesses of one kind, by where they were served.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Accesses {
+    /// Served from the worker's own node's store by the worker thread.
+    pub local: u64,
+    /// Handed to the node (the key was elsewhere, or on its way).
+    pub remote: u64,
+}
+
+impl Accesses {
+    /// All accesses.
+    pub fn total(&self) -> u64 {
+        self.local + self.remote
+    }
+
+    /// Share of remote accesses in `[0, 1]` (0 if there were none).
+    pub fn remote_share(&self) -> f64 {
+        ratio(self.remote, self.total())
+    }
+
+    /// Share of local accesses in `[0, 1]` (0 if there were none).
+    pub fn local_share(&self) -> f64 {
+        ratio(self.local, self.total())
+    }
+
+    fn plus(self, o: Accesses) -> Accesses {
+        Accesses { local: self.local + o.local, remote: self.remote + o.remote }
+    }
+}
+
+/// `bytes` with a decimal unit: `812 B`, `12.3 kB`, `145.9 MB`, `2.1 GB`.
+fn fmt_bytes(bytes: u64) -> String {
+    let b = bytes as f64;
+    match bytes {
+        0..=999 => format!("{bytes} B"),
+        1_000..=999_999 => format!("{:.1} kB", b / 1e3),
+        1_000_000..=999_999_999 => format!("{:.1} MB", b / 1e6),
+        _ => format!("{:.1} GB", b / 1e9),
+    }
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+/// What one run of the demo did.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DemoReport {
+    /// What was run.
+    pub options: DemoOptions,
+    /// Starting the nodes (building the key permutation included).
+    pub setup: Duration,
+    /// From starting the workers until the last one passed its final barrier.
+    pub wall: Duration,
+    /// Batches completed, all workers.
+    pub batches: u64,
+    /// Keys drawn, duplicates within a batch removed, all workers: each was pulled once and
+    /// pushed once.
+    pub keys_drawn: u64,
+    /// Keys pulled, from the workers' counters.
+    pub pulls: Accesses,
+    /// Keys pushed, from the workers' counters.
+    pub pushes: Accesses,
+    /// Keys moved between nodes (`relocations_in`, all nodes).
+    pub relocations: u64,
+    /// Keys forwarded by a node that no longer held them, all nodes.
+    pub keys_forwarded: u64,
+    /// Protocol messages sent, all nodes.
+    pub messages_sent: u64,
+    /// Bytes of the messages sent, all nodes.
+    pub bytes_sent: u64,
+    /// Frames dropped, by the nodes (undecodable) and by the drivers (peer gone), all nodes.
+    pub frames_dropped: u64,
+    /// Worker operations that ended with an error, all nodes.
+    pub ops_failed: u64,
+}
+
+impl DemoReport {
+    /// Pulls and pushes together.
+    pub fn accesses(&self) -> Accesses {
+        self.pulls.plus(self.pushes)
+    }
+
+    /// Share of all key accesses (pulls and pushes) that were remote.
+    pub fn remote_share(&self) -> f64 {
+        self.accesses().remote_share()
+    }
+
+    /// Bytes sent per key access.
+    pub fn bytes_per_access(&self) -> f64 {
+        ratio(self.bytes_sent, self.accesses().total())
+    }
+}
+
+impl fmt::Display for DemoReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let o = &self.options;
+        let secs = self.wall.as_secs_f64().max(1e-9);
+        writeln!(
+            f,
+            "demo: {}, {} nodes x {} workers, {} keys x {} f32, {} batches/worker x {} keys, zipf {}, \
+             seed {}{}",
+            technique_name(o.technique),
+            o.nodes,
+            o.workers,
+            o.keys,
+            o.len,
+            o.batches,
+            o.batch_keys,
+            o.zipf,
+            o.seed,
+            if o.technique == Technique::Relocation {
+                format!(", localize-ahead {}", o.localize_ahead)
+            } else {
+                String::new()
+            },
+        )?;
+        writeln!(
+            f,
+            "  time         {:.2} s wall (setup {:.2} s), {:.0} batches/s, {:.0} key accesses/s",
+            secs,
+            self.setup.as_secs_f64(),
+            self.batches as f64 / secs,
+            self.accesses().total() as f64 / secs,
+        )?;
+        for (name, a) in [("pulls", self.pulls), ("pushes", self.pushes)] {
+            writeln!(
+                f,
+                "  {name:<12} {} keys: {:.1}% local, {:.1}% remote",
+                a.total(),
+                100.0 * a.local_share(),
+                100.0 * a.remote_share(),
+            )?;
+        }
+        writeln!(
+            f,
+            "  relocations  {} keys moved, {} keys forwarded",
+            self.relocations, self.keys_forwarded
+        )?;
+        writeln!(
+            f,
+            "  network      {} messages, {} sent, {:.1} B per key access",
+            self.messages_sent,
+            fmt_bytes(self.bytes_sent),
+            self.bytes_per_access(),
+        )?;
+        write!(f, "  dropped      {} frames; {} failed operations", self.frames_dropped, self.ops_failed)
+    }
+}
+
+/// One line comparing a relocation run with a static run of the same workload.
+pub fn comparison(relocation: &DemoReport, static_: &DemoReport) -> String {
+    let times = |a: f64, b: f64| if b > 0.0 { format!("{:.2}x", a / b) } else { "n/a".to_string() };
+    format!(
+        "relocation vs static: remote share {:.1}% vs {:.1}% ({}), bytes sent {} vs {} ({})",
+        100.0 * relocation.remote_share(),
+        100.0 * static_.remote_share(),
+        times(relocation.remote_share(), static_.remote_share()),
+        fmt_bytes(relocation.bytes_sent),
+        fmt_bytes(static_.bytes_sent),
+        times(relocation.bytes_sent as f64, static_.bytes_sent as f64),
+    )
+}
+
+/// Why the demo failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum DemoError {
+    /// The options cannot work.
+    Options(String),
+    /// A node did not start.
+    Start(parma_runtime::Error),
+    /// A worker thread could not be spawned.
+    Spawn(std::io::Error),
+    /// A worker operation failed.
+    Worker {
+        /// The worker's node.
+        node: NodeId,
+        /// The worker's id on its node.
+        worker: u16,
+        /// The batch it was working on (or localizing, for `localize`).
+        batch: u64,
+        /// The operation: `localize`, `pull`, `push`, `wait` or `finalize`.
+        op: &'static str,
+        /// What went wrong.
+        error: OpError,
+    },
+    /// A worker thread panicked.
+    WorkerPanicked,
+    /// A node did not stop cleanly.
+    Shutdown {
+        /// The node.
+        node: NodeId,
+        /// What went wrong.
+        error: parma_runtime::Error,
+    },
+}
+
+impl fmt::Display for DemoError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DemoError::Options(s) => write!(f, "bad options: {s}"),
+            DemoError::Start(e) => write!(f, "a node did not start: {e}"),
+            DemoError::Spawn(e) => write!(f, "could not spawn a worker thread: {e}"),
+            DemoError::Worker { node, worker, batch, op, error } => {
+                write!(f, "worker {worker} of node {node}: {op} of batch {batch} failed: {error}")
+            }
+            DemoError::WorkerPanicked => f.write_str("a worker thread panicked"),
+            DemoError::Shutdown { node, error } => write!(f, "node {node} did not stop cleanly: {error}"),
+        }
+    }
+}
+
+impl std::error::Error for DemoError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            DemoError::Start(e) | DemoError::Shutdown { error: e, .. } => Some(e),
+            DemoError::Spawn(e) => Some(e),
+            DemoError::Worker { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+}
+
+/// splitmix64: derives independent seeds from one.
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Draws batches of Zipf-distributed keys.
+struct Sampler {
+    zipf: Zipf<f64>,
+    /// Rank (0 = hottest) → key.
+    keys: Vec<u64>,
+}
+
+impl Sampler {
+    fn new(opts: &DemoOptions) -> Result<Sampler, DemoError> {
+        let zipf = Zipf::new(opts.keys, opts.zipf).map_err(|e| DemoError::Options(format!("--zipf: {e}")))?;
+        let mut keys: Vec<u64> = (0..opts.keys).collect();
+        keys.shuffle(&mut StdRng::seed_from_u64(mix(opts.seed)));
+        Ok(Sampler { zipf, keys })
+    }
+
+    /// `n` draws, sorted, duplicates removed.
+    fn batch(&self, rng: &mut StdRng, n: usize) -> Vec<Key> {
+        let last = self.keys.len() as u64 - 1;
+        let mut batch: Vec<Key> = (0..n)
+            .map(|_| {
+                // The Zipf sample is a rank in 1..=keys.
+                let rank = (self.zipf.sample(rng) as u64).saturating_sub(1).min(last);
+                Key(self.keys[rank as usize])
+            })
+            .collect();
+        batch.sort_unstable();
+        batch.dedup();
+        batch
+    }
+}
+
+/// What one worker did.
+#[derive(Clone, Copy, Debug, Default)]
+struct Done {
+    batches: u64,
+    keys: u64,
+}
+
+/// A small deterministic fake gradient: a pull towards zero plus a key-dependent constant.
+fn gradient(keys: &[Key], vals: &[f32], len: usize, grad: &mut Vec<f32>) {
+    grad.clear();
+    for (j, k) in keys.iter().enumerate() {
+        for e in 0..len {
+            let bias = ((k.0 + e as u64) % 5) as f32 * 1e-3;
+            grad.push(bias - 1e-2 * vals[j * len + e]);
+        }
+    }
+}
+
+/// One worker's loop.
+fn work(w: &mut Worker, opts: &DemoOptions, sampler: &Sampler, rng: &mut StdRng) -> Result<Done, DemoError> {
+    let (node, worker) = (w.node(), w.id().0);
+    let fail =
+        |batch: u64, op: &'static str| move |error| DemoError::Worker { node, worker, batch, op, error };
+    let relocate = opts.technique == Technique::Relocation;
+    let ahead = opts.localize_ahead as u64;
+    let len = opts.len as usize;
+    // Batches drawn but not yet worked on, with their localize tickets; batch `i` is first.
+    let mut queue: VecDeque<(Vec<Key>, Option<Ticket>)> = VecDeque::new();
+    let mut drawn = 0u64;
+    let mut pushes: VecDeque<(u64, Ticket)> = VecDeque::new();
+    let (mut vals, mut grad) = (Vec::new(), Vec::new());
+    let mut done = Done::default();
+    for i in 0..opts.batches {
+        // Draw (and localize) up to batch i + ahead, so that its keys travel while we work.
+        while drawn < opts.batches && drawn <= i + ahead {
+            let keys = sampler.batch(rng, opts.batch_keys);
+            let ticket =
+                if relocate { Some(w.localize(&keys).map_err(fail(drawn, "localize"))?) } else { None };
+            queue.push_back((keys, ticket));
+            drawn += 1;
+        }
+        let (keys, ticket) = queue.pop_front().expect("batch i was drawn");
+        if let Some(t) = ticket {
+            w.wait(t).map_err(fail(i, "localize"))?;
+        }
+        vals.clear();
+        vals.resize(keys.len() * len, 0.0);
+        w.pull(&keys, &mut vals).map_err(fail(i, "pull"))?;
+        gradient(&keys, &vals, len, &mut grad);
+        pushes.push_back((i, w.push(&keys, &grad).map_err(fail(i, "push"))?));
+        while pushes.len() > PUSHES_IN_FLIGHT {
+            let (b, t) = pushes.pop_front().expect("not empty");
+            w.wait(t).map_err(fail(b, "push"))?;
+        }
+        done.batches += 1;
+        done.keys += keys.len() as u64;
+    }
+    for (b, t) in pushes {
+        w.wait(t).map_err(fail(b, "push"))?;
+    }
+    Ok(done)
+}
+
+/// Runs the demo: starts the cluster, runs every worker's batches in its own thread, finalizes
+/// the workers, shuts the nodes down and adds up their counters.
+pub fn run(opts: &DemoOptions) -> Result<DemoReport, DemoError> {
+    opts.check()?;
+    let setup_start = Instant::now();
+    let layout =
+        Layout::uniform(opts.keys, opts.len).map_err(|e| DemoError::Options(format!("layout: {e}")))?;
+    let mut cfg = Config::new(opts.nodes, opts.workers, layout);
+    cfg.technique = opts.technique;
+    cfg.seed = opts.seed;
+    let sampler = Sampler::new(opts)?;
+    let mut ropts = Options::default();
+    ropts.barrier_timeout = BARRIER_TIMEOUT;
+
+    // Declared before the workers, so that on an early return the workers are dropped first.
+    let mut nodes: Vec<NodeRuntime> = Vec::new();
+    let mut workers: Vec<Worker> = Vec::new();
+    for (i, transport) in cluster(opts.nodes, ThreadedOptions::default()).into_iter().enumerate() {
+        let (node, handles) =
+            NodeRuntime::start_with(cfg.clone(), NodeId(i as u16), transport, ropts.clone())
+                .map_err(DemoError::Start)?;
+        nodes.push(node);
+        workers.extend(handles);
+    }
+    let setup = setup_start.elapsed();
+
+    let started = Instant::now();
+    let outcomes: Vec<Result<Done, DemoError>> = thread::scope(|s| {
+        let handles: Vec<_> = workers
+            .into_iter()
+            .enumerate()
+            .map(|(g, mut w)| {
+                let sampler = &sampler;
+                let name = format!("parma-demo-{}-{}", w.node().0, w.id().0);
+                thread::Builder::new().name(name).spawn_scoped(s, move || {
+                    let mut rng = StdRng::seed_from_u64(mix(opts.seed ^ mix(g as u64 + 1)));
+                    let result = work(&mut w, opts, sampler, &mut rng);
+                    // Finalize even after a failure: the others wait for this worker's barrier.
+                    let (node, worker) = (w.node(), w.id().0);
+                    let batch = result.as_ref().map_or(0, |d| d.batches);
+                    let finalized = w.finalize().map_err(|error| DemoError::Worker {
+                        node,
+                        worker,
+                        batch,
+                        op: "finalize",
+                        error,
+                    });
+                    result.and_then(|d| finalized.map(|()| d))
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| match h {
+                Ok(h) => h.join().unwrap_or(Err(DemoError::WorkerPanicked)),
+                Err(e) => Err(DemoError::Spawn(e)),
+            })
+            .collect()
+    });
+    let wall = started.elapsed();
+
+    let mut stats: Vec<Stats> = Vec::with_capacity(nodes.len());
+    for node in nodes {
+        let id = node.id();
+        stats.push(node.shutdown().map_err(|error| DemoError::Shutdown { node: id, error })?);
+    }
+    let mut done = Done::default();
+    for outcome in outcomes {
+        let d = outcome?;
+        done.batches += d.batches;
+        done.keys += d.keys;
+    }
+
+    let mut report = DemoReport {
+        options: opts.clone(),
+        setup,
+        wall,
+        batches: done.batches,
+        keys_drawn: done.keys,
+        pulls: Accesses::default(),
+        pushes: Accesses::default(),
+        relocations: 0,
+        keys_forwarded: 0,
+        messages_sent: 0,
+        bytes_sent: 0,
+        frames_dropped: 0,
+        ops_failed: 0,
+    };
+    for s in &stats {
+        let w = s.workers_total();
+        report.pulls =
+            report.pulls.plus(Accesses { local: w.keys_pulled_local, remote: w.keys_pulled_remote });
+        report.pushes =
+            report.pushes.plus(Accesses { local: w.keys_pushed_local, remote: w.keys_pushed_remote });
+        report.relocations += s.node.relocations_in;
+        report.keys_forwarded += s.node.keys_forwarded;
+        report.messages_sent += s.node.messages_sent_total();
+        report.bytes_sent += s.node.bytes_sent_total();
+        report.frames_dropped += s.node.frames_dropped + s.driver.frames_dropped;
+        report.ops_failed += s.node.ops_failed;
+    }
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batches_are_sorted_distinct_and_skewed() {
+        let opts = DemoOptions { keys: 1000, ..DemoOptions::default() };
+        let sampler = Sampler::new(&opts).unwrap();
+        let mut rng = StdRng::seed_from_u64(7);
+        let mut counts = vec![0u32; 1000];
+        for _ in 0..200 {
+            let b = sampler.batch(&mut rng, 64);
+            assert!(!b.is_empty() && b.len() <= 64);
+            assert!(b.windows(2).all(|w| w[0] < w[1]));
+            for k in b {
+                counts[k.0 as usize] += 1;
+            }
+        }
+        // The hottest key (rank 0) is in nearly every batch; a median key in few.
+        let hottest = counts[sampler.keys[0] as usize];
+        let median = counts[sampler.keys[500] as usize];
+        assert!(hottest > 150 && median < 20, "hottest {hottest}, median {median}");
+    }
+
+    #[test]
+    fn bytes_are_readable() {
+        assert_eq!(fmt_bytes(812), "812 B");
+        assert_eq!(fmt_bytes(12_345), "12.3 kB");
+        assert_eq!(fmt_bytes(145_900_000), "145.9 MB");
+        assert_eq!(fmt_bytes(2_100_000_000), "2.1 GB");
+    }
+
+    #[test]
+    fn bad_options_are_refused() {
+        for opts in [
+            DemoOptions { nodes: 0, ..DemoOptions::default() },
+            DemoOptions { keys: 0, ..DemoOptions::default() },
+            DemoOptions { zipf: -1.0, ..DemoOptions::default() },
+            DemoOptions { batch_keys: 0, ..DemoOptions::default() },
+        ] {
+            assert!(matches!(run(&opts), Err(DemoError::Options(_))), "{opts:?}");
+        }
+    }
+}

@@ -1,0 +1,15 @@
+//! # parma-apps: the command-line tool and the training tasks
+//!
+//! ## Room
+//!
+//! This crate holds what runs on top of parma: the `parma` binary and the workloads it starts.
+//! It uses only the public APIs of `parma-core` (configuration, layout, ids, counters),
+//! `parma-runtime` (nodes and worker handles) and the transports; it never reaches into the
+//! protocol's internals.
+//!
+//! - [`demo`]: a skewed random workload on an in-process cluster, with a report of where the
+//!   key accesses were served and what the network carried (`parma demo`).
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod demo;

@@ -1,0 +1,77 @@
+//! The demo on a tiny cluster, under both techniques, on the same seed.
+
+use parma_apps::demo::{self, DemoOptions, DemoReport};
+use parma_core::Technique;
+
+fn tiny(technique: Technique) -> DemoOptions {
+    DemoOptions {
+        nodes: 2,
+        workers: 1,
+        keys: 1000,
+        len: 4,
+        batches: 50,
+        batch_keys: 16,
+        zipf: 1.1,
+        seed: 7,
+        technique,
+        localize_ahead: 1,
+    }
+}
+
+/// What holds for every run: every batch done, every drawn key pulled and pushed exactly once,
+/// nothing dropped or failed.
+fn check_common(r: &DemoReport) {
+    let o = &r.options;
+    let workers = u64::from(o.nodes) * u64::from(o.workers);
+    assert_eq!(r.batches, workers * o.batches, "{r}");
+    assert!(r.keys_drawn > r.batches && r.keys_drawn <= r.batches * o.batch_keys as u64, "{r}");
+    assert_eq!(r.pulls.total(), r.keys_drawn, "{r}");
+    assert_eq!(r.pushes.total(), r.keys_drawn, "{r}");
+    assert_eq!(r.frames_dropped, 0, "{r}");
+    assert_eq!(r.ops_failed, 0, "{r}");
+    if o.nodes > 1 {
+        assert!(r.messages_sent > 0 && r.bytes_sent > 0, "{r}");
+    }
+}
+
+#[test]
+fn relocation_with_localize_ahead_beats_static() {
+    let stat = demo::run(&tiny(Technique::StaticPartitioning)).unwrap();
+    let reloc = demo::run(&tiny(Technique::Relocation)).unwrap();
+    check_common(&stat);
+    check_common(&reloc);
+
+    // Same seed, same draws.
+    assert_eq!(stat.keys_drawn, reloc.keys_drawn);
+    // Static partitioning never moves a key, and with 2 nodes about half the keys are remote.
+    assert_eq!(stat.relocations, 0, "{stat}");
+    assert!(stat.pulls.remote > 0 && stat.pushes.remote > 0, "{stat}");
+    // Relocation moves keys, and fewer accesses go remote.
+    assert!(reloc.relocations > 0, "{reloc}");
+    assert!(
+        reloc.remote_share() < stat.remote_share(),
+        "relocation {:.3} vs static {:.3}\n{reloc}\n{stat}",
+        reloc.remote_share(),
+        stat.remote_share()
+    );
+    let line = demo::comparison(&reloc, &stat);
+    println!("{stat}\n{reloc}\n{line}");
+    assert!(line.starts_with("relocation vs static: remote share"), "{line}");
+}
+
+#[test]
+fn one_node_is_all_local() {
+    for technique in [Technique::StaticPartitioning, Technique::Relocation] {
+        let r = demo::run(&DemoOptions { nodes: 1, workers: 2, ..tiny(technique) }).unwrap();
+        check_common(&r);
+        assert_eq!(r.accesses().remote, 0, "{r}");
+        assert_eq!(r.relocations, 0, "{r}");
+    }
+}
+
+#[test]
+fn localize_each_batch_right_before_use() {
+    let r = demo::run(&DemoOptions { localize_ahead: 0, ..tiny(Technique::Relocation) }).unwrap();
+    check_common(&r);
+    assert!(r.relocations > 0, "{r}");
+}

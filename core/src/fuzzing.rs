@@ -185,7 +185,10 @@ mod tests {
                     changes: vec![OwnerChange { key: Key(11), epoch: Epoch(2), prev: NodeId(1) }],
                 },
             ),
-            ("pointer-release", Message::PointerRelease { released: vec![Release { key: Key(11), epoch: Epoch(2) }] }),
+            (
+                "pointer-release",
+                Message::PointerRelease { released: vec![Release { key: Key(11), epoch: Epoch(2) }] },
+            ),
             (
                 "request-failed",
                 Message::RequestFailed { req: RequestId(9), reason: FailReason::Busy, keys: k(&[6]) },

@@ -30,7 +30,8 @@ pub struct Cluster {
 impl Cluster {
     /// A cluster whose node `i` runs `cfg` on `net`'s endpoint `i`.
     pub fn new(cfg: &Config, net: SimNet) -> Result<Cluster, parma_core::ConfigError> {
-        let nodes = (0..cfg.nodes).map(|i| Node::new(cfg.clone(), NodeId(i))).collect::<Result<Vec<_>, _>>()?;
+        let nodes =
+            (0..cfg.nodes).map(|i| Node::new(cfg.clone(), NodeId(i))).collect::<Result<Vec<_>, _>>()?;
         let ends = net.endpoints();
         Ok(Cluster {
             stalled: (0..cfg.nodes).map(|_| VecDeque::new()).collect(),

@@ -44,7 +44,11 @@ pub struct Failure {
 
 impl std::fmt::Display for Failure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "seed {} ({:?}) failed: {}\n  replay with PARMA_SEED={}", self.seed, self.technique, self.what, self.seed)
+        write!(
+            f,
+            "seed {} ({:?}) failed: {}\n  replay with PARMA_SEED={}",
+            self.seed, self.technique, self.what, self.seed
+        )
     }
 }
 
@@ -121,7 +125,8 @@ pub fn run_seed(seed: u64, technique: Technique) -> Result<Report, Failure> {
         let init = 0.0;
         if is_set_key(key) {
             let ok = v.iter().all(|x| *x == v[0])
-                && (v[0] == init || work.ledger.set_values.get(&key).is_some_and(|s| s.contains(&(v[0] as u32))));
+                && (v[0] == init
+                    || work.ledger.set_values.get(&key).is_some_and(|s| s.contains(&(v[0] as u32))));
             if !ok {
                 return Err(fail(format!("set key {k} ends as {v:?}")));
             }

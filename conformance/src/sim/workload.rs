@@ -37,7 +37,8 @@ impl Mix {
         let p_push = 0.2 + 0.3 * rng.range(0, 100) as f64 / 100.0;
         let p_set = 0.05 * rng.range(0, 2) as f64;
         let rest = (1.0 - p_pull - p_push - p_set).max(0.0);
-        let (p_pull, p_push) = if localize { (p_pull, p_push) } else { (p_pull + rest / 2.0, p_push + rest / 2.0) };
+        let (p_pull, p_push) =
+            if localize { (p_pull, p_push) } else { (p_pull + rest / 2.0, p_push + rest / 2.0) };
         Mix {
             ops_per_worker: rng.range(10, 40) as u32,
             keys_per_op_max: rng.range(1, 6),
@@ -134,9 +135,11 @@ impl Workload {
     fn collect(&mut self, i: usize, cluster: &mut Cluster) -> Result<(), String> {
         let w = &mut self.workers[i];
         let ticket = match &w.current {
-            Some(Outstanding::Pull { ticket, .. } | Outstanding::Push { ticket, .. } | Outstanding::Other { ticket }) => {
-                *ticket
-            }
+            Some(
+                Outstanding::Pull { ticket, .. }
+                | Outstanding::Push { ticket, .. }
+                | Outstanding::Other { ticket },
+            ) => *ticket,
             None => return Ok(()),
         };
         let Some(result) = cluster.take_result(w.node, w.id, ticket) else { return Ok(()) };
@@ -147,7 +150,8 @@ impl Workload {
         match (current, result) {
             (Some(Outstanding::Pull { keys, mut vals, missing, .. }), Ok(Completion::Pull(remote))) => {
                 let layout = cluster.nodes()[0].config().layout.clone();
-                fill_remote(&layout, &keys, &mut vals, &missing, &remote).map_err(|e| format!("{who}: {e}"))?;
+                fill_remote(&layout, &keys, &mut vals, &missing, &remote)
+                    .map_err(|e| format!("{who}: {e}"))?;
                 self.check_read(i, &keys, &vals, &layout)
             }
             (Some(Outstanding::Push { keys, deltas, .. }), Ok(Completion::Write)) => {
@@ -163,7 +167,13 @@ impl Workload {
         }
     }
 
-    fn check_read(&mut self, i: usize, keys: &[Key], vals: &[f32], layout: &parma_core::Layout) -> Result<(), String> {
+    fn check_read(
+        &mut self,
+        i: usize,
+        keys: &[Key],
+        vals: &[f32],
+        layout: &parma_core::Layout,
+    ) -> Result<(), String> {
         let w = &mut self.workers[i];
         let mut at = 0;
         for k in keys {
@@ -188,7 +198,10 @@ impl Workload {
             }
             let seen = w.seen.entry(*k).or_default();
             if x < *seen {
-                return Err(format!("node {} worker {}: key {k} read {x} after reading {seen}", w.node, w.id));
+                return Err(format!(
+                    "node {} worker {}: key {k} read {x} after reading {seen}",
+                    w.node, w.id
+                ));
             }
             *seen = x;
         }

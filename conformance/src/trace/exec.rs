@@ -16,9 +16,21 @@ pub trait Executor {
     /// The cluster this executor runs.
     fn setup(&self) -> &Setup;
     /// Pulls `keys` as `worker` of `node`: the values, and for each key whether it was local.
-    fn pull(&mut self, node: NodeId, worker: WorkerId, keys: &[Key]) -> Result<(Vec<f32>, Vec<bool>), OpError>;
+    fn pull(
+        &mut self,
+        node: NodeId,
+        worker: WorkerId,
+        keys: &[Key],
+    ) -> Result<(Vec<f32>, Vec<bool>), OpError>;
     /// Adds (`set == false`) or sets `vals` of `keys`.
-    fn write(&mut self, node: NodeId, worker: WorkerId, set: bool, keys: &[Key], vals: &[f32]) -> Result<(), OpError>;
+    fn write(
+        &mut self,
+        node: NodeId,
+        worker: WorkerId,
+        set: bool,
+        keys: &[Key],
+        vals: &[f32],
+    ) -> Result<(), OpError>;
     /// Moves `keys` to `node`.
     fn localize(&mut self, node: NodeId, worker: WorkerId, keys: &[Key]) -> Result<(), OpError>;
     /// The nodes that hold the main copy of `key` now.

@@ -94,7 +94,8 @@ impl<'a> Args<'a> {
         let mut keys = Vec::new();
         for part in v.split(',') {
             if let Some((a, b)) = part.split_once("..") {
-                let (a, b): (u64, u64) = (a.parse().map_err(|_| "bad range")?, b.parse().map_err(|_| "bad range")?);
+                let (a, b): (u64, u64) =
+                    (a.parse().map_err(|_| "bad range")?, b.parse().map_err(|_| "bad range")?);
                 keys.extend((a..b).map(Key));
             } else {
                 keys.push(Key(part.parse().map_err(|_| format!("bad key `{part}`"))?));
@@ -114,8 +115,11 @@ impl<'a> Args<'a> {
             let x: f32 = x.parse().map_err(|_| "bad `each=`")?;
             return Ok(vec![x; total]);
         }
-        let v: Vec<f32> =
-            self.req("values")?.split(',').map(|x| x.parse().map_err(|_| format!("bad value `{x}`"))).collect::<Result<_, _>>()?;
+        let v: Vec<f32> = self
+            .req("values")?
+            .split(',')
+            .map(|x| x.parse().map_err(|_| format!("bad value `{x}`")))
+            .collect::<Result<_, _>>()?;
         Ok(v)
     }
 }
@@ -195,7 +199,11 @@ fn run_command(exec: &mut dyn Executor, line: &str, forwarded: &mut u64) -> Resu
         "forwarded" => {
             let now = exec.keys_forwarded();
             let before = std::mem::replace(forwarded, now);
-            if now > before { "yes\n".into() } else { "no\n".into() }
+            if now > before {
+                "yes\n".into()
+            } else {
+                "no\n".into()
+            }
         }
         other => return Err(format!("unknown command `{other}`")),
     })
@@ -218,7 +226,10 @@ pub fn setup_from(line: &str) -> Result<Setup, String> {
 
 /// Runs a trace on executors made by `make` and returns the file's text with the actual
 /// outputs, and whether it matched.
-pub fn run_trace(text: &str, make: &mut dyn FnMut(&Setup) -> Box<dyn Executor>) -> Result<(String, bool), String> {
+pub fn run_trace(
+    text: &str,
+    make: &mut dyn FnMut(&Setup) -> Box<dyn Executor>,
+) -> Result<(String, bool), String> {
     let blocks = parse(text)?;
     let first = blocks.first().ok_or("empty trace")?;
     let setup = setup_from(&first.command).map_err(|e| format!("line {}: {e}", first.line))?;
@@ -241,7 +252,8 @@ pub fn run_trace(text: &str, make: &mut dyn FnMut(&Setup) -> Box<dyn Executor>) 
         let actual = if bi == 1 {
             "ok\n".to_string()
         } else {
-            run_command(exec.as_mut(), &block.command, &mut forwarded).map_err(|e| format!("line {}: {e}", block.line))?
+            run_command(exec.as_mut(), &block.command, &mut forwarded)
+                .map_err(|e| format!("line {}: {e}", block.line))?
         };
         matched &= actual == block.expected;
         if let Some(sep) = lines.next() {

@@ -47,7 +47,12 @@ impl Executor for SimExecutor {
         &self.setup
     }
 
-    fn pull(&mut self, node: NodeId, worker: WorkerId, keys: &[Key]) -> Result<(Vec<f32>, Vec<bool>), OpError> {
+    fn pull(
+        &mut self,
+        node: NodeId,
+        worker: WorkerId,
+        keys: &[Key],
+    ) -> Result<(Vec<f32>, Vec<bool>), OpError> {
         let total = self.setup.layout.total_len(keys).map_err(|key| OpError::KeyOutsideLayout { key })?;
         let mut vals = vec![0.0; total];
         let (ticket, missing) = self.cluster.pull(node, worker, keys, &mut vals)?;
@@ -63,7 +68,14 @@ impl Executor for SimExecutor {
         }
     }
 
-    fn write(&mut self, node: NodeId, worker: WorkerId, set: bool, keys: &[Key], vals: &[f32]) -> Result<(), OpError> {
+    fn write(
+        &mut self,
+        node: NodeId,
+        worker: WorkerId,
+        set: bool,
+        keys: &[Key],
+        vals: &[f32],
+    ) -> Result<(), OpError> {
         let kind = if set { WriteKind::Set } else { WriteKind::Add };
         let ticket = self.cluster.write(node, worker, kind, keys, vals)?;
         self.wait(node, worker, ticket).map(|_| ())

@@ -74,6 +74,8 @@ pub enum OpError {
     PeerFailed { node: NodeId },
     /// The request travelled more than `HOPS_MAX` hops: a bug, reported instead of looping.
     RoutingLoop,
+    /// A node on the request's way knew that the next node had failed.
+    Unreachable,
     /// The node is shutting down or has shut down.
     Closed,
     /// The call is not valid in the current state (e.g. a worker id out of range).
@@ -103,6 +105,7 @@ impl fmt::Display for OpError {
             OpError::Timeout => f.write_str("no answer within the request timeout"),
             OpError::PeerFailed { node } => write!(f, "node {node} failed"),
             OpError::RoutingLoop => f.write_str("request exceeded the hop limit (a parma bug)"),
+            OpError::Unreachable => f.write_str("a node on the way has failed"),
             OpError::Closed => f.write_str("the node is shut down"),
             OpError::InvalidArgument => f.write_str("invalid argument"),
         }

@@ -105,7 +105,11 @@ impl Bytes<'_> {
 /// One message of the kind `selector` picks, its fields read from `b`.
 fn message(selector: u8, b: &mut Bytes<'_>) -> Message {
     let write = |x: u8| if x & 1 == 0 { WriteKind::Add } else { WriteKind::Set };
-    let reason = |x: u8| if x & 1 == 0 { FailReason::RoutingLoop } else { FailReason::Busy };
+    let reason = |x: u8| match x % 3 {
+        0 => FailReason::RoutingLoop,
+        1 => FailReason::Busy,
+        _ => FailReason::Unreachable,
+    };
     match selector % 11 {
         0 => Message::Pull { req: RequestId(b.u64()), origin: NodeId(b.u16()), hops: b.u8(), keys: b.keys() },
         1 => Message::PullReply { req: RequestId(b.u64()), keys: b.keys(), values: b.values() },
@@ -228,7 +232,7 @@ mod tests {
             ("kind-unknown", patch(0, 5, &[12]), WireError::UnknownKind { kind: 12 }),
             ("key-count-huge", patch(0, HEADER_LEN + 11, &u32::MAX.to_le_bytes()), WireError::CountTooLarge),
             ("write-kind", patch(2, HEADER_LEN + 11, &[2]), WireError::BadField),
-            ("fail-reason", patch(8, HEADER_LEN + 8, &[2]), WireError::BadField),
+            ("fail-reason", patch(8, HEADER_LEN + 8, &[3]), WireError::BadField),
         ];
         let mut longer = pull.clone();
         longer.push(0);

@@ -31,8 +31,10 @@
 //! 3. Time is an [`Instant`] the driver passes in (microseconds from an origin of its choice);
 //!    it must never go backwards.
 //! 4. Frames from one peer are handed to [`Node::handle_frame`] in the order the peer sent them
-//!    (the transport guarantees per-pair FIFO order). When [`Node::wants_input`] is false, send
-//!    before reading more frames.
+//!    (the transport guarantees per-pair FIFO order). [`Node::wants_input`] gates *worker
+//!    commands* only: keep reading frames from peers even while sends are blocked, or two nodes
+//!    whose queues toward each other are full would wait on each other forever. A driver bounds
+//!    its own queue of unsent frames separately and reports the overflow.
 //!
 //! ```
 //! use parma_core::{Completion, Config, Instant, Key, Layout, Node, NodeId, Ticket, WorkerId};
@@ -94,3 +96,4 @@ pub use node::{Completion, Event, Node, Stats, Transmit};
 pub use store::Store;
 pub use time::{Duration, Instant};
 pub use transport::Transport;
+pub use wire::WriteKind;

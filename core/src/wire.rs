@@ -46,6 +46,8 @@ pub enum FailReason {
     RoutingLoop,
     /// A node on the way had no room to hold the request.
     Busy,
+    /// A node on the way knows that the next node has failed.
+    Unreachable,
 }
 
 /// A key handed over in a relocation, with its ownership epoch and version.
@@ -260,6 +262,7 @@ impl Message {
                 w.u8(match reason {
                     FailReason::RoutingLoop => 0,
                     FailReason::Busy => 1,
+                    FailReason::Unreachable => 2,
                 });
                 w.keys(keys);
             }
@@ -364,6 +367,7 @@ pub fn decode(
             let reason = match r.u8()? {
                 0 => FailReason::RoutingLoop,
                 1 => FailReason::Busy,
+                2 => FailReason::Unreachable,
                 _ => return Err(WireError::BadField),
             };
             Message::RequestFailed { req, reason, keys: r.keys()? }

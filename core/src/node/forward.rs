@@ -71,6 +71,7 @@ impl Node {
                 let err = match reason {
                     FailReason::RoutingLoop => crate::error::OpError::RoutingLoop,
                     FailReason::Busy => crate::error::OpError::Busy,
+                    FailReason::Unreachable => crate::error::OpError::Unreachable,
                 };
                 self.fail_request(req, err);
             }

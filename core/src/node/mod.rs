@@ -142,8 +142,8 @@ impl Node {
     pub fn keys_incoming(&self) -> usize {
         self.incoming.len()
     }
-    /// False while the outbox is over its bound: the driver should send before reading more
-    /// frames, and worker commands get `Busy`.
+    /// False while the outbox is over its bound: worker commands get `Busy` until the driver
+    /// has sent more. Frames from peers must still be read (see the crate docs).
     pub fn wants_input(&self) -> bool {
         self.outbox.len() < self.cfg.outbox_frames_max
     }
@@ -490,8 +490,41 @@ impl Node {
     fn send(&mut self, to: NodeId, msg: Message) {
         if to == self.me {
             self.loopback.push_back(msg);
+        } else if self.failed_peers.contains(&to) {
+            self.undeliverable(to, msg);
         } else {
             self.outbox.push_back(Transmit { to, msg, cluster: self.cfg.cluster_id, sender: self.me });
+        }
+    }
+
+    /// `msg` was for `to`, which has failed: whoever waits for its answer learns it now instead
+    /// of at its deadline.
+    fn undeliverable(&mut self, to: NodeId, msg: Message) {
+        self.stats.messages_undeliverable += 1;
+        let err = OpError::PeerFailed { node: to };
+        match msg {
+            Message::Pull { req, origin, keys, .. } | Message::Push { req, origin, keys, .. } => {
+                if origin == self.me {
+                    self.fail_request(req, err);
+                } else {
+                    let reason = wire::FailReason::Unreachable;
+                    self.send(origin, Message::RequestFailed { req, reason, keys });
+                }
+            }
+            Message::Localize { origin, keys, .. } if origin == self.me => {
+                for k in keys {
+                    let Some(inc) = self.incoming.remove(&k) else { continue };
+                    self.waiting_ops -= inc.ops.len();
+                    let reqs = inc.ops.iter().map(|op| match op {
+                        WaitingOp::Pull { req, .. } | WaitingOp::Write { req, .. } => *req,
+                    });
+                    for req in inc.localizes.iter().copied().chain(reqs).collect::<Vec<_>>() {
+                        self.fail_request(req, err);
+                    }
+                }
+            }
+            // Anything else has no waiter here; the peers learn of the failure themselves.
+            _ => {}
         }
     }
 

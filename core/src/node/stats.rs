@@ -35,6 +35,8 @@ pub struct Stats {
     /// Messages dropped because their content made no sense (keys outside the layout, wrong
     /// value lengths, impossible states).
     pub messages_rejected: u64,
+    /// Messages not sent because their destination had failed.
+    pub messages_undeliverable: u64,
     /// Replies for requests that had already ended (timed out or failed).
     pub replies_late: u64,
     /// Worker operations that ended with an error.

@@ -223,3 +223,29 @@ fn a_relocation_round_trip_by_hand() {
     a.check_invariants().unwrap();
     b.check_invariants().unwrap();
 }
+
+#[test]
+fn requests_toward_a_known_failed_peer_fail_at_once() {
+    let mut n = Node::new(cfg(3), NodeId(0)).unwrap();
+    let now = Instant(0);
+    n.handle_peer_failed(now, NodeId(2));
+    n.pull(now, WorkerId(0), Ticket(1), &[key_homed(3, 2)]).unwrap();
+    n.localize(now, WorkerId(1), Ticket(2), &[key_homed(3, 2)]).unwrap();
+    let ev = events(&mut n);
+    assert_eq!(ev.len(), 2);
+    assert!(ev.iter().all(|e| e.result() == &Err(OpError::PeerFailed { node: NodeId(2) })));
+    assert!(transmits(&mut n).is_empty());
+    // A request of another node that would be forwarded to the failed peer goes back failed.
+    let k = key_homed(3, 2);
+    n.handle_message(
+        now,
+        NodeId(1),
+        Message::Pull { req: RequestId(9), origin: NodeId(1), hops: 0, keys: vec![k] },
+    );
+    let out = transmits(&mut n);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].to(), NodeId(1));
+    assert!(matches!(out[0].message(), Message::RequestFailed { reason: wire::FailReason::Unreachable, .. }));
+    assert!(n.is_idle());
+    n.check_invariants().unwrap();
+}

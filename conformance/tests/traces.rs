@@ -3,7 +3,8 @@
 
 use std::path::PathBuf;
 
-use parma_conformance::trace::{run_trace, Executor, SimExecutor};
+use parma_conformance::trace::{run_trace, Executor, RuntimeExecutor, SimExecutor};
+use parma_transport_loopback::threaded::{cluster, ThreadedOptions};
 
 fn traces() -> Vec<PathBuf> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("traces");
@@ -37,4 +38,24 @@ fn traces_on_simulated_network() {
     for seed in [0, 1, 2, 3, 4, 5, 6, 7] {
         check_all(&format!("sim seed {seed}"), &mut |s| Box::new(SimExecutor::new(s, seed)));
     }
+}
+
+#[test]
+fn traces_on_threaded_transport() {
+    for round in 0..3 {
+        check_all(&format!("threaded, round {round}"), &mut |s| {
+            Box::new(
+                RuntimeExecutor::new(s, cluster(s.nodes, ThreadedOptions::default())).expect("start cluster"),
+            )
+        });
+    }
+}
+
+#[test]
+fn traces_on_threaded_transport_with_back_pressure() {
+    // One frame per pair in flight: every send meets back-pressure.
+    let opts = || ThreadedOptions { pair_frames_max: 1, ..ThreadedOptions::default() };
+    check_all("threaded, 1 frame per pair", &mut |s| {
+        Box::new(RuntimeExecutor::new(s, cluster(s.nodes, opts())).expect("start cluster"))
+    });
 }

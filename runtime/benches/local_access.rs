@@ -10,7 +10,7 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
 use hashbrown::HashMap;
 use parma_core::{Config, Key, Layout, NodeId};
 use parma_runtime::{NodeRuntime, Worker};
@@ -108,7 +108,8 @@ fn bench(c: &mut Criterion) {
     for threads in [1u16, 2] {
         let mut g = c.benchmark_group(format!("local_{threads}_thread"));
         g.throughput(Throughput::Elements(KEYS_PER_OP as u64 * u64::from(threads)));
-        g.measurement_time(Duration::from_secs(3));
+        g.measurement_time(Duration::from_secs(5));
+        g.sample_size(60);
         let batches: Vec<Vec<Key>> = (0..u64::from(threads)).map(batch).collect();
 
         let mut bufs: Vec<Vec<f32>> = (0..threads).map(|_| vec![0.0; KEYS_PER_OP * LEN]).collect();
@@ -125,6 +126,25 @@ fn bench(c: &mut Criterion) {
         });
 
         let (node, workers) = parma(threads);
+        let store = node.store().clone();
+        g.bench_function(BenchmarkId::new("pull", "store_direct"), |b| {
+            b.iter_custom(|iters| {
+                timed(&mut bufs, iters, |buf, t| {
+                    for (k, o) in batches[t as usize].iter().zip(buf.chunks_exact_mut(LEN)) {
+                        store.read(*k, black_box(o));
+                    }
+                })
+            })
+        });
+        g.bench_function(BenchmarkId::new("push", "store_direct"), |b| {
+            b.iter_custom(|iters| {
+                timed(&mut bufs, iters, |_, t| {
+                    for (k, d) in batches[t as usize].iter().zip(black_box(&delta).chunks_exact(LEN)) {
+                        store.add(*k, d);
+                    }
+                })
+            })
+        });
         let mut states: Vec<(Worker, Vec<f32>)> =
             workers.into_iter().map(|w| (w, vec![0.0; KEYS_PER_OP * LEN])).collect();
         g.bench_function(BenchmarkId::new("pull", "parma_worker"), |b| {
@@ -154,5 +174,69 @@ fn bench(c: &mut Criterion) {
     }
 }
 
+/// Rounds of the paired comparison, and operations per side in each round.
+const ROUNDS: usize = 41;
+const OPS_PER_ROUND: u64 = 200;
+
+/// The paired comparison: in each round, the baseline and parma run `OPS_PER_ROUND` operations
+/// each, back to back and in alternating order; the figure is the median of the per-round
+/// ratios. Slow drifts of a shared machine's speed hit both sides of a round alike.
+fn paired(quick: bool) {
+    let rounds = if quick { 3 } else { ROUNDS };
+    let plain = PlainMap::new();
+    println!("\npaired comparison: median over {rounds} rounds of (parma time / plain map time)");
+    println!("{:<10} {:>8} {:>12} {:>12}", "operation", "threads", "median", "quartiles");
+    for threads in [1u16, 2] {
+        let batches: Vec<Vec<Key>> = (0..u64::from(threads)).map(batch).collect();
+        let delta = vec![0.5f32; KEYS_PER_OP * LEN];
+        let (node, workers) = parma(threads);
+        let mut states: Vec<(Worker, Vec<f32>)> =
+            workers.into_iter().map(|w| (w, vec![0.0; KEYS_PER_OP * LEN])).collect();
+        let mut bufs: Vec<Vec<f32>> = (0..threads).map(|_| vec![0.0; KEYS_PER_OP * LEN]).collect();
+        for op in ["pull", "push"] {
+            let mut ratios = Vec::with_capacity(rounds);
+            for r in 0..rounds {
+                let mut base = || match op {
+                    "pull" => {
+                        timed(&mut bufs, OPS_PER_ROUND, |b, t| plain.pull(&batches[t as usize], black_box(b)))
+                    }
+                    _ => timed(&mut bufs, OPS_PER_ROUND, |_, t| {
+                        plain.push(&batches[t as usize], black_box(&delta))
+                    }),
+                };
+                let mut ours = || match op {
+                    "pull" => timed(&mut states, OPS_PER_ROUND, |(w, b), t| {
+                        w.pull(&batches[t as usize], black_box(b)).unwrap()
+                    }),
+                    _ => timed(&mut states, OPS_PER_ROUND, |(w, _), t| {
+                        let ticket = w.push(&batches[t as usize], black_box(&delta)).unwrap();
+                        w.wait(ticket).unwrap();
+                    }),
+                };
+                let (b, o) = if r % 2 == 0 {
+                    let b = base();
+                    (b, ours())
+                } else {
+                    let o = ours();
+                    (base(), o)
+                };
+                ratios.push(o.as_secs_f64() / b.as_secs_f64());
+            }
+            ratios.sort_by(f64::total_cmp);
+            let q = |f: f64| ratios[((ratios.len() - 1) as f64 * f).round() as usize];
+            println!("{op:<10} {threads:>8} {:>11.3}x {:>5.2}-{:.2}x", q(0.5), q(0.25), q(0.75));
+        }
+        drop(states);
+        let _ = node.shutdown();
+    }
+}
+
 criterion_group!(benches, bench);
-criterion_main!(benches);
+
+fn main() {
+    // `cargo bench -- --test` (CI) only checks that everything runs.
+    let quick = std::env::args().any(|a| a == "--test");
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+    paired(quick);
+}

@@ -21,11 +21,13 @@
 //! what the executor produced (review the diff before committing it).
 
 mod exec;
+mod runtime_exec;
 mod sim_exec;
 
 use std::fmt::Write as _;
 
 pub use exec::{Executor, Setup};
+pub use runtime_exec::RuntimeExecutor;
 pub use sim_exec::SimExecutor;
 
 use parma_core::{Key, NodeId, OpError, Technique, WorkerId};

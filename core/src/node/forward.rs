@@ -76,12 +76,12 @@ impl Node {
                 self.fail_request(req, err);
             }
             Message::BarrierEnter { generation } => {
-                if let Some(g) = self.barrier.coordinator_enter(from, generation) {
+                if !self.barrier.accepts(from, generation) {
+                    self.stats.messages_rejected += 1;
+                } else if let Some(g) = self.barrier.coordinator_enter(from, generation) {
                     for n in 0..self.cfg.nodes {
                         self.send(NodeId(n), Message::BarrierRelease { generation: g });
                     }
-                } else {
-                    self.stats.messages_rejected += u64::from(!self.barrier.accepts(from, generation));
                 }
             }
             Message::BarrierRelease { generation } => {

@@ -249,3 +249,40 @@ fn requests_toward_a_known_failed_peer_fail_at_once() {
     assert!(n.is_idle());
     n.check_invariants().unwrap();
 }
+
+#[test]
+fn the_barrier_releases_everyone_once_and_rejects_nothing() {
+    let c = cfg(3);
+    let mut nodes: Vec<Node> = (0..3).map(|i| Node::new(c.clone(), NodeId(i)).unwrap()).collect();
+    let now = Instant(0);
+    let mut ticket = 0;
+    for round in 0..2 {
+        for n in nodes.iter_mut() {
+            for w in 0..2 {
+                ticket += 1;
+                n.barrier(now, WorkerId(w), Ticket(ticket)).unwrap();
+            }
+        }
+        // Deliver until quiet.
+        loop {
+            let mut frames = Vec::new();
+            for n in nodes.iter_mut() {
+                for t in transmits(n) {
+                    frames.push((n.id(), t.to(), t.to_frame()));
+                }
+            }
+            if frames.is_empty() {
+                break;
+            }
+            for (from, to, f) in frames {
+                nodes[to.index()].handle_frame(now, from, &f);
+            }
+        }
+        for n in nodes.iter_mut() {
+            let ev = events(n);
+            assert_eq!(ev.len(), 2, "round {round}, node {}", n.id());
+            assert!(ev.iter().all(|e| e.result() == &Ok(Completion::Barrier)));
+            assert_eq!(n.stats().messages_rejected, 0);
+        }
+    }
+}

@@ -1,0 +1,142 @@
+//! Runs traces through `parma-runtime` over any [`Transport`]: real driver threads, real
+//! `Worker` handles, the transport under test.
+
+use std::thread;
+
+use parma_core::{Config, Key, NodeId, OpError, Transport, WorkerId};
+use parma_runtime::{NodeRuntime, Worker};
+
+use super::exec::{Executor, Setup};
+
+/// A trace executor on a cluster of runtimes, one per transport endpoint.
+pub struct RuntimeExecutor {
+    setup: Setup,
+    nodes: Vec<NodeRuntime>,
+    workers: Vec<Vec<Worker>>,
+}
+
+impl RuntimeExecutor {
+    /// Starts one runtime per endpoint (`transports[i]` is node `i`) for `setup`.
+    pub fn new<T: Transport + Send + 'static>(
+        setup: &Setup,
+        transports: Vec<T>,
+    ) -> Result<RuntimeExecutor, String> {
+        if transports.len() != usize::from(setup.nodes) {
+            return Err(format!("{} endpoints for {} nodes", transports.len(), setup.nodes));
+        }
+        let mut cfg = Config::new(setup.nodes, setup.workers, setup.layout.clone());
+        cfg.technique = setup.technique;
+        let (mut nodes, mut workers) = (Vec::new(), Vec::new());
+        for (i, t) in transports.into_iter().enumerate() {
+            let (n, w) = NodeRuntime::start(cfg.clone(), NodeId(i as u16), t).map_err(|e| e.to_string())?;
+            nodes.push(n);
+            workers.push(w);
+        }
+        Ok(RuntimeExecutor { setup: setup.clone(), nodes, workers })
+    }
+
+    fn worker(&mut self, node: NodeId, worker: WorkerId) -> Result<&mut Worker, OpError> {
+        self.workers
+            .get_mut(node.index())
+            .and_then(|w| w.get_mut(worker.index()))
+            .ok_or(OpError::InvalidArgument)
+    }
+}
+
+impl Executor for RuntimeExecutor {
+    fn setup(&self) -> &Setup {
+        &self.setup
+    }
+
+    fn pull(
+        &mut self,
+        node: NodeId,
+        worker: WorkerId,
+        keys: &[Key],
+    ) -> Result<(Vec<f32>, Vec<bool>), OpError> {
+        let total = self.setup.layout.total_len(keys).map_err(|key| OpError::KeyOutsideLayout { key })?;
+        // Which keys are here: nothing else runs between trace commands, so nothing moves
+        // between this look and the pull; the worker's own counters must agree.
+        let store = self.nodes.get(node.index()).ok_or(OpError::InvalidArgument)?.store().clone();
+        let local: Vec<bool> = keys.iter().map(|k| store.holds(*k)).collect();
+        let w = self.worker(node, worker)?;
+        let before = w.stats().keys_pulled_local;
+        let mut vals = vec![0.0; total];
+        w.pull(keys, &mut vals)?;
+        let counted = w.stats().keys_pulled_local - before;
+        if counted != local.iter().filter(|l| **l).count() as u64 {
+            // Shows up in the trace's output as a mismatch.
+            return Err(OpError::InvalidArgument);
+        }
+        Ok((vals, local))
+    }
+
+    fn write(
+        &mut self,
+        node: NodeId,
+        worker: WorkerId,
+        set: bool,
+        keys: &[Key],
+        vals: &[f32],
+    ) -> Result<(), OpError> {
+        let w = self.worker(node, worker)?;
+        let t = if set { w.set(keys, vals)? } else { w.push(keys, vals)? };
+        w.wait(t)
+    }
+
+    fn localize(&mut self, node: NodeId, worker: WorkerId, keys: &[Key]) -> Result<(), OpError> {
+        let w = self.worker(node, worker)?;
+        let t = w.localize(keys)?;
+        w.wait(t)
+    }
+
+    fn owners(&mut self, key: Key) -> Vec<NodeId> {
+        self.nodes.iter().filter(|n| n.store().holds(key)).map(|n| n.id()).collect()
+    }
+
+    fn concurrent_push(&mut self, keys: &[Key], rounds: u32, each: f32) -> Result<(), OpError> {
+        let total = self.setup.layout.total_len(keys).map_err(|key| OpError::KeyOutsideLayout { key })?;
+        let vals = vec![each; total];
+        let results: Vec<Result<(), OpError>> = thread::scope(|s| {
+            let handles: Vec<_> = self
+                .workers
+                .iter_mut()
+                .flatten()
+                .map(|w| {
+                    let vals = &vals;
+                    s.spawn(move || {
+                        let mut tickets = Vec::new();
+                        for _ in 0..rounds {
+                            tickets.push(w.push(keys, vals)?);
+                        }
+                        tickets.into_iter().try_for_each(|t| w.wait(t))
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap_or(Err(OpError::Closed))).collect()
+        });
+        results.into_iter().collect()
+    }
+
+    fn keys_forwarded(&mut self) -> u64 {
+        self.nodes.iter().map(|n| n.stats().node.keys_forwarded).sum()
+    }
+
+    fn finish(&mut self) -> Result<(), String> {
+        let workers: Vec<Worker> = self.workers.drain(..).flatten().collect();
+        let results: Vec<Result<(), OpError>> = thread::scope(|s| {
+            let handles: Vec<_> = workers.into_iter().map(|w| s.spawn(move || w.finalize())).collect();
+            handles.into_iter().map(|h| h.join().unwrap_or(Err(OpError::Closed))).collect()
+        });
+        for r in results {
+            r.map_err(|e| format!("finalize: {e}"))?;
+        }
+        for n in self.nodes.drain(..) {
+            let stats = n.shutdown().map_err(|e| format!("shutdown: {e}"))?;
+            if stats.node.frames_dropped + stats.node.messages_rejected > 0 {
+                return Err(format!("node dropped or rejected messages: {:?}", stats.node));
+            }
+        }
+        Ok(())
+    }
+}

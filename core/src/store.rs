@@ -147,7 +147,7 @@ impl Store {
 
     /// Runs `f` on the value of `key` if this node holds its main copy, creating it first if
     /// this is the key's home node and the key was never touched. Returns whether it ran.
-    #[inline]
+    #[inline(always)]
     fn with_value<R>(&self, key: Key, f: impl FnOnce(&mut [f32], &mut Slot) -> R) -> Option<R> {
         let mut guard = self.shard(key).lock();
         let shard = &mut *guard;
@@ -162,7 +162,7 @@ impl Store {
         Self::apply(&mut shard.arena, slot, f)
     }
 
-    #[inline]
+    #[inline(always)]
     fn apply<R>(arena: &mut [f32], slot: &mut Slot, f: impl FnOnce(&mut [f32], &mut Slot) -> R) -> Option<R> {
         if slot.state != State::Owned {
             return None;

@@ -175,11 +175,11 @@ impl Node {
     /// waits: asking for a key does not mean it is coming yet (another node may get it first),
     /// and two nodes that queued each other's requests would wait forever. With pointers and
     /// per-pair FIFO, no request of another node can arrive here before the key itself.
-    fn can_wait(&self, origin: NodeId, key: Key) -> bool {
+    pub(super) fn can_wait(&self, origin: NodeId, key: Key) -> bool {
         origin == self.me && self.incoming.contains_key(&key) && self.waiting_ops < self.cfg.waiting_ops_max
     }
 
-    fn wait_for(&mut self, key: Key, op: WaitingOp) {
+    pub(super) fn wait_for(&mut self, key: Key, op: WaitingOp) {
         if let Some(inc) = self.incoming.get_mut(&key) {
             inc.ops.push_back(op);
             self.waiting_ops += 1;

@@ -267,12 +267,8 @@ impl Node {
             if self.store.read_append(k, &mut buf) {
                 self.stats.keys_served_late_local += 1;
                 p.answer(k, &buf);
-            } else if let Some(inc) =
-                self.incoming.get_mut(&k).filter(|_| self.waiting_ops < self.cfg.waiting_ops_max)
-            {
-                inc.ops.push_back(WaitingOp::Pull { origin: self.me, req, hops: 0 });
-                self.waiting_ops += 1;
-                self.stats.keys_waited += 1;
+            } else if self.can_wait(self.me, k) {
+                self.wait_for(k, WaitingOp::Pull { origin: self.me, req, hops: 0 });
             } else {
                 remote.push(k);
             }
@@ -316,18 +312,9 @@ impl Node {
             if applied {
                 self.stats.keys_served_late_local += 1;
                 self.answer(req, k, &[]);
-            } else if let Some(inc) =
-                self.incoming.get_mut(&k).filter(|_| self.waiting_ops < self.cfg.waiting_ops_max)
-            {
-                inc.ops.push_back(WaitingOp::Write {
-                    origin: self.me,
-                    req,
-                    hops: 0,
-                    write,
-                    values: v.to_vec(),
-                });
-                self.waiting_ops += 1;
-                self.stats.keys_waited += 1;
+            } else if self.can_wait(self.me, k) {
+                let op = WaitingOp::Write { origin: self.me, req, hops: 0, write, values: v.to_vec() };
+                self.wait_for(k, op);
             } else {
                 remote.push((k, v));
             }

@@ -225,9 +225,7 @@ impl Store {
             if v.len() != delta.len() {
                 return false;
             }
-            for (a, d) in v.iter_mut().zip(delta) {
-                *a += *d;
-            }
+            add_into(v, delta);
             slot.version = slot.version.next();
             true
         })
@@ -361,6 +359,23 @@ impl Store {
     /// Bytes of bookkeeping per key (slot and map entry), beyond the value itself.
     pub const fn slot_bytes() -> usize {
         core::mem::size_of::<(Key, Slot)>() + 1
+    }
+}
+
+/// `dst[i] += src[i]` over equal lengths known only at run time, in fixed-width chunks the
+/// compiler turns into vector adds.
+#[inline(always)]
+fn add_into(dst: &mut [f32], src: &[f32]) {
+    const W: usize = 16;
+    let mut d = dst.chunks_exact_mut(W);
+    let mut s = src.chunks_exact(W);
+    for (a, b) in (&mut d).zip(&mut s) {
+        for i in 0..W {
+            a[i] += b[i];
+        }
+    }
+    for (a, b) in d.into_remainder().iter_mut().zip(s.remainder()) {
+        *a += *b;
     }
 }
 

@@ -21,25 +21,52 @@ const LEN: usize = 64;
 const KEY_SPACE: u64 = 100_000;
 const SHARDS: usize = 256;
 
-/// The baseline: a sharded map of vectors behind spin latches.
-struct PlainMap {
+/// The baseline: a sharded map of vectors behind spin latches. `L` is the value length when it
+/// is fixed at compile time (the compiler then unrolls every copy and add); `RuntimeLen` takes
+/// it from configuration, as a parameter server that serves more than one model must.
+struct PlainMap<L: ValueLen> {
     shards: Vec<spin::Mutex<HashMap<u64, Vec<f32>>>>,
+    len: L,
 }
 
-impl PlainMap {
-    fn new() -> PlainMap {
+trait ValueLen: Copy + Sync {
+    fn get(self) -> usize;
+}
+
+/// The length as the constant `LEN`.
+#[derive(Clone, Copy)]
+struct ConstLen;
+impl ValueLen for ConstLen {
+    #[inline(always)]
+    fn get(self) -> usize {
+        LEN
+    }
+}
+
+/// The length as a value read at run time.
+#[derive(Clone, Copy)]
+struct RuntimeLen(usize);
+impl ValueLen for RuntimeLen {
+    #[inline(always)]
+    fn get(self) -> usize {
+        self.0
+    }
+}
+
+impl<L: ValueLen> PlainMap<L> {
+    fn new(len: L) -> PlainMap<L> {
         let shards = (0..SHARDS).map(|_| spin::Mutex::new(HashMap::new())).collect::<Vec<_>>();
         for k in 0..KEY_SPACE {
-            shards[Self::shard(k)].lock().insert(k, vec![0.0; LEN]);
+            shards[Self::shard(k)].lock().insert(k, vec![0.0; len.get()]);
         }
-        PlainMap { shards }
+        PlainMap { shards, len }
     }
     #[inline]
     fn shard(k: u64) -> usize {
         (k.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as usize % SHARDS
     }
     fn pull(&self, keys: &[Key], out: &mut [f32]) {
-        for (k, o) in keys.iter().zip(out.chunks_exact_mut(LEN)) {
+        for (k, o) in keys.iter().zip(out.chunks_exact_mut(self.len.get())) {
             let s = self.shards[Self::shard(k.0)].lock();
             if let Some(v) = s.get(&k.0) {
                 o.copy_from_slice(v);
@@ -47,7 +74,7 @@ impl PlainMap {
         }
     }
     fn push(&self, keys: &[Key], delta: &[f32]) {
-        for (k, d) in keys.iter().zip(delta.chunks_exact(LEN)) {
+        for (k, d) in keys.iter().zip(delta.chunks_exact(self.len.get())) {
             let mut s = self.shards[Self::shard(k.0)].lock();
             if let Some(v) = s.get_mut(&k.0) {
                 v.iter_mut().zip(d).for_each(|(a, b)| *a += *b);
@@ -104,7 +131,7 @@ fn timed<S: Send>(states: &mut [S], iters: u64, op: impl Fn(&mut S, u64) + Sync)
 }
 
 fn bench(c: &mut Criterion) {
-    let plain = PlainMap::new();
+    let plain = PlainMap::new(ConstLen);
     for threads in [1u16, 2] {
         let mut g = c.benchmark_group(format!("local_{threads}_thread"));
         g.throughput(Throughput::Elements(KEYS_PER_OP as u64 * u64::from(threads)));
@@ -183,8 +210,14 @@ const OPS_PER_ROUND: u64 = 200;
 /// ratios. Slow drifts of a shared machine's speed hit both sides of a round alike.
 fn paired(quick: bool) {
     let rounds = if quick { 3 } else { ROUNDS };
-    let plain = PlainMap::new();
     println!("\npaired comparison: median over {rounds} rounds of (parma time / plain map time)");
+    println!("plain map with the value length fixed at compile time:");
+    paired_against(&PlainMap::new(ConstLen), rounds);
+    println!("plain map with the value length from configuration (read at run time):");
+    paired_against(&PlainMap::new(RuntimeLen(black_box(LEN))), rounds);
+}
+
+fn paired_against<L: ValueLen>(plain: &PlainMap<L>, rounds: usize) {
     println!("{:<10} {:>8} {:>12} {:>12}", "operation", "threads", "median", "quartiles");
     for threads in [1u16, 2] {
         let batches: Vec<Vec<Key>> = (0..u64::from(threads)).map(batch).collect();

@@ -85,6 +85,7 @@ pub mod layout;
 pub mod node;
 pub mod store;
 pub mod time;
+pub mod timing;
 pub mod transport;
 pub mod wire;
 

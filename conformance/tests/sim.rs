@@ -1,4 +1,5 @@
-//! The simulation: many seeds of random workloads with faults, every invariant after every step.
+//! The simulation: many seeds of random workloads with faults, every invariant after every step,
+//! for every technique.
 
 use parma_conformance::sim::{run_seed, seeds};
 use parma_core::Technique;
@@ -20,6 +21,31 @@ fn run_many(technique: Technique, count: u64) {
 }
 
 #[test]
+fn adaptive_1000_seeds() {
+    run_many(Technique::Adaptive, 1000);
+}
+
+#[test]
+fn adaptive_without_replication_1000_seeds() {
+    run_many(Technique::AdaptiveNoReplication, 1000);
+}
+
+#[test]
+fn adaptive_without_relocation_1000_seeds() {
+    run_many(Technique::AdaptiveNoRelocation, 1000);
+}
+
+#[test]
+fn full_replication_1000_seeds() {
+    run_many(Technique::FullReplication, 1000);
+}
+
+#[test]
+fn multi_technique_1000_seeds() {
+    run_many(Technique::MultiTechnique, 1000);
+}
+
+#[test]
 fn relocation_1000_seeds() {
     run_many(Technique::Relocation, 1000);
 }
@@ -31,10 +57,12 @@ fn static_partitioning_1000_seeds() {
 
 #[test]
 fn same_seed_same_trace() {
-    for seed in [3, 17, 99] {
-        let a = run_seed(seed, Technique::Relocation).unwrap();
-        let b = run_seed(seed, Technique::Relocation).unwrap();
-        assert_eq!(a.trace_hash, b.trace_hash, "seed {seed} is not deterministic");
-        assert_eq!(a.steps, b.steps);
+    for technique in [Technique::Relocation, Technique::Adaptive, Technique::MultiTechnique] {
+        for seed in [3, 17, 99] {
+            let a = run_seed(seed, technique).unwrap();
+            let b = run_seed(seed, technique).unwrap();
+            assert_eq!(a.trace_hash, b.trace_hash, "seed {seed} ({technique:?}) is not deterministic");
+            assert_eq!(a.steps, b.steps);
+        }
     }
 }

@@ -1,22 +1,100 @@
 //! Configuration of one node. Every queue and table has a bound here.
 
+use alloc::sync::Arc;
+
+use hashbrown::HashSet;
+
 use crate::error::ConfigError;
-use crate::ids::{ClusterId, NodeId};
+use crate::ids::{ClusterId, Key, NodeId};
 use crate::layout::Layout;
 use crate::time::Duration;
+use crate::timing::TimingParams;
 
 /// The most nodes a cluster may have.
 pub const NODES_MAX: u16 = 4096;
 
 /// How parameters are managed. Chosen per run; all nodes of a cluster must agree.
+///
+/// The adaptive techniques act on intents in sync rounds; the others ignore intents.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum Technique {
-    /// Classic parameter server: every key stays on its home node; `localize` does nothing.
-    StaticPartitioning,
-    /// Lapse: keys move to the node that calls `localize` for them.
+    /// AdaPM: driven by intent. A key with intent on exactly one node (and no replicas
+    /// elsewhere) moves there; a key with intent on several nodes stays with its owner and
+    /// every other node with intent gets a replica for exactly as long as its intent lasts.
     #[default]
+    Adaptive,
+    /// AdaPM's ablation without replication: every node with intent gets the key moved to it,
+    /// in turn (hot keys travel back and forth).
+    AdaptiveNoReplication,
+    /// AdaPM's ablation without relocation: keys stay on their home node; every other node
+    /// with intent gets a replica while its intent lasts.
+    AdaptiveNoRelocation,
+    /// Classic parameter server: every key stays on its home node; intents and `localize` do
+    /// nothing.
+    StaticPartitioning,
+    /// Lapse: keys move to the node that calls `localize` for them; intents do nothing.
     Relocation,
+    /// Every node holds a replica of every key of the layout for the whole run, synchronized
+    /// with the key's home node in the background (sync rounds). Needs a dense layout whose
+    /// keys fit `replicas_max`.
+    FullReplication,
+    /// NuPS with a static choice: the keys in `Config::hot_keys` are replicated on every node
+    /// for the whole run; every other key moves to the node with intent (as
+    /// [`Technique::AdaptiveNoReplication`]).
+    MultiTechnique,
+}
+
+impl Technique {
+    /// Every technique, in the order reports list them.
+    pub const ALL: [Technique; 7] = [
+        Technique::Adaptive,
+        Technique::AdaptiveNoReplication,
+        Technique::AdaptiveNoRelocation,
+        Technique::StaticPartitioning,
+        Technique::Relocation,
+        Technique::FullReplication,
+        Technique::MultiTechnique,
+    ];
+
+    /// The technique's name on the command line and in reports.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Technique::Adaptive => "adaptive",
+            Technique::AdaptiveNoReplication => "adaptive-no-replication",
+            Technique::AdaptiveNoRelocation => "adaptive-no-relocation",
+            Technique::StaticPartitioning => "static",
+            Technique::Relocation => "relocation",
+            Technique::FullReplication => "full-replication",
+            Technique::MultiTechnique => "multi-technique",
+        }
+    }
+
+    /// The technique called `name` (see [`Technique::name`]).
+    pub fn from_name(name: &str) -> Option<Technique> {
+        Technique::ALL.into_iter().find(|t| t.name() == name)
+    }
+
+    /// Whether nodes run sync rounds (intents, replicas, grouped synchronization).
+    pub const fn uses_rounds(self) -> bool {
+        !matches!(self, Technique::StaticPartitioning | Technique::Relocation)
+    }
+
+    /// Whether workers' `localize` moves keys (only under [`Technique::Relocation`]).
+    pub const fn uses_localize(self) -> bool {
+        matches!(self, Technique::Relocation)
+    }
+
+    /// Whether a key ever leaves its home node.
+    pub const fn moves_keys(self) -> bool {
+        matches!(
+            self,
+            Technique::Adaptive
+                | Technique::AdaptiveNoReplication
+                | Technique::Relocation
+                | Technique::MultiTechnique
+        )
+    }
 }
 
 /// The value a key has before anything was written to it.
@@ -49,7 +127,8 @@ pub struct Config {
     pub init: Init,
     /// Shards of the parameter store; a power of two.
     pub store_shards: usize,
-    /// Most keys this node may hold (main copies plus incoming). Must cover the keys homed here.
+    /// Most main copies of keys homed on other nodes this node may hold (plus keys on their way
+    /// here). Keys homed here do not count: the layout bounds them.
     pub store_keys_max: usize,
     /// Slots of the location cache (direct-mapped); a power of two.
     pub location_cache_slots: usize,
@@ -57,6 +136,9 @@ pub struct Config {
     pub requests_pending_max: usize,
     /// Most operations that may wait at this node for keys that are on their way here.
     pub waiting_ops_max: usize,
+    /// Most forwarding pointers (keys given away whose move the home node has not confirmed
+    /// yet). When full, this node keeps keys instead of giving them away.
+    pub pointers_max: usize,
     /// Most frames waiting in the outbox before worker commands get `Busy`.
     pub outbox_frames_max: usize,
     /// Largest frame, in bytes, sent or accepted. Larger batches are split.
@@ -65,6 +147,25 @@ pub struct Config {
     pub keys_per_message_max: usize,
     /// An outstanding request fails with `Timeout` after this long.
     pub request_timeout: Duration,
+    /// Action timing (AdaPM Algorithm 1): smoothing, quantile, initial estimate, or acting on
+    /// every intent at once.
+    pub timing: TimingParams,
+    /// How long a key that moved to a node stays there at least (and at least one of that
+    /// node's sync rounds) before the node moves it on. Requests that trail the key along its
+    /// path then catch it, instead of chasing a key that several nodes ask for in turn.
+    pub relocation_hold: Duration,
+    /// Most sync rounds per second a node starts; `None` runs them back to back.
+    pub sync_rounds_per_sec_max: Option<u32>,
+    /// How long a node waits before the next sync round when a round had nothing to send.
+    pub sync_idle_interval: Duration,
+    /// Most intents a node keeps (signaled and not yet expired), over all its workers.
+    pub intents_max: usize,
+    /// Most keys in all the intents a node keeps.
+    pub intent_keys_max: usize,
+    /// Most replicas a node holds.
+    pub replicas_max: usize,
+    /// Keys replicated on every node under [`Technique::MultiTechnique`]; the same on all nodes.
+    pub hot_keys: Arc<HashSet<Key>>,
 }
 
 impl Config {
@@ -85,11 +186,34 @@ impl Config {
             location_cache_slots: 1 << 16,
             requests_pending_max: 1 << 14,
             waiting_ops_max: 1 << 16,
+            pointers_max: 1 << 16,
             outbox_frames_max: 1 << 14,
             frame_len_max: 16 << 20,
             keys_per_message_max: 1 << 14,
             request_timeout: Duration::from_secs(60),
+            timing: TimingParams::default(),
+            sync_rounds_per_sec_max: None,
+            relocation_hold: Duration(1000),
+            sync_idle_interval: Duration(1000),
+            intents_max: 1 << 20,
+            intent_keys_max: 1 << 26,
+            replicas_max: usize::try_from(keys_homed.saturating_mul(4)).unwrap_or(usize::MAX),
+            hot_keys: Arc::new(HashSet::new()),
         }
+    }
+
+    /// The keys NuPS's heuristic replicates: those whose access frequency exceeds `factor`
+    /// times the mean frequency (NuPS uses 100). `frequencies` are per key, from statistics
+    /// the application supplies (e.g. counts in the training data); keys not listed count as 0
+    /// in the mean over `keys_total` keys.
+    pub fn hot_keys_from_frequencies(
+        frequencies: impl IntoIterator<Item = (Key, u64)> + Clone,
+        keys_total: u64,
+        factor: f64,
+    ) -> HashSet<Key> {
+        let total: u64 = frequencies.clone().into_iter().map(|(_, f)| f).sum();
+        let mean = total as f64 / keys_total.max(1) as f64;
+        frequencies.into_iter().filter(|(_, f)| *f as f64 > factor * mean).map(|(k, _)| k).collect()
     }
 
     /// Checks every field; `me` is the node this configuration is for.
@@ -115,6 +239,7 @@ impl Config {
         let positive = |n: usize, name| if n == 0 { Err(ConfigError::Bound { name }) } else { Ok(()) };
         positive(self.requests_pending_max, "requests_pending_max")?;
         positive(self.waiting_ops_max, "waiting_ops_max")?;
+        positive(self.pointers_max, "pointers_max")?;
         positive(self.outbox_frames_max, "outbox_frames_max")?;
         positive(self.keys_per_message_max, "keys_per_message_max")?;
         // A frame must hold at least one key with the longest value.
@@ -124,6 +249,27 @@ impl Config {
         }
         if self.request_timeout.as_micros() == 0 {
             return Err(ConfigError::Bound { name: "request_timeout" });
+        }
+        positive(self.intents_max, "intents_max")?;
+        positive(self.intent_keys_max, "intent_keys_max")?;
+        if self.sync_idle_interval.as_micros() == 0 || self.sync_rounds_per_sec_max == Some(0) {
+            return Err(ConfigError::Bound { name: "sync_idle_interval" });
+        }
+        let t = &self.timing;
+        if !(t.alpha > 0.0 && t.alpha <= 1.0 && t.p > 0.0 && t.p < 1.0 && t.lambda0 >= 0.0) {
+            return Err(ConfigError::Bound { name: "timing" });
+        }
+        if self.technique == Technique::FullReplication {
+            let keys = usize::try_from(self.layout.key_end()).unwrap_or(usize::MAX);
+            if keys > self.replicas_max || keys > self.intent_keys_max {
+                return Err(ConfigError::Bound { name: "replicas_max" });
+            }
+        }
+        if self.technique == Technique::MultiTechnique
+            && (self.hot_keys.len() > self.replicas_max
+                || !self.hot_keys.iter().all(|k| self.layout.contains(*k)))
+        {
+            return Err(ConfigError::Bound { name: "hot_keys" });
         }
         Ok(())
     }

@@ -6,13 +6,24 @@
 //! feature; nothing here is part of the protocol.
 //!
 //! An assertion failing in here is a finding: the wire code broke one of its promises (decoding
-//! never panics; whatever decodes re-encodes to the same bytes; `encoded_len` is exact).
+//! never panics; whatever decodes re-encodes to the same bytes; `encoded_len` is exact), or the
+//! protocol did, as one node ([`mod@node_ops`]) or as a small cluster ([`mod@cluster`]): those
+//! modules describe the byte language of their target and what it checks.
+
+pub mod cluster;
+pub mod node_ops;
+
+pub use cluster::cluster_schedule;
+pub use node_ops::node_ops;
 
 use alloc::vec::Vec;
 
 use crate::error::WireError;
 use crate::ids::{ClusterId, Epoch, Key, NodeId, RequestId, Version};
-use crate::wire::{self, FailReason, Header, Message, Moved, OwnerChange, Release, WriteKind, HEADER_LEN};
+use crate::wire::{
+    self, FailReason, Header, Message, Moved, OwnerChange, Refresh, Release, ReplicaSync, WriteKind,
+    HEADER_LEN,
+};
 
 /// The cluster the `wire_decode` target decodes for: [`crate::Config::new`]'s default, so that
 /// frames from a default cluster are valid seeds.
@@ -69,7 +80,16 @@ struct Bytes<'a> {
     data: &'a [u8],
 }
 
-impl Bytes<'_> {
+impl<'a> Bytes<'a> {
+    fn is_empty(&self) -> bool {
+        self.data.is_empty()
+    }
+    /// The next `n` bytes, or as many as are left.
+    fn take(&mut self, n: usize) -> &'a [u8] {
+        let (head, rest) = self.data.split_at(n.min(self.data.len()));
+        self.data = rest;
+        head
+    }
     fn array<const N: usize>(&mut self) -> [u8; N] {
         let mut a = [0u8; N];
         let n = N.min(self.data.len());
@@ -105,12 +125,13 @@ impl Bytes<'_> {
 /// One message of the kind `selector` picks, its fields read from `b`.
 fn message(selector: u8, b: &mut Bytes<'_>) -> Message {
     let write = |x: u8| if x & 1 == 0 { WriteKind::Add } else { WriteKind::Set };
-    let reason = |x: u8| match x % 3 {
+    let reason = |x: u8| match x % 4 {
         0 => FailReason::RoutingLoop,
         1 => FailReason::Busy,
-        _ => FailReason::Unreachable,
+        2 => FailReason::Unreachable,
+        _ => FailReason::StoreFull,
     };
-    match selector % 11 {
+    match selector % 13 {
         0 => Message::Pull { req: RequestId(b.u64()), origin: NodeId(b.u16()), hops: b.u8(), keys: b.keys() },
         1 => Message::PullReply { req: RequestId(b.u64()), keys: b.keys(), values: b.values() },
         2 => Message::Push {
@@ -145,7 +166,41 @@ fn message(selector: u8, b: &mut Bytes<'_>) -> Message {
         }
         8 => Message::RequestFailed { req: RequestId(b.u64()), reason: reason(b.u8()), keys: b.keys() },
         9 => Message::BarrierEnter { generation: b.u64() },
-        _ => Message::BarrierRelease { generation: b.u64() },
+        10 => Message::BarrierRelease { generation: b.u64() },
+        11 => {
+            let (round, origin, hops) = (b.u32(), NodeId(b.u16()), b.u8());
+            let (starts, ends) = (b.keys(), b.keys());
+            let n = b.count(17);
+            let replicas = (0..n)
+                .map(|_| ReplicaSync { key: Key(b.u64()), version: Version(b.u64()), flags: b.u8() & 3 })
+                .collect();
+            let deltas = b.values();
+            let n = b.count(14);
+            let owners = (0..n).map(|_| OwnerChange {
+                key: Key(b.u64()),
+                epoch: Epoch(b.u32()),
+                prev: NodeId(b.u16()),
+            });
+            Message::Sync { round, origin, hops, starts, ends, replicas, deltas, owners: owners.collect() }
+        }
+        _ => {
+            let round = b.u32();
+            let n = b.count(20);
+            let relocated =
+                (0..n).map(|_| Moved { key: Key(b.u64()), epoch: Epoch(b.u32()), version: Version(b.u64()) });
+            let relocated = relocated.collect();
+            let n = b.count(16);
+            let refreshed =
+                (0..n).map(|_| Refresh { key: Key(b.u64()), version: Version(b.u64()) }).collect();
+            Message::SyncReply {
+                round,
+                relocated,
+                refreshed,
+                acks: b.keys(),
+                failed: b.keys(),
+                values: b.values(),
+            }
+        }
     }
 }
 
@@ -199,6 +254,34 @@ mod tests {
             ),
             ("barrier-enter", Message::BarrierEnter { generation: 3 }),
             ("barrier-release", Message::BarrierRelease { generation: 3 }),
+            (
+                "sync",
+                Message::Sync {
+                    round: 4,
+                    origin: NodeId(1),
+                    hops: 0,
+                    starts: k(&[12]),
+                    ends: k(&[13]),
+                    replicas: vec![ReplicaSync {
+                        key: Key(14),
+                        version: Version(6),
+                        flags: ReplicaSync::DELTA,
+                    }],
+                    deltas: vec![0.5, -0.5],
+                    owners: vec![OwnerChange { key: Key(11), epoch: Epoch(2), prev: NodeId(2) }],
+                },
+            ),
+            (
+                "sync-reply",
+                Message::SyncReply {
+                    round: 4,
+                    relocated: vec![Moved { key: Key(12), epoch: Epoch(1), version: Version(3) }],
+                    refreshed: vec![Refresh { key: Key(14), version: Version(7) }],
+                    acks: k(&[13]),
+                    failed: Vec::new(),
+                    values: vec![1.0, 2.0, 3.0, 4.0],
+                },
+            ),
         ]
     }
 
@@ -229,10 +312,10 @@ mod tests {
             ("reserved-after-sender", patch(0, 14, &[1, 0]), WireError::BadField),
             ("foreign-cluster", patch(0, 8, &[0, 0, 0, 0]), WireError::ForeignCluster { cluster: 0 }),
             ("kind-zero", patch(0, 5, &[0]), WireError::UnknownKind { kind: 0 }),
-            ("kind-unknown", patch(0, 5, &[12]), WireError::UnknownKind { kind: 12 }),
+            ("kind-unknown", patch(0, 5, &[14]), WireError::UnknownKind { kind: 14 }),
             ("key-count-huge", patch(0, HEADER_LEN + 11, &u32::MAX.to_le_bytes()), WireError::CountTooLarge),
             ("write-kind", patch(2, HEADER_LEN + 11, &[2]), WireError::BadField),
-            ("fail-reason", patch(8, HEADER_LEN + 8, &[3]), WireError::BadField),
+            ("fail-reason", patch(8, HEADER_LEN + 8, &[4]), WireError::BadField),
         ];
         let mut longer = pull.clone();
         longer.push(0);
@@ -372,5 +455,362 @@ mod tests {
             }
         }
         Some(out)
+    }
+
+    // ----- node_ops and cluster_schedule -----
+
+    /// A tiny fixed-seed generator (splitmix64) for pseudo-random inputs.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        }
+        fn bytes(&mut self, len_max: u64) -> Vec<u8> {
+            let n = self.next() % (len_max + 1);
+            (0..n).map(|_| self.next() as u8).collect()
+        }
+    }
+
+    /// Runs `target` on `data`, naming the input if it panics.
+    fn run_named(target: fn(&[u8]), name: &str, data: &[u8]) {
+        if std::panic::catch_unwind(|| target(data)).is_err() {
+            let hex: String = data.iter().map(|b| alloc::format!("{b:02x}")).collect();
+            panic!("{name} failed; input (hex): {hex}");
+        }
+    }
+
+    /// Ops of the `node_ops` byte language (see `fuzzing/node_ops.rs`).
+    mod nops {
+        pub const DELIVER_PLAUSIBLE: u8 = 2;
+        pub const ANSWER: u8 = 4;
+        pub const PULL: u8 = 6;
+        pub const PUSH: u8 = 7;
+        pub const SET: u8 = 8;
+        pub const LOCALIZE: u8 = 9;
+        pub const BARRIER: u8 = 10;
+        pub const TIME: u8 = 11;
+        pub const PEER_FAILED: u8 = 12;
+        pub const DRAIN_TRANSMITS: u8 = 13;
+        pub const DRAIN_ALL: u8 = 15;
+        /// Header: Relocation, draining after every input.
+        pub const CONTRACT: u8 = 0x10;
+        /// Header: Relocation, draining only when an op says so.
+        pub const MANUAL: u8 = 0x00;
+        /// Header: static partitioning, draining after every input.
+        pub const STATIC: u8 = 0x1f;
+    }
+
+    /// A seed from its ops, one slice each.
+    fn ops(parts: &[&[u8]]) -> Vec<u8> {
+        parts.concat()
+    }
+
+    /// The committed seeds of the `node_ops` target. Node 1 of 3 is the home of keys 2, 3 and
+    /// 6 (among 0..8); keys 0 and 1 live on node 0, key 5 on node 2.
+    fn node_ops_seeds() -> Vec<(String, Vec<u8>)> {
+        use nops::*;
+        // Ops, with their field bytes.
+        const P: u8 = DELIVER_PLAUSIBLE;
+        let mut outbox_full = alloc::vec![MANUAL];
+        for i in 0..10u8 {
+            outbox_full.extend_from_slice(&[PULL, 4, 0, 1, 5, 4 + i]);
+        }
+        outbox_full.extend_from_slice(&[DRAIN_TRANSMITS, 20, PULL, 2, 0, 5, DRAIN_ALL]);
+        let mut seeds: Vec<(&str, Vec<u8>)> = alloc::vec![
+            // A pull of a remote and a local key; the peer answers.
+            ("pull-answered", ops(&[&[CONTRACT], &[PULL, 2, 0, 2], &[ANSWER, 0, 0, 0, 0]])),
+            // A push and a set of remote keys, answered; then a pull forwarded back (hops + 1).
+            (
+                "push-set-answered",
+                ops(&[
+                    &[CONTRACT],
+                    &[PUSH, 2, 0, 5, 0, 1, 2, 3, 4],
+                    &[SET, 1, 1, 0, 7, 7],
+                    &[ANSWER, 0, 0, 0],
+                    &[ANSWER, 1, 0, 0],
+                    &[PULL, 1, 5],
+                    &[ANSWER, 2, 0x40, 0],
+                    &[ANSWER, 2, 0, 0, 0],
+                ]),
+            ),
+            // Localize a remote key; a pull and a push of it wait here; the key arrives, the
+            // node tells its home; the home asks for it for another node; the key leaves
+            // (forwarding pointer); the home releases the pointer; a pull follows the pointer.
+            (
+                "localize-wait-arrive-leave",
+                ops(&[
+                    &[CONTRACT],
+                    &[LOCALIZE, 1, 0],
+                    &[PULL, 1, 0],
+                    &[PUSH | 0x10, 1, 0, 0, 3, 3],
+                    &[ANSWER, 0, 0, 1, 5],
+                    &[ANSWER, 1, 0, 0],
+                    &[ANSWER, 2, 0, 0],
+                    &[ANSWER, 3, 0, 0],
+                    &[P, 0, 0, 0, 0, 0, 1, 0, 0],
+                ]),
+            ),
+            // Without draining, commands fill the outbox until they are refused as Busy; then a
+            // partial drain, and more.
+            ("outbox-full", outbox_full),
+            // Requests time out; late answers are counted and ignored.
+            (
+                "timeout-then-late-answer",
+                ops(&[
+                    &[CONTRACT],
+                    &[PULL, 1, 0],
+                    &[LOCALIZE, 1, 5],
+                    &[TIME, 0x10],
+                    &[TIME, 0xf2],
+                    &[ANSWER, 0, 0, 0],
+                    &[ANSWER, 1, 0, 0, 0],
+                ]),
+            ),
+            // A peer fails while a localize, a waiting pull and a barrier are under way.
+            (
+                "peer-failed",
+                ops(&[
+                    &[CONTRACT],
+                    &[LOCALIZE, 1, 5],
+                    &[PULL, 1, 5],
+                    &[BARRIER],
+                    &[PEER_FAILED, 2],
+                    &[PULL, 1, 5],
+                    &[BARRIER | 0x10],
+                ]),
+            ),
+            // Both workers enter the barrier; the coordinator releases it.
+            ("barrier", ops(&[&[CONTRACT], &[BARRIER], &[BARRIER | 0x10], &[ANSWER, 0, 0, 0]])),
+            // Static partitioning: localize completes at once; a relocation is refused.
+            (
+                "static",
+                ops(&[
+                    &[STATIC],
+                    &[LOCALIZE, 1, 0],
+                    &[PULL, 2, 0, 2],
+                    &[PUSH, 1, 3, 0, 1, 1],
+                    &[P, 0, 5, 1, 2, 0, 1, 0, 2],
+                    &[3, 0],
+                ]),
+            ),
+            // Invalid commands: worker out of range, key outside the layout, a key twice, short
+            // values.
+            (
+                "bad-commands",
+                ops(&[
+                    &[CONTRACT],
+                    &[PULL | 0xe0, 1, 0],
+                    &[PULL, 2, 0, 0xfc],
+                    &[PULL, 2, 3, 3],
+                    &[PUSH, 1, 3, 0xf9, 1],
+                ]),
+            ),
+        ];
+        // One plausible message of every kind (op, sender, kind, fields, delivery), after a
+        // prefix that leaves a pull (request 1) and a push (request 2) of key 0 under way.
+        // Senders: 0 is node 0, 1 is node 2; delivery 3 encodes a frame.
+        let m = |parts: &[&[u8]]| ops(&[&[CONTRACT, PULL, 2, 0, 3, PUSH, 1, 0, 0, 1, 1], &parts.concat()]);
+        // Node 2 localizes key 2 (homed here): it moves, leaving a pointer.
+        const LOCALIZE_2: &[u8] = &[P, 1, 4, 2, 0, 1, 2, 3];
+        seeds.extend([
+            // Served here, and forwarded toward key 0's home.
+            ("msg-pull", m(&[&[P, 0, 0, 0, 0, 0, 2, 2, 3, 3], &[P, 1, 0, 0, 2, 1, 1, 0, 3]])),
+            ("msg-pull-reply", m(&[&[P, 0, 1, 1, 1, 0, 0, 3]])),
+            ("msg-push", m(&[&[P, 1, 2, 0, 2, 0, 0, 2, 2, 6, 0, 3]])),
+            ("msg-push-reply", m(&[&[P, 0, 3, 0, 1, 0, 3]])),
+            // Keys leave; a pull for one of them follows the home's record.
+            ("msg-localize", m(&[&[P, 1, 4, 2, 0, 2, 2, 3, 3], &[P, 0, 0, 0, 0, 0, 1, 2, 3]])),
+            // Keys 0 and 1 arrive while a localize of key 1 and a pull of it wait here.
+            (
+                "msg-relocate",
+                m(&[
+                    &[LOCALIZE, 1, 1],
+                    &[PULL, 1, 1],
+                    &[P, 0, 5, 2, 0, 1, 5, 1, 1, 0, 0, 3],
+                    &[P, 1, 0, 0, 2, 0, 1, 1, 3],
+                ]),
+            ),
+            // Key 2 moved to node 2, then on to node 0, which tells the home (here).
+            ("msg-owner-update", m(&[LOCALIZE_2, &[P, 0, 6, 1, 0, 2, 2, 3], &[P, 1, 0, 0, 2, 0, 1, 2, 3]])),
+            ("msg-pointer-release", m(&[LOCALIZE_2, &[P, 1, 7, 1, 2, 1, 3]])),
+            ("msg-request-failed", m(&[&[P, 0, 8, 2, 1, 1, 0, 3]])),
+            ("msg-barrier-enter", m(&[&[P, 0, 9, 0, 3]])),
+            ("msg-barrier-release", m(&[&[BARRIER], &[BARRIER | 0x10], &[P, 0, 10, 0, 3]])),
+        ]);
+        // Messages of every kind with arbitrary fields.
+        let mut v = alloc::vec![CONTRACT];
+        for kind in 0..11u8 {
+            v.extend_from_slice(&[1, 0, kind, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0]);
+            v.extend_from_slice(&[3, 0, 0, 0, 0, 0, 0, 0]);
+        }
+        seeds.push(("msg-arbitrary", v));
+        seeds.into_iter().map(|(n, v)| (alloc::format!("{n}.bin"), v)).collect()
+    }
+
+    /// Ops of the `cluster_schedule` byte language (see `fuzzing/cluster.rs`).
+    mod cops {
+        pub const DELIVER: u8 = 0;
+        pub const PULL: u8 = 6;
+        pub const PUSH: u8 = 8;
+        pub const SET: u8 = 10;
+        pub const LOCALIZE: u8 = 11;
+        pub const TIME: u8 = 13;
+        pub const BURST: u8 = 14;
+        /// Header: three nodes, relocation.
+        pub const THREE: u8 = 1;
+        /// Header: two nodes, static partitioning.
+        pub const TWO_STATIC: u8 = 0x1c;
+        /// Header: four nodes, relocation.
+        pub const FOUR: u8 = 2;
+        /// Header: one worker, 3 keys a message, 3 requests, room for every key.
+        pub const ROOMY: u8 = 0x0a;
+        /// Header: two workers, 1 key a message, 2 requests, a tight store.
+        pub const TIGHT: u8 = 0xe1;
+        /// A worker parameter byte: node `n`, `k` keys, the local path first.
+        pub fn at(n: u8, k: u8, local_first: bool) -> u8 {
+            n | ((k - 1) << 4) | if local_first { 0x80 } else { 0 }
+        }
+    }
+
+    /// The committed seeds of the `cluster_schedule` target. With three nodes, keys 0, 1, 4 are
+    /// homed on node 0, keys 2, 3, 6 on node 1 and keys 5, 7 on node 2.
+    fn cluster_schedule_seeds() -> Vec<(String, Vec<u8>)> {
+        use cops::*;
+        let mut ping_pong = alloc::vec![THREE, ROOMY];
+        for round in 0..4u8 {
+            let n = 1 + round % 2;
+            ping_pong.extend(ops(&[
+                &[LOCALIZE, at(n, 2, false), 0, 5],
+                &[PUSH, at(0, 2, true), 0, 5, 0x09, 0x12],
+                &[PUSH, at(3 - n, 1, round % 2 == 0), 5, 0x3f],
+                &[DELIVER, round, DELIVER, round + 1, BURST, round, 3],
+                &[PULL, at(0, 2, false), 5, 0],
+            ]));
+        }
+        let mut four_nodes = alloc::vec![FOUR, ROOMY];
+        for k in 0..8u8 {
+            four_nodes.extend(ops(&[
+                &[LOCALIZE, at(k % 4, 1, false), k],
+                &[PUSH, at((k + 1) % 4, 2, k % 2 == 0), k, (k + 3) % 8, k, 1],
+                &[DELIVER, k],
+                &[PULL, at((k + 2) % 4, 3, true), k, 7 - k, 3],
+            ]));
+        }
+        four_nodes.extend_from_slice(&[BURST, 0, 15, BURST, 1, 15]);
+        let mut busy = alloc::vec![THREE, ROOMY];
+        for k in 0..6u8 {
+            busy.extend_from_slice(&[PULL, at(2, 1, false), k]);
+        }
+        let seeds: Vec<(&str, Vec<u8>)> = alloc::vec![
+            // Node 1 localizes key 0 while node 2 pulls and pushes it: the requests chase the
+            // key through the home and the forwarding pointer.
+            (
+                "localize-raced-by-pull-and-push",
+                ops(&[
+                    &[THREE, ROOMY],
+                    &[LOCALIZE, at(1, 1, false), 0],
+                    &[PULL, at(2, 1, false), 0],
+                    &[PUSH, at(2, 1, false), 0, 0x09],
+                    &[DELIVER, 0, DELIVER, 0, DELIVER, 1, DELIVER, 0, DELIVER, 2, DELIVER, 1],
+                ]),
+            ),
+            // Two nodes localize the same keys in turn and push to them from everywhere.
+            ("ping-pong", ping_pong),
+            // Four nodes, every key localized somewhere, pulls and pushes in between, a burst.
+            ("four-nodes", four_nodes),
+            // Requests time out while their frames wait; the heal delivers the late answers.
+            (
+                "timeouts",
+                ops(&[
+                    &[THREE, ROOMY],
+                    &[PUSH, at(1, 1, false), 0, 0x01],
+                    &[PULL, at(1, 2, false), 0, 5],
+                    &[LOCALIZE, at(1, 1, false), 7],
+                    &[TIME, 1, 0xf0],
+                    &[TIME, 1, 0x80],
+                    &[DELIVER, 0],
+                ]),
+            ),
+            // The request bound: a node issues more than it may have pending.
+            ("busy", busy),
+            // A tight store: localizes are refused when the keys would not fit.
+            (
+                "tight-store",
+                ops(&[
+                    &[THREE, TIGHT],
+                    &[LOCALIZE, at(1, 3, false), 0, 1, 4],
+                    &[DELIVER, 0, DELIVER, 0],
+                    &[LOCALIZE, at(1, 3, false), 5, 7, 0],
+                    &[DELIVER, 0],
+                ]),
+            ),
+            // Static partitioning: sets, adds and pulls at the home; localize does nothing.
+            (
+                "static",
+                ops(&[
+                    &[TWO_STATIC, ROOMY],
+                    &[SET, at(0, 2, false), 2, 4, 0x11, 0x22],
+                    &[PUSH, at(1, 2, true), 0, 1, 0x09, 0x09],
+                    &[LOCALIZE, at(1, 1, false), 0],
+                    &[PULL, at(1, 3, false), 0, 1, 2],
+                    &[DELIVER, 0, DELIVER, 1],
+                ]),
+            ),
+        ];
+        seeds.into_iter().map(|(n, v)| (alloc::format!("{n}.bin"), v)).collect()
+    }
+
+    #[test]
+    fn node_ops_seeds_are_committed() {
+        check_or_bless("node_ops", &node_ops_seeds());
+    }
+
+    #[test]
+    fn cluster_schedule_seeds_are_committed() {
+        check_or_bless("cluster_schedule", &cluster_schedule_seeds());
+    }
+
+    #[test]
+    fn node_ops_corpus() {
+        let files = corpus("node_ops");
+        assert!(files.len() >= node_ops_seeds().len(), "the node_ops corpus is missing seeds");
+        for (name, bytes) in &files {
+            run_named(node_ops, name, bytes);
+        }
+    }
+
+    #[test]
+    fn cluster_schedule_corpus() {
+        let files = corpus("cluster_schedule");
+        assert!(
+            files.len() >= cluster_schedule_seeds().len(),
+            "the cluster_schedule corpus is missing seeds"
+        );
+        for (name, bytes) in &files {
+            run_named(cluster_schedule, name, bytes);
+        }
+    }
+
+    #[test]
+    fn node_ops_pseudo_random() {
+        let mut rng = Rng(0x6e6f_6465);
+        for i in 0..3000 {
+            let data = rng.bytes(if i % 10 == 0 { 2000 } else { 300 });
+            run_named(node_ops, &alloc::format!("pseudo-random input {i}"), &data);
+        }
+    }
+
+    #[test]
+    fn cluster_schedule_pseudo_random() {
+        let mut rng = Rng(0x636c_7573);
+        for i in 0..3000 {
+            let data = rng.bytes(if i % 10 == 0 { 1500 } else { 200 });
+            run_named(cluster_schedule, &alloc::format!("pseudo-random input {i}"), &data);
+        }
     }
 }

@@ -9,7 +9,8 @@
 //! A [`Node`] has four kinds of methods, after quinn-proto:
 //! - **inputs** (`&mut self`): [`Node::handle_frame`] / [`Node::handle_message`],
 //!   [`Node::handle_timeout`], [`Node::handle_peer_failed`], and the worker commands
-//!   [`Node::pull`], [`Node::push`], [`Node::localize`], [`Node::barrier`];
+//!   [`Node::pull`], [`Node::push`], [`Node::localize`], [`Node::barrier`], [`Node::intent`],
+//!   [`Node::advance_clock`], [`Node::wait_sync`];
 //! - **outputs** (`&mut self`, `#[must_use]`): [`Node::poll_transmit`] (a message for a peer),
 //!   [`Node::poll_event`] (a completion for a worker), [`Node::poll_timeout`] (when to call
 //!   `handle_timeout` next);
@@ -93,7 +94,7 @@ pub use config::{Config, Init, Technique};
 pub use error::{ConfigError, OpError, WireError};
 pub use ids::*;
 pub use layout::Layout;
-pub use node::{Completion, Event, Node, Stats, Transmit};
+pub use node::{Completion, Event, IntentKind, Node, Stats, Transmit};
 pub use store::Store;
 pub use time::{Duration, Instant};
 pub use transport::Transport;

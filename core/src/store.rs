@@ -8,7 +8,12 @@
 //! A slot is one of:
 //! - **owned**: this node holds the key's main copy (with its epoch and version);
 //! - **away**: only on the key's home node: the key lives elsewhere; the slot records the owner
-//!   and epoch the home node knows of (the home node's ownership table *is* these slots).
+//!   and epoch the home node knows of (the home node's ownership table *is* these slots);
+//! - **replica**: a copy of a main copy held elsewhere, with the owner's version of its last
+//!   refresh and the local updates not yet sent to the owner (the *delta*). Workers read it and
+//!   add to it like a main copy; the node sends the delta in its sync rounds. Only filled
+//!   replicas are in the store: one that is asked for but has not arrived is simply absent. On
+//!   the home node a replica slot also keeps the ownership record.
 //!
 //! Keys are sparse: a home node creates a key's slot on first touch, with the configured
 //! initial value. Keys never touched take no memory.
@@ -27,6 +32,7 @@ use crate::layout::Layout;
 enum State {
     Owned,
     Away,
+    Replica,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -44,6 +50,27 @@ struct Shard {
     arena: Vec<f32>,
     /// Free arena ranges by length.
     free: HashMap<u32, Vec<u32>>,
+}
+
+impl Slot {
+    /// Floats the slot occupies in the arena: the value, and for a replica its delta after it.
+    #[inline]
+    fn alloc_len(&self) -> u32 {
+        match self.state {
+            State::Owned => self.len,
+            State::Replica => 2 * self.len,
+            State::Away => 0,
+        }
+    }
+}
+
+/// A replica's state as its holder sends it in a sync round.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeltaTaken {
+    /// The owner's version the replica was last refreshed to.
+    pub version: Version,
+    /// Whether the delta (appended to the caller's buffer) has any non-zero element.
+    pub nonzero: bool,
 }
 
 /// What the home node knows about where a key is.
@@ -81,6 +108,8 @@ pub struct Store {
     seed: u64,
     held: AtomicUsize,
     held_max: usize,
+    replicas: AtomicUsize,
+    replicas_max: usize,
 }
 
 /// The home node of `key` in a cluster of `nodes` nodes.
@@ -106,6 +135,8 @@ impl Store {
             seed: cfg.seed,
             held: AtomicUsize::new(0),
             held_max: cfg.store_keys_max,
+            replicas: AtomicUsize::new(0),
+            replicas_max: cfg.replicas_max,
         }
     }
 
@@ -114,9 +145,35 @@ impl Store {
         &self.layout
     }
 
-    /// Main copies held here now.
+    /// Main copies of keys homed elsewhere held here now, plus slots reserved for keys on their
+    /// way here: what `store_keys_max` bounds. (Keys homed here are bounded by the layout.)
     pub fn keys_held(&self) -> usize {
         self.held.load(Ordering::Relaxed)
+    }
+
+    /// Reserves room for `n` main copies that are on their way here; false (and nothing
+    /// reserved) if the store would exceed `store_keys_max`.
+    pub fn reserve_slots(&self, n: usize) -> bool {
+        n == 0
+            || self
+                .held
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |h| {
+                    h.checked_add(n).filter(|t| *t <= self.held_max)
+                })
+                .is_ok()
+    }
+
+    /// Gives back `n` reservations whose keys did not come.
+    pub fn unreserve_slots(&self, n: usize) {
+        if n > 0 {
+            let _ =
+                self.held.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |h| Some(h.saturating_sub(n)));
+        }
+    }
+
+    /// Replicas held here now.
+    pub fn replicas_held(&self) -> usize {
+        self.replicas.load(Ordering::Relaxed)
     }
 
     #[inline]
@@ -145,42 +202,54 @@ impl Store {
         }
     }
 
-    /// Runs `f` on the value of `key` if this node holds its main copy, creating it first if
-    /// this is the key's home node and the key was never touched. Returns whether it ran.
+    /// Runs `f` on the value of `key` (and, for a replica, its delta) if this node holds its
+    /// main copy, or a replica when `REPLICA` allows it; creates the main copy first if this is
+    /// the key's home node and the key was never touched. Returns whether it ran.
     #[inline(always)]
-    fn with_value<R>(&self, key: Key, f: impl FnOnce(&mut [f32], &mut Slot) -> R) -> Option<R> {
+    fn with_value<const REPLICA: bool, R>(
+        &self,
+        key: Key,
+        f: impl FnOnce(&mut [f32], Option<&mut [f32]>, &mut Slot) -> R,
+    ) -> Option<R> {
         let mut guard = self.shard(key).lock();
         let shard = &mut *guard;
         if let Some(slot) = shard.map.get_mut(&key) {
-            return Self::apply(&mut shard.arena, slot, f);
+            return Self::apply::<REPLICA, R>(&mut shard.arena, slot, f);
         }
         if !self.is_home(key) {
             return None;
         }
         self.materialize(shard, key)?;
         let slot = shard.map.get_mut(&key)?;
-        Self::apply(&mut shard.arena, slot, f)
+        Self::apply::<REPLICA, R>(&mut shard.arena, slot, f)
     }
 
     #[inline(always)]
-    fn apply<R>(arena: &mut [f32], slot: &mut Slot, f: impl FnOnce(&mut [f32], &mut Slot) -> R) -> Option<R> {
-        if slot.state != State::Owned {
-            return None;
-        }
+    fn apply<const REPLICA: bool, R>(
+        arena: &mut [f32],
+        slot: &mut Slot,
+        f: impl FnOnce(&mut [f32], Option<&mut [f32]>, &mut Slot) -> R,
+    ) -> Option<R> {
         let (off, len) = (slot.off as usize, slot.len as usize);
-        let value = arena.get_mut(off..off + len)?;
-        Some(f(value, slot))
+        match slot.state {
+            State::Owned => {
+                let value = arena.get_mut(off..off + len)?;
+                Some(f(value, None, slot))
+            }
+            State::Replica if REPLICA => {
+                let both = arena.get_mut(off..off + 2 * len)?;
+                let (value, delta) = both.split_at_mut(len);
+                Some(f(value, Some(delta), slot))
+            }
+            _ => None,
+        }
     }
 
     fn materialize<'s>(&self, shard: &'s mut Shard, key: Key) -> Option<&'s mut Slot> {
+        // A key homed here needs no room from `store_keys_max`: its slot is part of this node's
+        // share of the layout, which bounds it.
         let len = self.layout.len_of(key)?;
-        if !self.reserve() {
-            return None;
-        }
-        let Some(off) = alloc_range(shard, len) else {
-            self.release();
-            return None;
-        };
+        let off = alloc_range(shard, len)?;
         for (i, v) in shard.arena[off as usize..off as usize + len].iter_mut().enumerate() {
             *v = Self::initial_value(self.init, self.seed, key, i);
         }
@@ -202,13 +271,14 @@ impl Store {
     }
 
     fn release(&self) {
-        self.held.fetch_sub(1, Ordering::Relaxed);
+        self.unreserve_slots(1);
     }
 
-    /// Copies the value of `key` into `out` if held here. `out.len()` must be the key's length.
+    /// A worker's read: copies the value of `key` into `out` if its main copy or a replica is
+    /// here. `out.len()` must be the key's length.
     #[inline]
     pub fn read(&self, key: Key, out: &mut [f32]) -> bool {
-        self.with_value(key, |v, _| {
+        self.with_value::<true, _>(key, |v, _, _| {
             if v.len() != out.len() {
                 return false;
             }
@@ -218,24 +288,24 @@ impl Store {
         .unwrap_or(false)
     }
 
-    /// Adds `delta` to the value of `key` if held here.
+    /// A worker's update: adds `delta` to the value of `key` if its main copy or a replica is
+    /// here (a replica also keeps the update for its owner).
     #[inline]
     pub fn add(&self, key: Key, delta: &[f32]) -> bool {
-        self.with_value(key, |v, slot| {
-            if v.len() != delta.len() {
-                return false;
-            }
-            add_into(v, delta);
-            slot.version = slot.version.next();
-            true
-        })
-        .unwrap_or(false)
+        self.with_value::<true, _>(key, |v, unsent, slot| add_local(v, unsent, slot, delta)).unwrap_or(false)
     }
 
-    /// Replaces the value of `key` with `values` if held here.
+    /// Adds `delta` to the main copy of `key` if it is here (an update from another node).
+    #[inline]
+    pub fn add_owned(&self, key: Key, delta: &[f32]) -> bool {
+        self.with_value::<false, _>(key, |v, unsent, slot| add_local(v, unsent, slot, delta)).unwrap_or(false)
+    }
+
+    /// Replaces the value of `key` with `values` if its main copy is here (replicas are not
+    /// written: a set goes to the owner).
     #[inline]
     pub fn write(&self, key: Key, values: &[f32]) -> bool {
-        self.with_value(key, |v, slot| {
+        self.with_value::<false, _>(key, |v, _, slot| {
             if v.len() != values.len() {
                 return false;
             }
@@ -246,9 +316,28 @@ impl Store {
         .unwrap_or(false)
     }
 
-    /// Appends the value of `key` to `out` if held here.
+    /// A worker's read: appends the value of `key` to `out` if its main copy or a replica is
+    /// here.
     pub fn read_append(&self, key: Key, out: &mut Vec<f32>) -> bool {
-        self.with_value(key, |v, _| out.extend_from_slice(v)).is_some()
+        self.with_value::<true, _>(key, |v, _, _| out.extend_from_slice(v)).is_some()
+    }
+
+    /// Appends the value of `key` to `out` if its main copy is here (a read for another node).
+    pub fn read_owned_append(&self, key: Key, out: &mut Vec<f32>) -> bool {
+        self.with_value::<false, _>(key, |v, _, _| out.extend_from_slice(v)).is_some()
+    }
+
+    /// Appends the main copy's value of `key` to `out` and returns its version, if it is here.
+    pub fn read_versioned(&self, key: Key, out: &mut Vec<f32>) -> Option<Version> {
+        self.with_value::<false, _>(key, |v, _, slot| {
+            out.extend_from_slice(v);
+            slot.version
+        })
+    }
+
+    /// The version of the main copy of `key`, if it is here.
+    pub fn version(&self, key: Key) -> Option<Version> {
+        self.with_value::<false, _>(key, |_, _, slot| slot.version)
     }
 
     /// Whether the main copy of `key` is here (a never-touched key at its home counts).
@@ -256,12 +345,27 @@ impl Store {
         matches!(self.whereabouts(key), Whereabouts::Here(_))
     }
 
+    /// Whether a worker's access to `key` is local: its main copy or a replica is here.
+    pub fn is_local(&self, key: Key) -> bool {
+        let shard = self.shard(key).lock();
+        match shard.map.get(&key) {
+            Some(s) => s.state != State::Away,
+            None => self.is_home(key),
+        }
+    }
+
+    /// Whether a replica of `key` is here.
+    pub fn has_replica(&self, key: Key) -> bool {
+        matches!(self.shard(key).lock().map.get(&key), Some(s) if s.state == State::Replica)
+    }
+
     /// Where `key` is, as far as this node knows from its own slots.
     pub fn whereabouts(&self, key: Key) -> Whereabouts {
         let shard = self.shard(key).lock();
         match shard.map.get(&key) {
             Some(s) if s.state == State::Owned => Whereabouts::Here(s.epoch),
-            Some(s) => Whereabouts::Away(s.owner, s.epoch),
+            Some(s) if s.state == State::Away || self.is_home(key) => Whereabouts::Away(s.owner, s.epoch),
+            Some(_) => Whereabouts::Unknown,
             None if self.is_home(key) => Whereabouts::Here(Epoch(0)),
             None => Whereabouts::Unknown,
         }
@@ -281,23 +385,87 @@ impl Store {
         }
         let (off, len) = (slot.off as usize, slot.len as usize);
         out.extend_from_slice(shard.arena.get(off..off + len)?);
-        shard.free.entry(slot.len).or_default().push(slot.off);
+        shard.free.entry(slot.alloc_len()).or_default().push(slot.off);
         let epoch = slot.epoch.next();
         if self.is_home(key) {
             let away = Slot { state: State::Away, owner: to, epoch, off: 0, len: 0, ..slot };
             shard.map.insert(key, away);
         } else {
             shard.map.remove(&key);
+            self.release();
         }
-        self.release();
         Some((epoch, slot.version))
     }
 
-    /// Installs the main copy of `key` that arrived from another node.
+    /// Installs the main copy of `key` that arrived from another node, into a slot reserved
+    /// with [`Store::reserve_slots`] if `reserved` (then an error leaves the reservation to the
+    /// caller). A replica of the key held here becomes the main copy: its unsent delta is added
+    /// to the arriving value (and counts as one more update), so no local update is lost.
     pub fn install(
         &self,
         key: Key,
         epoch: Epoch,
+        version: Version,
+        values: &[f32],
+        reserved: bool,
+    ) -> Result<(), InstallError> {
+        if self.layout.len_of(key) != Some(values.len()) {
+            return Err(InstallError::Length);
+        }
+        let mut guard = self.shard(key).lock();
+        let shard = &mut *guard;
+        let old = shard.map.get(&key).copied();
+        match old {
+            Some(s) if s.state == State::Owned => return Err(InstallError::AlreadyOwned),
+            None if self.is_home(key) => return Err(InstallError::AlreadyOwned),
+            _ => {}
+        }
+        // Keys homed here take no room from `store_keys_max` (a reservation for one is given
+        // back); others take the reserved slot or a new one.
+        let home = self.is_home(key);
+        if home && reserved {
+            self.release();
+        }
+        let counted = !home && !reserved;
+        if counted && !self.reserve() {
+            return Err(InstallError::Full);
+        }
+        let Some(off) = alloc_range(shard, values.len()) else {
+            if counted {
+                self.release();
+            }
+            if home && reserved {
+                // The caller gives back its reservation on error: keep the count balanced.
+                let _ = self.reserve_slots(1);
+            }
+            return Err(InstallError::ArenaFull);
+        };
+        let len = values.len();
+        shard.arena[off as usize..off as usize + len].copy_from_slice(values);
+        let mut version = version;
+        if let Some(r) = old.filter(|s| s.state == State::Replica) {
+            let (roff, rlen) = (r.off as usize, r.len as usize);
+            if let Some(unsent) = shard.arena.get(roff + rlen..roff + 2 * rlen) {
+                if rlen == len && unsent.iter().any(|x| *x != 0.0) {
+                    let unsent = unsent.to_vec();
+                    add_into(&mut shard.arena[off as usize..off as usize + len], &unsent);
+                    version = version.next();
+                }
+            }
+            shard.free.entry(r.alloc_len()).or_default().push(r.off);
+            self.replicas.fetch_sub(1, Ordering::Relaxed);
+        }
+        let slot = Slot { version, off, len: len as u32, epoch, owner: self.me, state: State::Owned };
+        shard.map.insert(key, slot);
+        Ok(())
+    }
+
+    /// Installs a replica of `key`, owned by `owner`, with the owner's `version` and `values`.
+    /// If a replica is here already it is refreshed instead (see [`Store::refresh_replica`]).
+    pub fn install_replica(
+        &self,
+        key: Key,
+        owner: NodeId,
         version: Version,
         values: &[f32],
     ) -> Result<(), InstallError> {
@@ -306,23 +474,96 @@ impl Store {
         }
         let mut guard = self.shard(key).lock();
         let shard = &mut *guard;
-        match shard.map.get(&key) {
+        let old = shard.map.get(&key).copied();
+        let (epoch, owner) = match old {
             Some(s) if s.state == State::Owned => return Err(InstallError::AlreadyOwned),
             None if self.is_home(key) => return Err(InstallError::AlreadyOwned),
-            _ => {}
-        }
-        if !self.reserve() {
+            Some(s) if s.state == State::Replica => {
+                drop(guard);
+                self.refresh_replica(key, version, values);
+                return Ok(());
+            }
+            // On the home node the ownership record stays with the replica.
+            Some(s) => (s.epoch, s.owner),
+            None => (Epoch(0), owner),
+        };
+        if self
+            .replicas
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |h| (h < self.replicas_max).then_some(h + 1))
+            .is_err()
+        {
             return Err(InstallError::Full);
         }
-        let Some(off) = alloc_range(shard, values.len()) else {
-            self.release();
+        let len = values.len();
+        let Some(off) = alloc_range(shard, 2 * len) else {
+            self.replicas.fetch_sub(1, Ordering::Relaxed);
             return Err(InstallError::ArenaFull);
         };
-        shard.arena[off as usize..off as usize + values.len()].copy_from_slice(values);
-        let slot =
-            Slot { version, off, len: values.len() as u32, epoch, owner: self.me, state: State::Owned };
+        let region = &mut shard.arena[off as usize..off as usize + 2 * len];
+        region[..len].copy_from_slice(values);
+        region[len..].fill(0.0);
+        let slot = Slot { version, off, len: len as u32, epoch, owner, state: State::Replica };
         shard.map.insert(key, slot);
         Ok(())
+    }
+
+    /// Sets the replica of `key` to the owner's `values` (at `version`) plus the updates made
+    /// here since its delta was last taken. Returns false if no replica of `key` is here.
+    pub fn refresh_replica(&self, key: Key, version: Version, values: &[f32]) -> bool {
+        let mut guard = self.shard(key).lock();
+        let shard = &mut *guard;
+        let Some(slot) = shard.map.get_mut(&key) else { return false };
+        let (off, len) = (slot.off as usize, slot.len as usize);
+        if slot.state != State::Replica || values.len() != len {
+            return false;
+        }
+        let Some(both) = shard.arena.get_mut(off..off + 2 * len) else { return false };
+        let (value, unsent) = both.split_at_mut(len);
+        for ((v, n), d) in value.iter_mut().zip(values).zip(unsent.iter()) {
+            *v = *n + *d;
+        }
+        slot.version = version;
+        true
+    }
+
+    /// Appends the unsent delta of the replica of `key` to `out` and zeroes it (the caller
+    /// sends it to the owner). `None` if no replica of `key` is here.
+    pub fn take_delta(&self, key: Key, out: &mut Vec<f32>) -> Option<DeltaTaken> {
+        let mut guard = self.shard(key).lock();
+        Self::take_delta_locked(&mut guard, key, out)
+    }
+
+    fn take_delta_locked(shard: &mut Shard, key: Key, out: &mut Vec<f32>) -> Option<DeltaTaken> {
+        let slot = shard.map.get(&key)?;
+        let (off, len) = (slot.off as usize, slot.len as usize);
+        if slot.state != State::Replica {
+            return None;
+        }
+        let version = slot.version;
+        let unsent = shard.arena.get_mut(off + len..off + 2 * len)?;
+        let nonzero = unsent.iter().any(|x| *x != 0.0);
+        if nonzero {
+            out.extend_from_slice(unsent);
+            unsent.fill(0.0);
+        }
+        Some(DeltaTaken { version, nonzero })
+    }
+
+    /// Removes the replica of `key`, appending its unsent delta to `out` (the final delta for
+    /// the owner). On the home node the ownership record stays. `None` if no replica is here.
+    pub fn drop_replica(&self, key: Key, out: &mut Vec<f32>) -> Option<DeltaTaken> {
+        let mut guard = self.shard(key).lock();
+        let shard = &mut *guard;
+        let taken = Self::take_delta_locked(shard, key, out)?;
+        let slot = *shard.map.get(&key)?;
+        shard.free.entry(slot.alloc_len()).or_default().push(slot.off);
+        if self.is_home(key) {
+            shard.map.insert(key, Slot { state: State::Away, off: 0, len: 0, ..slot });
+        } else {
+            shard.map.remove(&key);
+        }
+        self.replicas.fetch_sub(1, Ordering::Relaxed);
+        Some(taken)
     }
 
     /// Home node only: records that `owner` holds `key` as of `epoch`, if that is newer than
@@ -333,7 +574,7 @@ impl Store {
         }
         let mut shard = self.shard(key).lock();
         match shard.map.get_mut(&key) {
-            Some(s) if s.state == State::Away && epoch > s.epoch => {
+            Some(s) if s.state != State::Owned && epoch > s.epoch => {
                 s.owner = owner;
                 s.epoch = epoch;
                 true
@@ -356,10 +597,38 @@ impl Store {
         }
     }
 
+    /// Calls `f` for every replica held here with the version of its last refresh, its value
+    /// and its unsent delta. Takes each shard's latch in turn.
+    pub fn for_each_replica(&self, mut f: impl FnMut(Key, Version, &[f32], &[f32])) {
+        for shard in self.shards.iter() {
+            let shard = shard.lock();
+            for (k, s) in shard.map.iter().filter(|(_, s)| s.state == State::Replica) {
+                let (off, len) = (s.off as usize, s.len as usize);
+                if let Some(v) = shard.arena.get(off..off + 2 * len) {
+                    f(*k, s.version, &v[..len], &v[len..]);
+                }
+            }
+        }
+    }
+
     /// Bytes of bookkeeping per key (slot and map entry), beyond the value itself.
     pub const fn slot_bytes() -> usize {
         core::mem::size_of::<(Key, Slot)>() + 1
     }
+}
+
+/// A worker's add to a main copy or (with `unsent`) a replica.
+#[inline(always)]
+fn add_local(v: &mut [f32], unsent: Option<&mut [f32]>, slot: &mut Slot, delta: &[f32]) -> bool {
+    if v.len() != delta.len() {
+        return false;
+    }
+    add_into(v, delta);
+    match unsent {
+        Some(u) => add_into(u, delta),
+        None => slot.version = slot.version.next(),
+    }
+    true
 }
 
 /// `dst[i] += src[i]` over equal lengths known only at run time, in fixed-width chunks the

@@ -48,6 +48,8 @@ pub enum FailReason {
     Busy,
     /// A node on the way knows that the next node has failed.
     Unreachable,
+    /// The key's home node has no room to create the key (its store is full).
+    StoreFull,
 }
 
 /// A key handed over in a relocation, with its ownership epoch and version.
@@ -81,6 +83,41 @@ pub struct Release {
     pub epoch: Epoch,
 }
 
+/// A replica holder's state of one key in a sync request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReplicaSync {
+    /// The key.
+    pub key: Key,
+    /// The owner's version the replica was last refreshed to.
+    pub version: Version,
+    /// [`ReplicaSync::DELTA`] and [`ReplicaSync::FINAL`].
+    pub flags: u8,
+}
+
+impl ReplicaSync {
+    /// The request's `deltas` hold this key's delta (in the order of the entries).
+    pub const DELTA: u8 = 1;
+    /// The holder's intent ended: it dropped the replica; the delta, if any, is its last.
+    pub const FINAL: u8 = 2;
+    /// Whether the entry carries a delta.
+    pub fn has_delta(&self) -> bool {
+        self.flags & Self::DELTA != 0
+    }
+    /// Whether the holder dropped its replica.
+    pub fn is_final(&self) -> bool {
+        self.flags & Self::FINAL != 0
+    }
+}
+
+/// A key's value as an owner sends it to a replica holder: a new replica or a refresh.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Refresh {
+    /// The key.
+    pub key: Key,
+    /// The main copy's version.
+    pub version: Version,
+}
+
 /// Every message of the protocol.
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
@@ -107,6 +144,33 @@ pub enum Message {
     BarrierEnter { generation: u64 },
     /// From the coordinator: barrier `generation` is complete.
     BarrierRelease { generation: u64 },
+    /// A sync round's grouped request from `origin` to the owners (believed) of its keys,
+    /// forwarded like a request: keys where `origin`'s intent began (`starts`) or ended
+    /// (`ends`), its replicas' versions and deltas (`replicas`, deltas concatenated in
+    /// `deltas`), and, for the receiver as home node, ownership changes (`owners`, never
+    /// forwarded). Answered by [`Message::SyncReply`].
+    Sync {
+        round: u32,
+        origin: NodeId,
+        hops: u8,
+        starts: Vec<Key>,
+        ends: Vec<Key>,
+        replicas: Vec<ReplicaSync>,
+        deltas: Vec<f32>,
+        owners: Vec<OwnerChange>,
+    },
+    /// An owner's grouped answer to the entries of a sync request of round `round`: keys moved
+    /// to the receiver (`relocated`), new or refreshed replicas (`refreshed`), entries that need
+    /// nothing sent back (`acks`), entries that could not be routed (`failed`). Values of
+    /// `relocated`, then of `refreshed`, concatenated in `values`.
+    SyncReply {
+        round: u32,
+        relocated: Vec<Moved>,
+        refreshed: Vec<Refresh>,
+        acks: Vec<Key>,
+        failed: Vec<Key>,
+        values: Vec<f32>,
+    },
 }
 
 /// Message kinds as numbered on the wire.
@@ -125,6 +189,8 @@ pub enum Kind {
     RequestFailed = 9,
     BarrierEnter = 10,
     BarrierRelease = 11,
+    Sync = 12,
+    SyncReply = 13,
 }
 
 impl Message {
@@ -142,6 +208,8 @@ impl Message {
             Message::RequestFailed { .. } => Kind::RequestFailed,
             Message::BarrierEnter { .. } => Kind::BarrierEnter,
             Message::BarrierRelease { .. } => Kind::BarrierRelease,
+            Message::Sync { .. } => Kind::Sync,
+            Message::SyncReply { .. } => Kind::SyncReply,
         }
     }
 
@@ -160,6 +228,26 @@ impl Message {
             Message::PointerRelease { released } => 4 + 12 * released.len(),
             Message::RequestFailed { keys: k, .. } => 8 + 1 + keys(k),
             Message::BarrierEnter { .. } | Message::BarrierRelease { .. } => 8,
+            Message::Sync { starts, ends, replicas, deltas, owners, .. } => {
+                4 + 2
+                    + 1
+                    + keys(starts)
+                    + keys(ends)
+                    + 4
+                    + 17 * replicas.len()
+                    + vals(deltas)
+                    + 4
+                    + 14 * owners.len()
+            }
+            Message::SyncReply { relocated, refreshed, acks, failed, values, .. } => {
+                4 + 4
+                    + 20 * relocated.len()
+                    + 4
+                    + 16 * refreshed.len()
+                    + keys(acks)
+                    + keys(failed)
+                    + vals(values)
+            }
         }
     }
 
@@ -234,22 +322,10 @@ impl Message {
                 w.keys(keys);
             }
             Message::Relocate { moved, values } => {
-                w.count(moved.len());
-                for m in moved {
-                    w.u64(m.key.0);
-                    w.u32(m.epoch.0);
-                    w.u64(m.version.0);
-                }
+                w.moved(moved);
                 w.values(values);
             }
-            Message::OwnerUpdate { changes } => {
-                w.count(changes.len());
-                for c in changes {
-                    w.u64(c.key.0);
-                    w.u32(c.epoch.0);
-                    w.u16(c.prev.0);
-                }
-            }
+            Message::OwnerUpdate { changes } => w.changes(changes),
             Message::PointerRelease { released } => {
                 w.count(released.len());
                 for r in released {
@@ -263,11 +339,39 @@ impl Message {
                     FailReason::RoutingLoop => 0,
                     FailReason::Busy => 1,
                     FailReason::Unreachable => 2,
+                    FailReason::StoreFull => 3,
                 });
                 w.keys(keys);
             }
             Message::BarrierEnter { generation } | Message::BarrierRelease { generation } => {
                 w.u64(*generation)
+            }
+            Message::Sync { round, origin, hops, starts, ends, replicas, deltas, owners } => {
+                w.u32(*round);
+                w.u16(origin.0);
+                w.u8(*hops);
+                w.keys(starts);
+                w.keys(ends);
+                w.count(replicas.len());
+                for r in replicas {
+                    w.u64(r.key.0);
+                    w.u64(r.version.0);
+                    w.u8(r.flags);
+                }
+                w.values(deltas);
+                w.changes(owners);
+            }
+            Message::SyncReply { round, relocated, refreshed, acks, failed, values } => {
+                w.u32(*round);
+                w.moved(relocated);
+                w.count(refreshed.len());
+                for r in refreshed {
+                    w.u64(r.key.0);
+                    w.u64(r.version.0);
+                }
+                w.keys(acks);
+                w.keys(failed);
+                w.values(values);
             }
         }
     }
@@ -334,26 +438,8 @@ pub fn decode(
         }
         4 => Message::PushReply { req: RequestId(r.u64()?), keys: r.keys()? },
         5 => Message::Localize { origin: NodeId(r.u16()?), hops: r.u8()?, keys: r.keys()? },
-        6 => {
-            let n = r.count(20)?;
-            let mut moved = Vec::with_capacity(n);
-            for _ in 0..n {
-                moved.push(Moved { key: Key(r.u64()?), epoch: Epoch(r.u32()?), version: Version(r.u64()?) });
-            }
-            Message::Relocate { moved, values: r.values()? }
-        }
-        7 => {
-            let n = r.count(14)?;
-            let mut changes = Vec::with_capacity(n);
-            for _ in 0..n {
-                changes.push(OwnerChange {
-                    key: Key(r.u64()?),
-                    epoch: Epoch(r.u32()?),
-                    prev: NodeId(r.u16()?),
-                });
-            }
-            Message::OwnerUpdate { changes }
-        }
+        6 => Message::Relocate { moved: r.moved()?, values: r.values()? },
+        7 => Message::OwnerUpdate { changes: r.changes()? },
         8 => {
             let n = r.count(12)?;
             let mut released = Vec::with_capacity(n);
@@ -368,12 +454,52 @@ pub fn decode(
                 0 => FailReason::RoutingLoop,
                 1 => FailReason::Busy,
                 2 => FailReason::Unreachable,
+                3 => FailReason::StoreFull,
                 _ => return Err(WireError::BadField),
             };
             Message::RequestFailed { req, reason, keys: r.keys()? }
         }
         10 => Message::BarrierEnter { generation: r.u64()? },
         11 => Message::BarrierRelease { generation: r.u64()? },
+        12 => {
+            let (round, origin, hops) = (r.u32()?, NodeId(r.u16()?), r.u8()?);
+            let (starts, ends) = (r.keys()?, r.keys()?);
+            let n = r.count(17)?;
+            let mut replicas = Vec::with_capacity(n);
+            for _ in 0..n {
+                let (key, version, flags) = (Key(r.u64()?), Version(r.u64()?), r.u8()?);
+                if flags & !(ReplicaSync::DELTA | ReplicaSync::FINAL) != 0 {
+                    return Err(WireError::BadField);
+                }
+                replicas.push(ReplicaSync { key, version, flags });
+            }
+            Message::Sync {
+                round,
+                origin,
+                hops,
+                starts,
+                ends,
+                replicas,
+                deltas: r.values()?,
+                owners: r.changes()?,
+            }
+        }
+        13 => {
+            let (round, relocated) = (r.u32()?, r.moved()?);
+            let n = r.count(16)?;
+            let mut refreshed = Vec::with_capacity(n);
+            for _ in 0..n {
+                refreshed.push(Refresh { key: Key(r.u64()?), version: Version(r.u64()?) });
+            }
+            Message::SyncReply {
+                round,
+                relocated,
+                refreshed,
+                acks: r.keys()?,
+                failed: r.keys()?,
+                values: r.values()?,
+            }
+        }
         kind => return Err(WireError::UnknownKind { kind }),
     };
     if !r.buf.is_empty() {
@@ -422,6 +548,22 @@ impl Writer<'_> {
         self.count(values.len());
         for v in values {
             self.bytes(&v.to_le_bytes());
+        }
+    }
+    fn moved(&mut self, moved: &[Moved]) {
+        self.count(moved.len());
+        for m in moved {
+            self.u64(m.key.0);
+            self.u32(m.epoch.0);
+            self.u64(m.version.0);
+        }
+    }
+    fn changes(&mut self, changes: &[OwnerChange]) {
+        self.count(changes.len());
+        for c in changes {
+            self.u64(c.key.0);
+            self.u32(c.epoch.0);
+            self.u16(c.prev.0);
         }
     }
 }
@@ -474,6 +616,30 @@ impl<'a> Reader<'a> {
         let n = self.count(4)?;
         let bytes = self.take(n * 4)?;
         Ok(bytes.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap_or([0; 4]))).collect())
+    }
+    fn moved(&mut self) -> Result<Vec<Moved>, WireError> {
+        let n = self.count(20)?;
+        let mut moved = Vec::with_capacity(n);
+        for _ in 0..n {
+            moved.push(Moved {
+                key: Key(self.u64()?),
+                epoch: Epoch(self.u32()?),
+                version: Version(self.u64()?),
+            });
+        }
+        Ok(moved)
+    }
+    fn changes(&mut self) -> Result<Vec<OwnerChange>, WireError> {
+        let n = self.count(14)?;
+        let mut changes = Vec::with_capacity(n);
+        for _ in 0..n {
+            changes.push(OwnerChange {
+                key: Key(self.u64()?),
+                epoch: Epoch(self.u32()?),
+                prev: NodeId(self.u16()?),
+            });
+        }
+        Ok(changes)
     }
 }
 

@@ -12,7 +12,9 @@ use std::time::{Duration as StdDuration, Instant as StdInstant};
 
 use parma_core::transport::{SendError, TransportEvent};
 use parma_core::wire::WriteKind;
-use parma_core::{Completion, Instant, Key, Node, NodeId, OpError, Ticket, Transmit, Transport, WorkerId};
+use parma_core::{
+    Clock, Completion, Instant, IntentKind, Key, Node, NodeId, OpError, Ticket, Transmit, Transport, WorkerId,
+};
 
 use crate::shared::{Shared, RUNNING, STOP_GRACEFUL};
 use crate::stats::DriverStats;
@@ -33,6 +35,9 @@ pub(crate) enum Command {
     Write { worker: WorkerId, ticket: Ticket, write: WriteKind, keys: Vec<Key>, values: Vec<f32> },
     Localize { worker: WorkerId, ticket: Ticket, keys: Vec<Key> },
     Barrier { worker: WorkerId, ticket: Ticket },
+    Intent { worker: WorkerId, keys: Vec<Key>, start: Clock, end: Clock, kind: IntentKind },
+    AdvanceClock { worker: WorkerId },
+    WaitSync { worker: WorkerId, ticket: Ticket },
 }
 
 /// Unparks the driver thread: registered with the transport.
@@ -310,6 +315,21 @@ impl<T: Transport> Driver<T> {
                 (worker, ticket, node.localize(now, worker, ticket, &keys))
             }
             Command::Barrier { worker, ticket } => (worker, ticket, node.barrier(now, worker, ticket)),
+            Command::WaitSync { worker, ticket } => (worker, ticket, node.wait_sync(now, worker, ticket)),
+            Command::Intent { worker, keys, start, end, kind } => {
+                // Intents have no ticket: a refused one (bounds) is counted, not reported.
+                if node.intent(now, worker, &keys, start, end, kind).is_err() {
+                    self.stats.intents_dropped += 1;
+                }
+                self.stats.commands += 1;
+                drain(&mut self.node, &mut self.out, &self.shared, &mut self.stats);
+                return;
+            }
+            Command::AdvanceClock { worker } => {
+                let _ = node.advance_clock(now, worker);
+                self.stats.commands += 1;
+                return;
+            }
         };
         self.stats.commands += 1;
         if let Err(e) = result {

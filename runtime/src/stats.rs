@@ -67,6 +67,9 @@ pub struct DriverStats {
     pub peers_failed: u64,
     /// Times the driver went to sleep for lack of work.
     pub parks: u64,
+    /// Intents the node refused (its intent bounds were full); the keys may be accessed
+    /// remotely.
+    pub intents_dropped: u64,
 }
 
 /// A snapshot of one node's counters. See [`crate::NodeRuntime::stats`].

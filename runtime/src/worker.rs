@@ -26,7 +26,9 @@ use std::sync::mpsc::{SyncSender, TrySendError};
 use std::sync::Arc;
 
 use parma_core::wire::WriteKind;
-use parma_core::{Completion, Key, Layout, NodeId, OpError, Ticket as CoreTicket, WorkerId};
+use parma_core::{
+    Clock, Completion, IntentKind, Key, Layout, NodeId, OpError, Ticket as CoreTicket, WorkerId,
+};
 
 use crate::driver::Command;
 use crate::order::{Access, Order};
@@ -93,6 +95,7 @@ pub struct Worker {
     next_ticket: u64,
     inflight_max: usize,
     stats: WorkerStats,
+    clock: Clock,
 }
 
 /// Calls `f(key, offset, len)` for every key; offsets are prefix sums of the lengths from
@@ -132,6 +135,7 @@ impl Worker {
             next_ticket: 0,
             inflight_max,
             stats: WorkerStats::default(),
+            clock: Clock(0),
         }
     }
 
@@ -325,7 +329,7 @@ impl Worker {
             }
         }
         let store = &self.shared.store;
-        if !keys.iter().all(|k| store.holds(*k)) {
+        if !keys.iter().all(|k| store.is_local(*k)) {
             return Ok(false);
         }
         let mut all = true;
@@ -358,6 +362,66 @@ impl Worker {
             return Ok(self.local_ticket());
         }
         self.submit(unique, Access::Other, |worker, ticket, keys| Command::Localize { worker, ticket, keys })
+    }
+
+    /// Signals that this worker will access `keys` while its clock is in `[start, end)`
+    /// (start inclusive, end exclusive). Cheap and never blocks: the node acts on it in a
+    /// later sync round, as early as action timing says it must. `Busy` when the command queue
+    /// is full; an intent the node itself has no room for is counted in
+    /// `DriverStats::intents_dropped` (accessing the keys then still works, maybe remotely).
+    pub fn intent(&mut self, keys: &[Key], start: Clock, end: Clock) -> Result<(), OpError> {
+        self.intent_of_kind(keys, start, end, IntentKind::ReadWrite)
+    }
+
+    /// [`Worker::intent`] with the kind of access (recorded in the node's statistics).
+    pub fn intent_of_kind(
+        &mut self,
+        keys: &[Key],
+        start: Clock,
+        end: Clock,
+        kind: IntentKind,
+    ) -> Result<(), OpError> {
+        self.validate_keys(keys)?;
+        if end <= start || end <= self.clock {
+            return Ok(());
+        }
+        let cmd = Command::Intent { worker: self.id, keys: keys.to_vec(), start, end, kind };
+        match self.commands.try_send(cmd) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => return Err(OpError::Busy),
+            Err(TrySendError::Disconnected(_)) => return Err(OpError::Closed),
+        }
+        self.shared.nudge_driver();
+        Ok(())
+    }
+
+    /// Advances this worker's clock by one and returns the new clock. Cheap: a counter here
+    /// and a message to the node, queued behind this worker's earlier intents.
+    pub fn advance_clock(&mut self) -> Result<Clock, OpError> {
+        self.check_open()?;
+        // Blocks only while the command queue is full; it ends when the driver takes a
+        // command or exits.
+        if self.commands.send(Command::AdvanceClock { worker: self.id }).is_err() {
+            return Err(OpError::Closed);
+        }
+        self.shared.nudge_driver();
+        self.clock = Clock(self.clock.0 + 1);
+        Ok(self.clock)
+    }
+
+    /// This worker's clock.
+    pub fn clock(&self) -> Clock {
+        self.clock
+    }
+
+    /// Returns after two more sync rounds of this node have ended (at once under techniques
+    /// without sync rounds): every replica here was then synchronized with its owner at least
+    /// once after the call.
+    pub fn wait_sync(&mut self) -> Result<(), OpError> {
+        self.check_open()?;
+        let ticket =
+            self.submit(Vec::new(), Access::Other, |worker, ticket, _| Command::WaitSync { worker, ticket })?;
+        self.wait(ticket)
     }
 
     /// Waits for an operation of this worker.

@@ -5,7 +5,7 @@ mod common;
 use std::collections::VecDeque;
 
 use common::{finalize_all, run_all, shutdown_all, start, Rng};
-use parma_core::{Config, Key, Layout};
+use parma_core::{Clock, Config, Key, Layout, Technique};
 use parma_runtime::{Options, Worker};
 use parma_transport_loopback::threaded::ThreadedOptions;
 
@@ -84,8 +84,52 @@ fn pushes_sum_exactly_under_back_pressure() {
 }
 
 #[test]
-fn localized_keys_are_served_locally() {
+fn keys_with_intent_become_local() {
+    // Adaptive (the default): every worker signals intent for its own 100 keys in clock 1, and
+    // for 20 keys that all workers share; after the clock advances and two sync rounds pass,
+    // all of them are local (moved or replicated), and the shared keys add up everywhere.
     let cfg = Config::new(4, 2, Layout::uniform(2000, 2).unwrap());
+    assert_eq!(cfg.technique, Technique::Adaptive);
+    let c = start(&cfg, Options::default(), ThreadedOptions::default());
+    let shared: Vec<Key> = (1900..1920).map(Key).collect();
+    let done = run_all(c.workers, |i, w| {
+        let own: Vec<Key> = (i as u64 * 100..i as u64 * 100 + 100).map(Key).collect();
+        w.intent(&own, Clock(1), Clock(3)).unwrap();
+        w.intent(&shared, Clock(1), Clock(3)).unwrap();
+        assert_eq!(w.advance_clock().unwrap(), Clock(1));
+        w.wait_sync().unwrap();
+        w.wait_sync().unwrap();
+        let mut vals = vec![0.0; 200];
+        assert!(w.pull_if_local(&own, &mut vals).unwrap(), "own keys are not local");
+        let mut s = vec![0.0; 40];
+        assert!(w.pull_if_local(&shared, &mut s).unwrap(), "shared keys are not local");
+        let t = w.push(&shared, &[1.0; 40]).unwrap();
+        assert!(t.is_complete(), "a push to a local replica needs no network");
+        w.barrier().unwrap();
+        // End every intent; two more rounds carry the last deltas to the owners.
+        w.advance_clock().unwrap();
+        w.advance_clock().unwrap();
+        w.wait_sync().unwrap();
+        w.wait_sync().unwrap();
+        w.barrier().unwrap();
+    });
+    let workers: Vec<Worker> = done.into_iter().map(|(w, _)| w).collect();
+    let workers = run_all(workers, |_, w| {
+        let mut s = vec![0.0; 40];
+        w.pull(&shared, &mut s).unwrap();
+        assert!(s.iter().all(|v| *v == 8.0), "{s:?}");
+    });
+    let stats: Vec<_> = c.nodes.iter().map(|n| n.stats().node).collect();
+    assert!(stats.iter().map(|s| s.relocations_in).sum::<u64>() > 0);
+    assert!(stats.iter().map(|s| s.replicas_created).sum::<u64>() > 0);
+    finalize_all(workers.into_iter().map(|(w, _)| w).collect());
+    shutdown_all(c.nodes);
+}
+
+#[test]
+fn localized_keys_are_served_locally() {
+    let mut cfg = Config::new(4, 2, Layout::uniform(2000, 2).unwrap());
+    cfg.technique = Technique::Relocation;
     let c = start(&cfg, Options::default(), ThreadedOptions::default());
     let done = run_all(c.workers, |i, w| {
         let keys: Vec<Key> = (i as u64 * 100..i as u64 * 100 + 100).map(Key).collect();

@@ -4,7 +4,7 @@
 mod common;
 
 use common::{finalize_all, key_homed_at, run_all, shutdown_all, start, Rng};
-use parma_core::{Config, Key, Layout, NodeId};
+use parma_core::{Config, Key, Layout, NodeId, Technique};
 use parma_runtime::Options;
 use parma_transport_loopback::threaded::ThreadedOptions;
 
@@ -57,7 +57,8 @@ fn pull_after_own_push_sees_it() {
 /// between nodes all the time.
 #[test]
 fn own_order_holds_while_keys_move() {
-    let cfg = Config::new(2, 2, Layout::uniform(16, 1).unwrap());
+    let mut cfg = Config::new(2, 2, Layout::uniform(16, 1).unwrap());
+    cfg.technique = Technique::Relocation;
     let c = start(&cfg, Options::default(), ThreadedOptions::default());
     let done = run_all(c.workers, |i, w| {
         let mine = Key(i as u64);

@@ -49,11 +49,78 @@ pub fn nothing_left(nodes: &[Node]) -> Result<(), String> {
     Ok(())
 }
 
+/// Every replica equals its key's main copy and has no unsent delta (after quiescence and the
+/// rounds that follow it).
+pub fn replicas_converged(nodes: &[Node]) -> Result<(), String> {
+    for n in nodes {
+        // Collect first: reading other stores (this one included) inside the walk would take a
+        // shard latch this thread already holds.
+        let mut replicas = Vec::new();
+        n.store().for_each_replica(|k, _, value, delta| replicas.push((k, value.to_vec(), delta.to_vec())));
+        for (k, value, delta) in replicas {
+            if delta.iter().any(|d| *d != 0.0) {
+                return Err(format!(
+                    "node {}: replica of key {k} still has an unsent delta {delta:?}",
+                    n.id()
+                ));
+            }
+            let main = nodes.iter().find_map(|m| {
+                let mut v = Vec::new();
+                m.store().read_owned_append(k, &mut v).then_some(v)
+            });
+            if main.as_deref() != Some(&value[..]) {
+                return Err(format!("node {}: replica of key {k} is {value:?}, main copy {main:?}", n.id()));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// No node holds a replica (once every intent has ended and a round has passed).
+pub fn no_replicas(nodes: &[Node]) -> Result<(), String> {
+    for n in nodes {
+        if n.store().replicas_held() > 0 {
+            return Err(format!(
+                "node {} holds {} replicas after every intent ended",
+                n.id(),
+                n.store().replicas_held()
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The value of `key` from the node holding its main copy.
 pub fn value_of(nodes: &[Node], key: Key) -> Option<Vec<f32>> {
     let len = nodes.first()?.config().layout.len_of(key)?;
     nodes.iter().find_map(|n| {
-        let mut v = vec![0.0; len];
-        n.store().read(key, &mut v).then_some(v)
+        let mut v = Vec::with_capacity(len);
+        n.store().read_owned_append(key, &mut v).then_some(v)
     })
+}
+
+/// A line per node of what is outstanding there, for failure messages.
+pub fn summary(nodes: &[Node]) -> String {
+    let mut out = String::new();
+    for n in nodes {
+        let (intents, intent_keys) = n.intents_kept();
+        out.push_str(&format!(
+            "\n  node {}: pending {}, waiting {}, incoming {}, pointers {}, rounds {}, replicas {}, \
+             intents {intents} ({intent_keys} keys), idle {}, round waits for {:?}, rejected {}, dropped {}, installs failed {}",
+            n.id(),
+            n.pending_requests(),
+            n.waiting_ops(),
+            n.keys_incoming(),
+            n.forwarding_pointers(),
+            n.sync_rounds_done(),
+            n.store().replicas_held(),
+            n.is_idle(),
+            n.sync_outstanding(),
+            n.stats().messages_rejected,
+            n.stats().frames_dropped,
+            n.stats().installs_failed,
+        ));
+        out.push_str(&format!(" sent by kind {:?}", &n.stats().messages_sent[..14]));
+    }
+    out
 }

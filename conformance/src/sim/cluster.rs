@@ -9,7 +9,9 @@ use std::collections::{HashMap, VecDeque};
 use parma_core::node::Transmit;
 use parma_core::transport::{SendError, Transport, TransportEvent};
 use parma_core::wire::WriteKind;
-use parma_core::{Completion, Config, Instant, Key, Node, NodeId, OpError, Ticket, WorkerId};
+use parma_core::{
+    Clock, Completion, Config, Instant, IntentKind, Key, Node, NodeId, OpError, Ticket, WorkerId,
+};
 use parma_transport_loopback::sim::{SimNet, SimTransport};
 
 /// Result of a worker operation as the simulated worker sees it.
@@ -142,6 +144,33 @@ impl Cluster {
         Ok(ticket)
     }
 
+    /// Signal intent through the node.
+    pub fn intent(
+        &mut self,
+        node: NodeId,
+        worker: WorkerId,
+        keys: &[Key],
+        start: Clock,
+        end: Clock,
+    ) -> Result<(), OpError> {
+        self.command(node, |n, now| n.intent(now, worker, keys, start, end, IntentKind::ReadWrite))
+    }
+
+    /// Advance a worker's clock.
+    pub fn advance_clock(&mut self, node: NodeId, worker: WorkerId) -> Result<Clock, OpError> {
+        let now = self.now();
+        let c = self.nodes[node.index()].advance_clock(now, worker)?;
+        self.drain(node);
+        Ok(c)
+    }
+
+    /// Wait for two more sync rounds through the node.
+    pub fn wait_sync(&mut self, node: NodeId, worker: WorkerId) -> Result<Ticket, OpError> {
+        let ticket = self.ticket();
+        self.command(node, |n, now| n.wait_sync(now, worker, ticket))?;
+        Ok(ticket)
+    }
+
     /// Barrier through the node.
     pub fn barrier(&mut self, node: NodeId, worker: WorkerId) -> Result<Ticket, OpError> {
         let ticket = self.ticket();
@@ -195,11 +224,25 @@ impl Cluster {
                 self.nodes[i].handle_frame(now, from, &f);
                 self.drain(id);
             }
-            if self.nodes[i].poll_timeout().is_some_and(|t| t <= now) {
+            // A node's timers may chain (a round that sends nothing schedules the next), so
+            // handle them until none is due now, within a bound.
+            for _ in 0..4 {
+                if self.nodes[i].poll_timeout().is_none_or(|t| t > now) {
+                    break;
+                }
                 self.nodes[i].handle_timeout(now);
+                self.drain(id);
                 busy = true;
             }
             self.drain(id);
+        }
+        // A node that read frames this step freed room on its pairs after their senders had
+        // drained: retry what those senders could not send, or it would wait for some later
+        // event that may never come.
+        for i in 0..self.nodes.len() {
+            if !self.stalled[i].is_empty() {
+                self.drain(NodeId(i as u16));
+            }
         }
         busy
     }

@@ -71,26 +71,55 @@ pub fn config_for(seed: u64, technique: Technique) -> Config {
     cfg.location_cache_slots = 1 << rng.range(0, 6);
     cfg.keys_per_message_max = rng.range(1, 8) as usize;
     cfg.store_keys_max = keys as usize;
+    cfg.replicas_max = keys as usize;
+    cfg.sync_idle_interval = parma_core::Duration(rng.range(100, 2_000));
+    if rng.chance(0.2) {
+        cfg.sync_rounds_per_sec_max = Some(rng.range(500, 5_000) as u32);
+    }
+    cfg.timing.immediate = rng.chance(0.2);
+    if technique == Technique::MultiTechnique {
+        let hot: std::collections::HashSet<Key> =
+            (0..rng.range(1, 4)).map(|_| Key(rng.range(0, keys - 1))).collect();
+        cfg.hot_keys = std::sync::Arc::new(hot.into_iter().collect());
+    }
     cfg
+}
+
+/// Whether `technique` keeps some replicas for the whole run (they never drop, so rounds
+/// never stop).
+fn permanent_replicas(technique: Technique) -> bool {
+    matches!(technique, Technique::FullReplication | Technique::MultiTechnique)
 }
 
 /// Runs the workload of `seed` under `technique` and checks everything.
 pub fn run_seed(seed: u64, technique: Technique) -> Result<Report, Failure> {
     let fail = |what: String| Failure { seed, technique, what };
-    let cfg = config_for(seed, technique);
+    let faults = Faults::from_seed(seed);
+    let mut cfg = config_for(seed, technique);
+    // Keys stay long enough for requests that trail them to catch up, whatever the delays.
+    cfg.relocation_hold = parma_core::Duration(2 * (faults.delay_max_us + faults.jitter_us) + 100);
     let keys = cfg.layout.key_end();
     let mut rng = Rng::new(seed ^ 0xabcdef);
-    let net = SimNet::new(cfg.nodes, Faults::from_seed(seed), seed);
+    let net = SimNet::new(cfg.nodes, faults, seed);
     let mut cluster = Cluster::new(&cfg, net).map_err(|e| fail(format!("config: {e}")))?;
-    let localize = technique != Technique::StaticPartitioning;
-    let mix = Mix::draw(&mut rng, localize);
+    let replicates = matches!(
+        technique,
+        Technique::Adaptive
+            | Technique::AdaptiveNoRelocation
+            | Technique::FullReplication
+            | Technique::MultiTechnique
+    );
+    let mix = Mix::draw(&mut rng, technique.uses_localize(), technique.uses_rounds(), !replicates);
     let mut work = Workload::new(cfg.nodes, cfg.workers_per_node, keys, mix, &mut rng);
 
     // Phase 1: the workload, with faults.
     let mut moves = 0;
     while !work.finished() {
         if cluster.steps() > WORKLOAD_STEPS_MAX {
-            return Err(fail("workload did not finish (livelock or lost request)".into()));
+            return Err(fail(format!(
+                "workload did not finish (livelock or lost request); {}",
+                checks::summary(cluster.nodes())
+            )));
         }
         work.poll(&mut cluster).map_err(fail)?;
         let next = [cluster.next_due(), work.next_due()].into_iter().flatten().min();
@@ -103,10 +132,34 @@ pub fn run_seed(seed: u64, technique: Technique) -> Result<Report, Failure> {
         work.poll(&mut cluster).map_err(fail)?;
     }
 
-    // Phase 2: heal everything; the cluster must fall quiet within a bound.
+    // Phase 2: heal everything; the cluster must fall quiet within a bound. With replicas that
+    // live for the whole run rounds never stop: then every node must finish three more rounds
+    // with nothing else outstanding (deltas sent and merged, then refreshes everywhere).
     cluster.net().heal();
     let start = cluster.steps();
-    while !cluster.quiet() {
+    // Stage 1: every delta taken (at most two rounds each); stage 2: two more rounds everywhere,
+    // all of them after the last merge, so every replica is refreshed to the final value.
+    let mut target: Vec<u64> = cluster.nodes().iter().map(|n| n.sync_rounds_done() + 2).collect();
+    let mut stage = 1;
+    let mut settled = |c: &Cluster| {
+        if !permanent_replicas(technique) {
+            return c.quiet();
+        }
+        let reached = c.stalled() == 0
+            && c.nodes().iter().zip(&target).all(|(n, t)| {
+                n.sync_rounds_done() >= *t
+                    && n.pending_requests() == 0
+                    && n.keys_incoming() == 0
+                    && n.forwarding_pointers() == 0
+            });
+        if reached && stage == 1 {
+            stage = 2;
+            target = c.nodes().iter().map(|n| n.sync_rounds_done() + 2).collect();
+            return false;
+        }
+        reached
+    };
+    while !settled(&cluster) {
         if cluster.steps() - start > HEAL_STEPS_MAX {
             return Err(fail("did not converge after healing".into()));
         }
@@ -119,6 +172,10 @@ pub fn run_seed(seed: u64, technique: Technique) -> Result<Report, Failure> {
     let nodes = cluster.nodes();
     checks::nothing_left(nodes).map_err(fail)?;
     checks::exactly_one_copy(nodes, keys).map_err(fail)?;
+    checks::replicas_converged(nodes).map_err(fail)?;
+    if !permanent_replicas(technique) {
+        checks::no_replicas(nodes).map_err(fail)?;
+    }
     for k in 0..keys {
         let key = Key(k);
         let v = checks::value_of(nodes, key).ok_or_else(|| fail(format!("key {k} has no value")))?;

@@ -1,10 +1,13 @@
-//! Random workloads: every worker issues pulls, pushes, sets and localizes of random keys, one
-//! operation at a time, and checks what it reads.
+//! Random workloads: every worker issues pulls, pushes, sets and localizes (or, under the
+//! techniques with sync rounds, waits for sync rounds) of random keys, one operation at a
+//! time, and checks what it reads. Under techniques with sync rounds each worker advances its
+//! clock after every operation and signals intent for its operations ahead of time: early, late
+//! (for the operation it is about to issue), or not at all, as its seed says.
 
 use std::collections::{HashMap, HashSet};
 
 use parma_core::wire::WriteKind;
-use parma_core::{Completion, Instant, Key, NodeId, Ticket, WorkerId};
+use parma_core::{Clock, Completion, Instant, Key, NodeId, Ticket, WorkerId};
 
 use super::cluster::Cluster;
 use crate::rng::Rng;
@@ -26,13 +29,22 @@ pub struct Mix {
     pub p_pull: f64,
     pub p_push: f64,
     pub p_set: f64,
-    /// The rest are localizes.
+    /// The rest are localizes (or waits for sync rounds).
     pub think_us_max: u64,
+    /// Whether the rest are waits for sync rounds instead of localizes.
+    pub rounds: bool,
+    /// Whether reads must see the reader's own pushes and never go backwards. Replicated keys
+    /// do not promise that (a replica is a snapshot of its owner plus local updates); every
+    /// read must still be a value that some prefix of the pushes can produce.
+    pub strict_reads: bool,
 }
 
 impl Mix {
-    /// A mix drawn from `rng`; `localize` says whether localizes are part of it.
-    pub fn draw(rng: &mut Rng, localize: bool) -> Mix {
+    /// A mix drawn from `rng`; `localize` says whether localizes are part of it, `rounds`
+    /// whether the technique runs sync rounds (then workers signal intents and the rest of the
+    /// mix waits for sync rounds).
+    pub fn draw(rng: &mut Rng, localize: bool, rounds: bool, strict_reads: bool) -> Mix {
+        let localize = localize || rounds;
         let p_pull = 0.2 + 0.3 * rng.range(0, 100) as f64 / 100.0;
         let p_push = 0.2 + 0.3 * rng.range(0, 100) as f64 / 100.0;
         let p_set = 0.05 * rng.range(0, 2) as f64;
@@ -46,6 +58,8 @@ impl Mix {
             p_push,
             p_set,
             think_us_max: rng.range(0, 2_000),
+            rounds,
+            strict_reads,
         }
     }
 }
@@ -60,6 +74,13 @@ struct SimWorker {
     node: NodeId,
     id: WorkerId,
     rng: Rng,
+    /// The keys of every operation this worker will issue, drawn up front so that it can
+    /// signal intent for them.
+    plan: Vec<Vec<Key>>,
+    /// Operations issued so far (= the worker's clock).
+    issued: usize,
+    /// How many operations ahead it signals intent; `None`: never.
+    ahead: Option<usize>,
     ops_left: u32,
     next_at: Instant,
     current: Option<Outstanding>,
@@ -84,7 +105,6 @@ pub struct Ledger {
 pub struct Workload {
     workers: Vec<SimWorker>,
     mix: Mix,
-    keys: u64,
     pub ledger: Ledger,
 }
 
@@ -94,10 +114,34 @@ impl Workload {
         let mut workers = Vec::new();
         for n in 0..nodes {
             for w in 0..workers_per_node {
+                let mut wrng = Rng::new(rng.next_u64());
+                let plan = (0..mix.ops_per_worker)
+                    .map(|_| {
+                        let n = wrng.range(1, mix.keys_per_op_max.min(keys));
+                        let mut ks: Vec<Key> = Vec::new();
+                        while (ks.len() as u64) < n {
+                            let k = Key(wrng.range(0, keys - 1));
+                            if !ks.contains(&k) {
+                                ks.push(k);
+                            }
+                        }
+                        ks
+                    })
+                    .collect();
+                let ahead = match wrng.range(0, 4) {
+                    0 => None,
+                    1 => Some(0),
+                    2 => Some(1),
+                    3 => Some(3),
+                    _ => Some(10),
+                };
                 workers.push(SimWorker {
                     node: NodeId(n),
                     id: WorkerId(w),
-                    rng: Rng::new(rng.next_u64()),
+                    rng: wrng,
+                    plan,
+                    issued: 0,
+                    ahead: if mix.rounds { ahead } else { None },
                     ops_left: mix.ops_per_worker,
                     next_at: Instant(rng.range(0, mix.think_us_max)),
                     current: None,
@@ -106,7 +150,7 @@ impl Workload {
                 });
             }
         }
-        Workload { workers, mix, keys, ledger: Ledger::default() }
+        Workload { workers, mix, ledger: Ledger::default() }
     }
 
     /// True when every worker has issued and finished all its operations.
@@ -145,6 +189,11 @@ impl Workload {
         let Some(result) = cluster.take_result(w.node, w.id, ticket) else { return Ok(()) };
         let current = w.current.take();
         w.next_at = cluster.now() + parma_core::Duration(w.rng.range(0, self.mix.think_us_max));
+        if self.mix.rounds {
+            let (node, id) = (w.node, w.id);
+            cluster.advance_clock(node, id).map_err(|e| format!("node {node} worker {id}: clock: {e}"))?;
+        }
+        let w = &mut self.workers[i];
         self.ledger.ops_done += 1;
         let who = format!("node {} worker {}", w.node, w.id);
         match (current, result) {
@@ -162,7 +211,24 @@ impl Workload {
                 Ok(())
             }
             (Some(Outstanding::Other { .. }), Ok(_)) => Ok(()),
-            (_, Err(e)) => Err(format!("{who}: operation failed: {e}")),
+            (op, Err(e)) => {
+                let what = match op {
+                    Some(Outstanding::Pull { keys, .. }) => format!("pull of {keys:?}"),
+                    Some(Outstanding::Push { keys, .. }) => format!("push to {keys:?}"),
+                    _ => "localize, set or wait for sync rounds".into(),
+                };
+                Err(format!(
+                    "{who}: {what} failed at {:?}: {e}; in flight {} (next {:?}, ready {:?}), stalled {}{}",
+                    cluster.now(),
+                    cluster.net().in_flight(),
+                    cluster.net().next_delivery_time(),
+                    (0..cluster.nodes().len())
+                        .map(|i| cluster.net().ready(NodeId(i as u16)))
+                        .collect::<Vec<_>>(),
+                    cluster.stalled(),
+                    super::checks::summary(cluster.nodes())
+                ))
+            }
             (_, Ok(c)) => Err(format!("{who}: unexpected completion {c:?}")),
         }
     }
@@ -192,6 +258,13 @@ impl Workload {
                 continue;
             }
             let x = x as u64;
+            let pushed = self.ledger.pushed.get(k).copied().unwrap_or(0);
+            if x > pushed {
+                return Err(format!("key {k}: read {x}, more than all pushes issued ({pushed})"));
+            }
+            if !self.mix.strict_reads {
+                continue;
+            }
             let own = w.own.get(k).copied().unwrap_or(0);
             if x < own {
                 return Err(format!("node {} worker {}: key {k} read {x} < own pushes {own}", w.node, w.id));
@@ -212,17 +285,22 @@ impl Workload {
         let layout = cluster.nodes()[0].config().layout.clone();
         let w = &mut self.workers[i];
         w.ops_left -= 1;
-        let n = w.rng.range(1, self.mix.keys_per_op_max.min(self.keys));
-        let mut keys: Vec<Key> = Vec::new();
-        while (keys.len() as u64) < n {
-            let k = Key(w.rng.range(0, self.keys - 1));
-            if !keys.contains(&k) {
-                keys.push(k);
-            }
-        }
+        let j = w.issued;
+        w.issued += 1;
+        let mut keys = w.plan.get(j).cloned().unwrap_or_default();
         let roll = w.rng.range(0, 9999) as f64 / 10_000.0;
         let (node, id) = (w.node, w.id);
         let err = |e| format!("node {node} worker {id}: command refused: {e}");
+        if let Some(ahead) = w.ahead {
+            // The first operation also announces those before its horizon (late for some).
+            let from = if j == 0 { 0 } else { j + ahead };
+            let plan: Vec<(usize, Vec<Key>)> =
+                (from..=j + ahead).filter_map(|m| w.plan.get(m).map(|k| (m, k.clone()))).collect();
+            for (m, ks) in plan {
+                let (start, end) = (Clock(m as u64), Clock(m as u64 + 1));
+                cluster.intent(node, id, &ks, start, end).map_err(err)?;
+            }
+        }
         let total = layout.total_len(&keys).map_err(|k| format!("key {k} outside layout"))?;
         if roll < self.mix.p_pull {
             let mut vals = vec![f32::NAN; total];
@@ -248,6 +326,9 @@ impl Workload {
                 vals.extend(std::iter::repeat_n(x as f32, layout.len_of(*k).unwrap_or(0)));
             }
             let ticket = cluster.write(node, id, WriteKind::Set, &keys, &vals).map_err(err)?;
+            self.workers[i].current = Some(Outstanding::Other { ticket });
+        } else if self.mix.rounds {
+            let ticket = cluster.wait_sync(node, id).map_err(err)?;
             self.workers[i].current = Some(Outstanding::Other { ticket });
         } else {
             let ticket = cluster.localize(node, id, &keys).map_err(err)?;

@@ -217,11 +217,8 @@ pub fn setup_from(line: &str) -> Result<Setup, String> {
     if a.name != "cluster" {
         return Err("a trace must start with `cluster`".into());
     }
-    let technique = match a.get("technique").unwrap_or("relocation") {
-        "relocation" => Technique::Relocation,
-        "static" => Technique::StaticPartitioning,
-        t => return Err(format!("unknown technique `{t}`")),
-    };
+    let name = a.get("technique").unwrap_or("relocation");
+    let technique = Technique::from_name(name).ok_or_else(|| format!("unknown technique `{name}`"))?;
     let layout = parma_core::Layout::uniform(a.num("keys")?, a.num("len")?).map_err(|e| e.to_string())?;
     Ok(Setup { nodes: a.num("nodes")?, workers: a.num("workers")?, layout, technique })
 }

@@ -52,6 +52,8 @@ pub enum Completion {
     Localize,
     /// A barrier passed.
     Barrier,
+    /// Two more sync rounds ended after `wait_sync` was called (or the technique runs none).
+    Sync,
 }
 
 /// The completion of one worker operation, to be handed to that worker.

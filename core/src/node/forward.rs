@@ -13,7 +13,6 @@
 use alloc::vec::Vec;
 
 use super::{Node, WaitingOp, HOPS_MAX};
-use crate::config::Technique;
 use crate::ids::{Epoch, Key, NodeId, RequestId};
 use crate::store::Whereabouts;
 use crate::time::Instant;
@@ -72,6 +71,7 @@ impl Node {
                     FailReason::RoutingLoop => crate::error::OpError::RoutingLoop,
                     FailReason::Busy => crate::error::OpError::Busy,
                     FailReason::Unreachable => crate::error::OpError::Unreachable,
+                    FailReason::StoreFull => crate::error::OpError::StoreFull,
                 };
                 self.fail_request(req, err);
             }
@@ -89,6 +89,12 @@ impl Node {
                     self.complete(w, t, Ok(super::Completion::Barrier));
                 }
             }
+            Message::Sync { round, origin, hops, starts, ends, replicas, deltas, owners } => {
+                self.serve_sync(now, from, round, origin, hops, &starts, &ends, &replicas, &deltas, &owners)
+            }
+            Message::SyncReply { round, relocated, refreshed, acks, failed, values } => {
+                self.sync_answered(now, from, round, &relocated, &refreshed, &acks, &failed, &values)
+            }
         }
     }
 
@@ -104,23 +110,50 @@ impl Node {
             Message::Push { origin, keys, values, .. } => node_ok(origin) && vals_ok(keys, values),
             Message::PushReply { keys, .. } | Message::RequestFailed { keys, .. } => keys_ok(keys),
             Message::Localize { origin, keys, .. } => {
-                self.cfg.technique != Technique::StaticPartitioning && node_ok(origin) && keys_ok(keys)
+                self.cfg.technique.uses_localize() && node_ok(origin) && keys_ok(keys)
             }
             Message::Relocate { moved, values } => {
                 let keys: Vec<Key> = moved.iter().map(|m| m.key).collect();
-                self.cfg.technique != Technique::StaticPartitioning && vals_ok(&keys, values)
+                self.cfg.technique.uses_localize() && vals_ok(&keys, values)
             }
-            Message::OwnerUpdate { changes } => changes
-                .iter()
-                .all(|c| layout.contains(c.key) && self.home(c.key) == self.me && node_ok(&c.prev)),
+            Message::OwnerUpdate { changes } => self.cfg.technique.moves_keys() && self.changes_ok(changes),
+            Message::Sync { origin, hops, starts, ends, replicas, deltas, owners, .. } => {
+                let with_delta: Vec<Key> = replicas.iter().filter(|r| r.has_delta()).map(|r| r.key).collect();
+                self.cfg.technique.uses_rounds()
+                    && node_ok(origin)
+                    && keys_ok(starts)
+                    && keys_ok(ends)
+                    && replicas.iter().all(|r| layout.contains(r.key))
+                    && vals_ok(&with_delta, deltas)
+                    && (owners.is_empty() || (*hops == 0 && self.changes_ok(owners)))
+            }
+            Message::SyncReply { relocated, refreshed, acks, failed, values, .. } => {
+                let mut keys: Vec<Key> = relocated.iter().map(|m| m.key).collect();
+                keys.extend(refreshed.iter().map(|r| r.key));
+                self.cfg.technique.uses_rounds()
+                    && (relocated.is_empty() || self.cfg.technique.moves_keys())
+                    && keys_ok(acks)
+                    && keys_ok(failed)
+                    && vals_ok(&keys, values)
+            }
             Message::PointerRelease { released } => released.iter().all(|r| layout.contains(r.key)),
             Message::BarrierEnter { .. } => self.me == super::barrier::COORDINATOR,
             Message::BarrierRelease { .. } => true,
         }
     }
 
+    /// Ownership changes a home node may accept: its own keys, known previous owners.
+    fn changes_ok(&self, changes: &[OwnerChange]) -> bool {
+        changes.iter().all(|c| {
+            self.cfg.layout.contains(c.key) && self.home(c.key) == self.me && c.prev.0 < self.cfg.nodes
+        })
+    }
+
     /// Where an origin sends a request for `key`, which it does not hold.
     pub(super) fn route(&self, key: Key) -> NodeId {
+        if let Some(owner) = self.replica_owner(key) {
+            return owner;
+        }
         match self.store.whereabouts(key) {
             Whereabouts::Away(owner, _) => owner,
             _ => self
@@ -133,7 +166,7 @@ impl Node {
     }
 
     /// Where a node that does not hold `key` forwards a request for it.
-    fn next_hop(&self, key: Key) -> NodeId {
+    pub(super) fn next_hop(&self, key: Key) -> NodeId {
         match self.store.whereabouts(key) {
             Whereabouts::Away(owner, _) => owner,
             _ => self.pointers.get(&key).map(|(to, _)| *to).unwrap_or_else(|| self.home(key)),
@@ -164,7 +197,7 @@ impl Node {
         groups
     }
 
-    fn learn_owner(&mut self, key: Key, owner: NodeId) {
+    pub(super) fn learn_owner(&mut self, key: Key, owner: NodeId) {
         if owner != self.me {
             self.cache.put(key, owner);
         }
@@ -189,6 +222,22 @@ impl Node {
 
     /// Forwards a request for `keys` (none held here), or fails it if it has gone too far.
     fn forward(&mut self, origin: NodeId, req: Option<RequestId>, hops: u8, keys: Vec<Key>, mk: Fwd<'_>) {
+        if keys.is_empty() {
+            return;
+        }
+        // A key this node is home to and still holds, but could not serve: its slot could not be
+        // created (the store is full). Forwarding would come straight back here.
+        let (keys, stuck): (Vec<Key>, Vec<Key>) = keys.into_iter().partition(|k| !self.store.holds(*k));
+        if !stuck.is_empty() {
+            if let Some(req) = req {
+                if origin == self.me {
+                    self.fail_request(req, crate::error::OpError::StoreFull);
+                } else {
+                    let msg = Message::RequestFailed { req, reason: FailReason::StoreFull, keys: stuck };
+                    self.send(origin, msg);
+                }
+            }
+        }
         if keys.is_empty() {
             return;
         }
@@ -219,7 +268,12 @@ impl Node {
         self.stats.hops_max = self.stats.hops_max.max(hops);
         let (mut got, mut values, mut fwd) = (Vec::new(), Vec::new(), Vec::new());
         for &k in keys {
-            if self.store.read_append(k, &mut values) {
+            let held = if origin == self.me {
+                self.store.read_append(k, &mut values)
+            } else {
+                self.store.read_owned_append(k, &mut values)
+            };
+            if held {
                 got.push(k);
             } else if self.can_wait(origin, k) {
                 self.wait_for(k, WaitingOp::Pull { origin, req, hops });
@@ -257,7 +311,8 @@ impl Node {
         let (mut done, mut fwd, mut fwd_pairs) = (Vec::new(), Vec::new(), Vec::new());
         for &(k, v) in pairs {
             let applied = match write {
-                WriteKind::Add => self.store.add(k, v),
+                WriteKind::Add if origin == self.me => self.store.add(k, v),
+                WriteKind::Add => self.store.add_owned(k, v),
                 WriteKind::Set => self.store.write(k, v),
             };
             if applied {
@@ -286,6 +341,12 @@ impl Node {
         for &k in keys {
             if origin == self.me && self.store.holds(k) {
                 // Our own request found the key already here: nothing to move.
+                continue;
+            }
+            if self.pointers.len() >= self.cfg.pointers_max && self.store.holds(k) {
+                // No room to remember where the key went: it stays (the requester's localize
+                // times out).
+                self.stats.moves_refused += 1;
                 continue;
             }
             if let Some((epoch, version)) = self.store.take(k, origin, &mut values) {
@@ -320,9 +381,13 @@ impl Node {
             let len = self.cfg.layout.len_of(m.key).unwrap_or(0);
             let v = &values[at..at + len];
             at += len;
-            if self.store.install(m.key, m.epoch, m.version, v).is_err() {
-                // Only a bug (ours or a peer's) gets here; keep the copy we have.
-                self.stats.messages_rejected += 1;
+            // A key this node asked for has its slot reserved since the request.
+            let reserved = self.incoming.contains_key(&m.key);
+            if let Err(e) = self.store.install(m.key, m.epoch, m.version, v, reserved) {
+                if reserved {
+                    self.store.unreserve_slots(1);
+                }
+                self.install_failed(m.key, e);
                 continue;
             }
             self.stats.relocations_in += 1;
@@ -349,8 +414,14 @@ impl Node {
         }
     }
 
+    /// A key that arrived could not be installed. With slots reserved for every key this node
+    /// asks for, only a bug (ours or a peer's) gets here; the copy already here is kept.
+    pub(super) fn install_failed(&mut self, _key: Key, _err: crate::store::InstallError) {
+        self.stats.installs_failed += 1;
+    }
+
     /// `key` is held here now: complete local localizes and run what waited for it, in order.
-    fn arrived(&mut self, _now: Instant, key: Key) {
+    pub(super) fn arrived(&mut self, _now: Instant, key: Key) {
         let Some(inc) = self.incoming.remove(&key) else { return };
         for req in inc.localizes {
             self.answer(req, key, &[]);
@@ -368,7 +439,7 @@ impl Node {
 
     /// At the home node: `from` now owns these keys. Records what is newer and, in any case,
     /// lets the previous owner drop its pointer for that epoch.
-    fn record_owners(&mut self, from: NodeId, changes: &[OwnerChange]) {
+    pub(super) fn record_owners(&mut self, from: NodeId, changes: &[OwnerChange]) {
         let mut releases: Vec<(NodeId, Release)> = Vec::new();
         for c in changes {
             self.store.record_owner(c.key, from, c.epoch);

@@ -57,6 +57,6 @@ impl Node {
         if self.store.keys_held() > self.cfg.store_keys_max {
             return fail("the store holds more keys than its bound", self.store.keys_held() as u64);
         }
-        Ok(())
+        self.check_sync()
     }
 }

@@ -7,6 +7,7 @@ mod forward;
 mod invariants;
 mod origin;
 mod stats;
+mod sync;
 
 use alloc::collections::VecDeque;
 use alloc::sync::Arc;
@@ -17,8 +18,9 @@ use hashbrown::{HashMap, HashSet};
 pub use event::{Completion, Event, Transmit};
 pub use invariants::InvariantViolation;
 pub use stats::{Stats, KINDS};
+pub use sync::IntentKind;
 
-use crate::config::{Config, Technique};
+use crate::config::Config;
 use crate::error::{ConfigError, OpError};
 use crate::ids::{Epoch, Key, NodeId, RequestId, Ticket, WorkerId};
 use crate::store::{home_of, Store};
@@ -27,6 +29,7 @@ use crate::wire::{self, Message, WriteKind};
 use barrier::Barrier;
 use cache::LocationCache;
 use origin::{Pending, PendingKind};
+use sync::SyncState;
 
 /// Most hops a request may travel before it is failed as a routing loop. Correct routing needs
 /// far fewer (cache, home, owner, and one pointer per move that raced the request).
@@ -76,6 +79,7 @@ pub struct Node {
     barrier: Barrier,
     failed_peers: HashSet<NodeId>,
     stats: Stats,
+    sync: SyncState,
 }
 
 impl Node {
@@ -89,6 +93,7 @@ impl Node {
     pub fn with_store(cfg: Config, me: NodeId, store: Arc<Store>) -> Result<Node, ConfigError> {
         cfg.validate(me)?;
         Ok(Node {
+            sync: SyncState::new(&cfg),
             cache: LocationCache::new(cfg.location_cache_slots),
             barrier: Barrier::new(cfg.nodes, cfg.workers_per_node),
             cfg,
@@ -154,6 +159,7 @@ impl Node {
             && self.outbox.is_empty()
             && self.events.is_empty()
             && self.loopback.is_empty()
+            && self.sync.is_idle()
     }
 
     // ----- outputs -----
@@ -177,7 +183,10 @@ impl Node {
     /// When [`Node::handle_timeout`] is next due, if ever.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.next_scan
+        match (self.next_scan, self.sync.next_timeout(self.cfg.request_timeout)) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     // ----- inputs from the network -----
@@ -211,6 +220,8 @@ impl Node {
     /// fraction of the timeout apart, so a request fails between its deadline and one scan
     /// interval later.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.sync_timeout(now);
+        self.drain_loopback(now);
         if self.next_scan.is_none_or(|t| t > now) {
             return;
         }
@@ -229,10 +240,12 @@ impl Node {
     /// The transport reports that `peer` failed. Every outstanding request and barrier ends
     /// with an error: a request may have been routed through the peer, and waiting for it
     /// could be forever.
-    pub fn handle_peer_failed(&mut self, _now: Instant, peer: NodeId) {
+    pub fn handle_peer_failed(&mut self, now: Instant, peer: NodeId) {
         if peer == self.me || peer.0 >= self.cfg.nodes || !self.failed_peers.insert(peer) {
             return;
         }
+        // The open round's answers may have been routed through the peer.
+        self.abandon_round(now);
         let reqs: Vec<RequestId> = self.pending.keys().copied().collect();
         for req in reqs {
             self.fail_request(req, OpError::PeerFailed { node: peer });
@@ -241,7 +254,8 @@ impl Node {
             self.complete(worker, ticket, Err(OpError::PeerFailed { node: peer }));
         }
         // What waited for keys may wait forever now; its requests have just failed. A key that
-        // still arrives is installed all the same.
+        // still arrives is installed all the same, if there is room.
+        self.store.unreserve_slots(self.incoming.len());
         self.incoming.clear();
         self.waiting_ops = 0;
     }
@@ -330,7 +344,9 @@ impl Node {
     }
 
     /// Move `keys` here (Lapse's localize); completes with [`Completion::Localize`] when all
-    /// of them are held here. Under static partitioning it completes at once and moves nothing.
+    /// of them are held here. Only [`crate::Technique::Relocation`] moves keys on request; under every
+    /// other technique it completes at once and moves nothing (the adaptive techniques place
+    /// keys by intent instead).
     pub fn localize(
         &mut self,
         now: Instant,
@@ -339,13 +355,14 @@ impl Node {
         keys: &[Key],
     ) -> Result<(), OpError> {
         self.check_command(worker, keys, None)?;
-        if self.cfg.technique == Technique::StaticPartitioning {
+        if !self.cfg.technique.uses_localize() {
             self.complete(worker, ticket, Ok(Completion::Localize));
             return Ok(());
         }
         let wanted =
             keys.iter().filter(|k| !self.store.holds(**k) && !self.incoming.contains_key(*k)).count();
-        if self.store.keys_held() + self.incoming.len() + wanted > self.cfg.store_keys_max {
+        // Room for every key on its way is reserved now, so that it can always be installed.
+        if !self.store.reserve_slots(wanted) {
             return Err(OpError::StoreFull);
         }
         let req = self.new_request(now);
@@ -498,9 +515,11 @@ impl Node {
                     self.send(origin, Message::RequestFailed { req, reason, keys });
                 }
             }
+            msg @ Message::Sync { .. } => self.sync_undeliverable(Instant(0), &msg),
             Message::Localize { origin, keys, .. } if origin == self.me => {
                 for k in keys {
                     let Some(inc) = self.incoming.remove(&k) else { continue };
+                    self.store.unreserve_slots(1);
                     self.waiting_ops -= inc.ops.len();
                     let reqs = inc.ops.iter().map(|op| match op {
                         WaitingOp::Pull { req, .. } | WaitingOp::Write { req, .. } => *req,

@@ -41,8 +41,52 @@ pub struct Stats {
     pub replies_late: u64,
     /// Worker operations that ended with an error.
     pub ops_failed: u64,
+    /// Keys this node kept instead of giving them away, because its table of forwarding
+    /// pointers was full.
+    pub moves_refused: u64,
+    /// Keys that arrived but could not be installed (no room, or a second main copy): always a
+    /// bug or a misconfiguration; see the node's log of the key.
+    pub installs_failed: u64,
     /// Most hops any request travelled to reach this node.
     pub hops_max: u8,
+    /// Intents signaled by this node's workers, and the keys in them.
+    pub intents_signaled: u64,
+    pub intent_keys_signaled: u64,
+    /// Intents signaled by kind: read and write, read, write (see `IntentKind`).
+    pub intents_by_kind: [u64; 3],
+    /// Intents that expired before they were acted on (their window was already past).
+    pub intents_expired_unacted: u64,
+    /// Keys whose aggregated intent on this node began (0 to positive) and ended.
+    pub intent_starts: u64,
+    pub intent_ends: u64,
+    /// Intent starts not sent in a round because the store had no room left for the key
+    /// (retried next round).
+    pub starts_deferred: u64,
+    /// Sync rounds started, and rounds given up (their answers took longer than the request
+    /// timeout, or a peer failed while they were open).
+    pub sync_rounds: u64,
+    pub sync_rounds_abandoned: u64,
+    /// Sync entries that came back unrouted (hop limit or a failed node on the way).
+    pub sync_entries_failed: u64,
+    /// Replicas this node created (filled) and dropped; replicas that became the main copy.
+    pub replicas_created: u64,
+    pub replicas_destroyed: u64,
+    pub replicas_upgraded: u64,
+    /// Replicas this node could not hold (`Config::replicas_max`).
+    pub replicas_refused: u64,
+    /// As owner: replicas given to other nodes, and refreshes sent to their holders.
+    pub replicas_served: u64,
+    pub refreshes_sent: u64,
+    /// Replica deltas sent to owners, and deltas merged here as owner.
+    pub deltas_sent: u64,
+    pub deltas_merged: u64,
+    /// Deltas that could not be delivered because their owner had failed.
+    pub deltas_lost: u64,
+    /// Replica staleness (time since the replica's last refresh or check for updates),
+    /// sampled for every replica at the start of every round: sum, samples and maximum, in µs.
+    pub staleness_sum_us: u64,
+    pub staleness_samples: u64,
+    pub staleness_max_us: u64,
 }
 
 impl Stats {
@@ -53,5 +97,13 @@ impl Stats {
     /// Bytes sent, all kinds.
     pub fn bytes_sent_total(&self) -> u64 {
         self.bytes_sent.iter().sum()
+    }
+    /// Mean replica staleness in µs over all samples (0 without samples).
+    pub fn staleness_mean_us(&self) -> f64 {
+        if self.staleness_samples == 0 {
+            0.0
+        } else {
+            self.staleness_sum_us as f64 / self.staleness_samples as f64
+        }
     }
 }

@@ -20,7 +20,8 @@ fn home_materializes_on_first_touch() {
     assert!(s.add(k, &[1.0, 2.0, 3.0, 4.0]));
     assert!(s.read(k, &mut out));
     assert_eq!(out, [1.0, 2.0, 3.0, 4.0]);
-    assert_eq!(s.keys_held(), 1);
+    assert!(s.holds(k));
+    assert_eq!(s.keys_held(), 0, "home keys take no room from the bound");
 }
 
 #[test]
@@ -49,8 +50,8 @@ fn take_and_install_move_a_key() {
     assert_eq!((e, v), (Epoch(1), Version(1)));
     assert_eq!(a.whereabouts(k), Whereabouts::Away(NodeId(1), Epoch(1)));
     assert!(!a.read(k, &mut [0.0; 4]));
-    b.install(k, e, v, &buf).unwrap();
-    assert_eq!(b.install(k, e, v, &buf), Err(InstallError::AlreadyOwned));
+    b.install(k, e, v, &buf, false).unwrap();
+    assert_eq!(b.install(k, e, v, &buf, false), Err(InstallError::AlreadyOwned));
     let mut out = [0.0; 4];
     assert!(b.read(k, &mut out));
     assert_eq!(out, [1.0; 4]);
@@ -59,21 +60,42 @@ fn take_and_install_move_a_key() {
     let (e2, _) = b.take(k, NodeId(0), &mut buf2).unwrap();
     assert_eq!(e2, Epoch(2));
     assert!(!a.record_owner(k, NodeId(1), Epoch(1)));
-    a.install(k, e2, Version(1), &buf2).unwrap();
+    a.install(k, e2, Version(1), &buf2, false).unwrap();
     assert_eq!(a.whereabouts(k), Whereabouts::Here(Epoch(2)));
-    assert_eq!(a.keys_held(), 1);
+    // Keys homed at a node do not count against its bound; foreign ones do while held.
+    assert_eq!(a.keys_held(), 0);
     assert_eq!(b.keys_held(), 0);
+    let k2 = home_key(2, NodeId(0), false);
+    let mut buf3 = vec![];
+    let (e3, v3) = a.take(k2, NodeId(1), &mut buf3).unwrap();
+    b.install(k2, e3, v3, &buf3, false).unwrap();
+    assert_eq!(b.keys_held(), 1);
 }
 
 #[test]
 fn bound_on_keys_held() {
-    let mut c = cfg(1);
+    let mut c = cfg(2);
     c.store_keys_max = 2;
-    let s = Store::new(&c, NodeId(0));
-    assert!(s.read(Key(1), &mut [0.0; 4]));
-    assert!(s.read(Key(2), &mut [0.0; 4]));
-    assert!(!s.read(Key(3), &mut [0.0; 4]));
-    assert_eq!(s.keys_held(), 2);
+    let a = Store::new(&c, NodeId(0));
+    let b = Store::new(&c, NodeId(1));
+    // Home keys always materialize.
+    for k in (0..50).map(Key).filter(|k| home_of(*k, 2) == NodeId(1)) {
+        assert!(b.read(k, &mut [0.0; 4]));
+    }
+    assert_eq!(b.keys_held(), 0);
+    // Foreign keys take room: two fit, the third is refused and changes nothing.
+    let foreign: Vec<Key> = (0..50).map(Key).filter(|k| home_of(*k, 2) == NodeId(0)).take(3).collect();
+    for (i, k) in foreign.iter().enumerate() {
+        let mut buf = vec![];
+        let (e, v) = a.take(*k, NodeId(1), &mut buf).unwrap();
+        let r = b.install(*k, e, v, &buf, false);
+        assert_eq!(r.is_ok(), i < 2, "{r:?}");
+    }
+    assert_eq!(b.keys_held(), 2);
+    // A reservation takes room too, and gives it back.
+    assert!(!b.reserve_slots(1));
+    b.unreserve_slots(1);
+    assert!(b.reserve_slots(1));
 }
 
 #[test]

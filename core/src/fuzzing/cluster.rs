@@ -1,0 +1,593 @@
+//! The `cluster_schedule` target: a small cluster of [`Node`]s on in-memory per-pair FIFO queues,
+//! driven by a schedule read from the fuzz bytes, then healed.
+//!
+//! # The byte language
+//!
+//! Two header bytes. `h0`: `2 + h0 % 3` nodes; [`Technique::StaticPartitioning`] if
+//! `(h0 >> 2) & 7 == 7`, else [`Technique::Relocation`]. `h1`: `1 + (h1 & 1)` workers per node,
+//! `keys_per_message_max = 1 + (h1 >> 1) % 3`, `requests_pending_max = 2 + (h1 >> 3) % 4`, and
+//! if `h1 >> 5 == 7` a tight store (`store_keys_max` = the most keys homed on one node, plus one),
+//! else room for every key. The layout has [`KEYS`] keys of [`LEN`] floats; frames hold two keys.
+//!
+//! Then one step per byte `op`, by `op % 16`, until the bytes run out:
+//!
+//! | `op % 16` | step |
+//! |---|---|
+//! | 0..=5 | deliver the head frame of a non-empty queue (next byte picks which) |
+//! | 6, 7 | a worker pulls |
+//! | 8, 9 | a worker pushes (adds) |
+//! | 10 | a worker sets |
+//! | 11, 12 | a worker localizes |
+//! | 13 | a node's clock advances (next byte: by `x/1024` of the request timeout, or for `x >= 0xf0` by the whole timeout) and it handles its timers |
+//! | 14 | deliver up to 15 frames from one queue (a burst) |
+//! | 15 | nothing (a pause) |
+//!
+//! A worker step reads a parameter byte `p` (node `p % n`, worker `(p >> 2) % workers`, `1 +
+//! ((p >> 4) & 7) % 3` keys, and if bit 7 is set the worker first tries its keys in the store, as the
+//! runtime's local path does), one byte per key (`x % KEYS`; repeats are dropped) and, for
+//! pushes and sets, one byte per key giving its two small integer values.
+//!
+//! # What is checked
+//!
+//! After every step: every node's [`Node::check_invariants`]; no frame dropped and no message
+//! rejected anywhere (in a correct cluster nothing is ever refused); every frame within
+//! `frame_len_max`; every key held by exactly one node or in flight in exactly one relocation
+//! frame; no request outlives its deadline by more than one timer scan; every completion is of an
+//! operation that was issued, at the node and worker that issued it, once, of the right kind;
+//! the only failure is a `Timeout`, and only once the node's clock passed the deadline; a pull of
+//! a key that only ever received adds sees every add completed before the pull was issued and
+//! nothing that was not issued before it completed (values are small integers, so sums are
+//! exact). A command is refused only as `Busy` at the request bound or, for localize,
+//! `StoreFull`.
+//!
+//! Then the heal: every queue is delivered until all are empty (at most
+//! [`HEAL_DELIVERIES_MAX`] deliveries), and then every node must be idle with no forwarding
+//! pointer and nothing waiting, every issued operation must have completed, every key must be
+//! held by exactly one node, whose epoch its home node records, and each key that only received
+//! adds, none of which failed, must hold exactly the sum of them.
+
+use alloc::collections::VecDeque;
+use alloc::vec::Vec;
+
+use hashbrown::HashMap;
+
+use super::Bytes;
+use crate::config::{Config, Technique};
+use crate::error::OpError;
+use crate::ids::{Key, NodeId, Ticket, WorkerId};
+use crate::layout::Layout;
+use crate::node::{Completion, Event, Node};
+use crate::store::{home_of, Whereabouts};
+use crate::time::{Duration, Instant};
+use crate::wire::{Message, WriteKind, HEADER_LEN};
+
+/// Keys in the layout.
+pub const KEYS: u64 = 8;
+/// Floats per value.
+pub const LEN: usize = 2;
+/// Frames a driver queues toward one peer before it holds back its workers' commands.
+const QUEUE_MAX: usize = 64;
+/// Frames in flight over the whole cluster beyond which the run counts as a message storm.
+const FRAMES_MAX: usize = 1 << 14;
+/// Most deliveries the heal may take.
+pub const HEAL_DELIVERIES_MAX: usize = 1 << 16;
+/// Timer rounds one clock advance may take before the timers count as stuck.
+const TIMER_ROUNDS_MAX: usize = 1 << 12;
+
+/// The configuration the header bytes `h0`, `h1` select (see the module docs).
+pub fn cluster_config(h0: u8, h1: u8) -> Config {
+    let nodes = 2 + u16::from(h0 % 3);
+    let layout = Layout::uniform(KEYS, LEN as u32).unwrap_or_else(|_| unreachable!());
+    let mut cfg = Config::new(nodes, 1 + u16::from(h1 & 1), layout);
+    cfg.technique = if (h0 >> 2) & 7 == 7 { Technique::StaticPartitioning } else { Technique::Relocation };
+    cfg.keys_per_message_max = 1 + usize::from((h1 >> 1) % 3);
+    cfg.requests_pending_max = 2 + usize::from((h1 >> 3) % 4);
+    cfg.store_keys_max = if h1 >> 5 == 7 {
+        let homed = |n: u16| (0..KEYS).filter(|k| home_of(Key(*k), nodes) == NodeId(n)).count();
+        (0..nodes).map(homed).max().unwrap_or(0) + 1
+    } else {
+        KEYS as usize
+    };
+    cfg.store_shards = 2;
+    cfg.location_cache_slots = 4;
+    cfg.waiting_ops_max = 4;
+    cfg.outbox_frames_max = 64;
+    cfg.frame_len_max = HEADER_LEN + 64 + 2 * (24 + 4 * LEN);
+    cfg.request_timeout = Duration::from_secs(1);
+    cfg
+}
+
+/// Runs one schedule and the heal; panics on any broken promise (see the module docs).
+pub fn cluster_schedule(data: &[u8]) {
+    let mut b = Bytes { data };
+    let (h0, h1) = (b.u8(), b.u8());
+    let mut c = Cluster::new(cluster_config(h0, h1));
+    while !b.is_empty() {
+        c.step(&mut b);
+        c.check();
+    }
+    c.heal();
+}
+
+/// A frame in a queue, with the keys it relocates (none unless it is a `Relocate`).
+struct Frame {
+    bytes: Vec<u8>,
+    relocated: Vec<Key>,
+}
+
+#[derive(Debug)]
+enum OpKind {
+    /// `lower`: per key of `keys`, the sum of the adds completed when the pull was issued.
+    Pull {
+        keys: Vec<Key>,
+        lower: Vec<f32>,
+    },
+    Write {
+        write: WriteKind,
+        keys: Vec<Key>,
+        values: Vec<f32>,
+    },
+    Localize {
+        keys: Vec<Key>,
+    },
+}
+
+#[derive(Debug)]
+struct Op {
+    node: usize,
+    worker: WorkerId,
+    issued: Instant,
+    kind: OpKind,
+}
+
+/// What the schedule did to one key.
+#[derive(Clone, Debug, Default)]
+struct KeyModel {
+    /// Sum of the adds that completed successfully (or hit the store directly).
+    done: [f32; LEN],
+    /// Sum of every add issued (completed, failed, or still under way).
+    issued: [f32; LEN],
+    /// Sets issued; a key with any is left out of the sum checks.
+    sets: u32,
+    /// An add to the key failed: it may or may not have been applied.
+    uncertain: bool,
+}
+
+struct Cluster {
+    cfg: Config,
+    n: usize,
+    nodes: Vec<Node>,
+    now: Vec<Instant>,
+    /// FIFO queue of frames from node `i` to node `j` at `i * n + j`.
+    queues: Vec<VecDeque<Frame>>,
+    /// Per key: how many queued frames relocate it.
+    in_flight: Vec<u32>,
+    frames: usize,
+    next_ticket: u64,
+    ops: HashMap<Ticket, Op>,
+    keys: Vec<KeyModel>,
+}
+
+impl Cluster {
+    fn new(cfg: Config) -> Cluster {
+        let n = usize::from(cfg.nodes);
+        let nodes = (0..cfg.nodes)
+            .map(|i| {
+                Node::new(cfg.clone(), NodeId(i)).unwrap_or_else(|e| panic!("the fuzzed configuration: {e}"))
+            })
+            .collect();
+        Cluster {
+            n,
+            nodes,
+            now: alloc::vec![Instant(1); n],
+            queues: (0..n * n).map(|_| VecDeque::new()).collect(),
+            in_flight: alloc::vec![0; KEYS as usize],
+            frames: 0,
+            next_ticket: 0,
+            ops: HashMap::new(),
+            keys: alloc::vec![KeyModel::default(); KEYS as usize],
+            cfg,
+        }
+    }
+
+    fn step(&mut self, b: &mut Bytes<'_>) {
+        let op = b.u8();
+        match op % 16 {
+            0..=5 => {
+                let sel = b.u8();
+                self.deliver_some(sel, 1);
+            }
+            6..=12 => self.command(op % 16, b),
+            13 => {
+                let p = b.u8();
+                let x = b.u8();
+                let timeout = self.cfg.request_timeout.as_micros();
+                let d = if x >= 0xf0 { timeout } else { u64::from(x) * timeout / 1024 };
+                self.advance(usize::from(p) % self.n, Duration(d));
+            }
+            14 => {
+                let sel = b.u8();
+                let count = usize::from(b.u8() % 16);
+                self.deliver_some(sel, count);
+            }
+            _ => {}
+        }
+    }
+
+    // ----- the network -----
+
+    /// Delivers up to `count` head frames of the `sel`-th non-empty queue.
+    fn deliver_some(&mut self, sel: u8, count: usize) {
+        let busy: Vec<usize> = (0..self.queues.len()).filter(|q| !self.queues[*q].is_empty()).collect();
+        if busy.is_empty() {
+            return;
+        }
+        let q = busy[usize::from(sel) % busy.len()];
+        for _ in 0..count {
+            if !self.deliver(q) {
+                return;
+            }
+        }
+    }
+
+    /// Delivers the head frame of queue `q`; false if it was empty.
+    fn deliver(&mut self, q: usize) -> bool {
+        let Some(frame) = self.queues[q].pop_front() else { return false };
+        let (from, to) = (q / self.n, q % self.n);
+        self.frames -= 1;
+        for k in &frame.relocated {
+            self.in_flight[k.0 as usize] -= 1;
+        }
+        self.nodes[to].handle_frame(self.now[to], NodeId(from as u16), &frame.bytes);
+        self.drain(to);
+        true
+    }
+
+    /// The drain contract: every transmit into its queue, every event to its operation.
+    fn drain(&mut self, i: usize) {
+        while let Some(t) = self.nodes[i].poll_transmit() {
+            let to = t.to().index();
+            assert!(to < self.n && to != i, "node {i} sent a message to node {to}: {:?}", t.message());
+            let bytes = t.to_frame();
+            assert!(
+                !bytes.is_empty() && bytes.len() <= self.cfg.frame_len_max,
+                "node {i} sent a frame of {} bytes (frame_len_max {}): {:?}",
+                bytes.len(),
+                self.cfg.frame_len_max,
+                t.message()
+            );
+            let relocated: Vec<Key> = match t.message() {
+                Message::Relocate { moved, .. } => moved.iter().map(|m| m.key).collect(),
+                _ => Vec::new(),
+            };
+            for k in &relocated {
+                self.in_flight[k.0 as usize] += 1;
+            }
+            self.queues[i * self.n + to].push_back(Frame { bytes, relocated });
+            self.frames += 1;
+            assert!(self.frames <= FRAMES_MAX, "more than {FRAMES_MAX} frames in flight: a message storm");
+        }
+        while let Some(ev) = self.nodes[i].poll_event() {
+            self.complete(i, ev);
+        }
+    }
+
+    // ----- workers -----
+
+    fn command(&mut self, kind: u8, b: &mut Bytes<'_>) {
+        let p = b.u8();
+        let i = usize::from(p) % self.n;
+        let worker = WorkerId(u16::from(p >> 2) % self.cfg.workers_per_node);
+        let local_first = p & 0x80 != 0;
+        let mut keys: Vec<Key> = Vec::new();
+        for _ in 0..1 + ((p >> 4) & 7) % 3 {
+            let k = Key(u64::from(b.u8()) % KEYS);
+            if !keys.contains(&k) {
+                keys.push(k);
+            }
+        }
+        let write = match kind {
+            8 | 9 => Some(WriteKind::Add),
+            10 => Some(WriteKind::Set),
+            _ => None,
+        };
+        let values: Vec<f32> = match write {
+            Some(_) => keys
+                .iter()
+                .flat_map(|_| {
+                    let x = b.u8();
+                    [f32::from(x & 7), f32::from((x >> 3) & 7)]
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        // The driver holds its workers back while it cannot send (as the runtime does).
+        let blocked = (0..self.n).any(|j| self.queues[i * self.n + j].len() >= QUEUE_MAX);
+        if blocked || !self.nodes[i].wants_input() {
+            return;
+        }
+        match (kind, write) {
+            (6 | 7, _) => self.pull(i, worker, keys, local_first),
+            (_, Some(write)) => self.push(i, worker, write, keys, values, local_first),
+            _ => self.localize(i, worker, keys),
+        }
+        self.drain(i);
+    }
+
+    fn ticket(&mut self) -> Ticket {
+        self.next_ticket += 1;
+        Ticket(self.next_ticket)
+    }
+
+    fn pull(&mut self, i: usize, worker: WorkerId, keys: Vec<Key>, local_first: bool) {
+        let mut misses = Vec::new();
+        for k in keys {
+            let mut v = [0.0; LEN];
+            if local_first && self.nodes[i].store().read(k, &mut v) {
+                self.check_read(k, &v, None);
+            } else {
+                misses.push(k);
+            }
+        }
+        let lower = misses.iter().flat_map(|k| self.keys[k.0 as usize].done).collect();
+        let ticket = self.ticket();
+        let now = self.now[i];
+        let r = self.nodes[i].pull(now, worker, ticket, &misses);
+        self.issued(i, worker, ticket, r, OpKind::Pull { keys: misses, lower });
+    }
+
+    fn push(
+        &mut self,
+        i: usize,
+        worker: WorkerId,
+        write: WriteKind,
+        keys: Vec<Key>,
+        values: Vec<f32>,
+        local_first: bool,
+    ) {
+        let (mut miss_keys, mut miss_values) = (Vec::new(), Vec::new());
+        for (k, v) in keys.iter().zip(values.chunks(LEN)) {
+            let store = self.nodes[i].store();
+            let hit = local_first
+                && match write {
+                    WriteKind::Add => store.add(*k, v),
+                    WriteKind::Set => store.write(*k, v),
+                };
+            if hit {
+                let m = &mut self.keys[k.0 as usize];
+                match write {
+                    WriteKind::Add => {
+                        add(&mut m.done, v);
+                        add(&mut m.issued, v);
+                    }
+                    WriteKind::Set => m.sets += 1,
+                }
+            } else {
+                miss_keys.push(*k);
+                miss_values.extend_from_slice(v);
+            }
+        }
+        let ticket = self.ticket();
+        let now = self.now[i];
+        let r = self.nodes[i].push(now, worker, ticket, write, &miss_keys, &miss_values);
+        if r.is_ok() {
+            for (k, v) in miss_keys.iter().zip(miss_values.chunks(LEN)) {
+                let m = &mut self.keys[k.0 as usize];
+                match write {
+                    WriteKind::Add => add(&mut m.issued, v),
+                    WriteKind::Set => m.sets += 1,
+                }
+            }
+        }
+        self.issued(i, worker, ticket, r, OpKind::Write { write, keys: miss_keys, values: miss_values });
+    }
+
+    fn localize(&mut self, i: usize, worker: WorkerId, keys: Vec<Key>) {
+        let ticket = self.ticket();
+        let now = self.now[i];
+        let r = self.nodes[i].localize(now, worker, ticket, &keys);
+        self.issued(i, worker, ticket, r, OpKind::Localize { keys });
+    }
+
+    fn issued(&mut self, i: usize, worker: WorkerId, ticket: Ticket, r: Result<(), OpError>, kind: OpKind) {
+        match r {
+            Ok(()) => {
+                self.ops.insert(ticket, Op { node: i, worker, issued: self.now[i], kind });
+            }
+            Err(OpError::Busy) => assert!(
+                self.nodes[i].pending_requests() >= self.cfg.requests_pending_max,
+                "node {i} refused {kind:?} as Busy below its request bound"
+            ),
+            Err(OpError::StoreFull) if matches!(kind, OpKind::Localize { .. }) => {}
+            Err(e) => panic!("node {i} refused {kind:?} with {e:?}"),
+        }
+    }
+
+    /// A value read (by a pull) of a key: within what the adds so far allow.
+    fn check_read(&self, k: Key, v: &[f32], lower: Option<&[f32]>) {
+        let m = &self.keys[k.0 as usize];
+        if m.sets > 0 {
+            return;
+        }
+        let lower = lower.unwrap_or(&m.done);
+        for e in 0..LEN {
+            assert!(
+                lower[e] <= v[e] && v[e] <= m.issued[e],
+                "key {k} read as {v:?}: adds completed before the read began sum to {lower:?}, adds issued \
+                 before it ended to {:?}",
+                m.issued
+            );
+        }
+    }
+
+    fn complete(&mut self, i: usize, ev: Event) {
+        let (worker, ticket, result) = ev.into_parts();
+        let Some(op) = self.ops.remove(&ticket) else {
+            panic!("node {i} completed ticket {ticket:?}, which is not under way: {result:?}")
+        };
+        assert_eq!((op.node, op.worker), (i, worker), "{op:?} completed at node {i}, worker {worker}");
+        let timeout = self.cfg.request_timeout;
+        match (&op.kind, &result) {
+            (_, Err(OpError::Timeout)) => {
+                assert!(self.now[i] >= op.issued + timeout, "{op:?} timed out at {:?}, early", self.now[i]);
+                if let OpKind::Write { keys, .. } = &op.kind {
+                    for k in keys {
+                        self.keys[k.0 as usize].uncertain = true;
+                    }
+                }
+            }
+            (_, Err(e)) => panic!("{op:?} failed with {e:?} at node {i}"),
+            (OpKind::Pull { keys, lower }, Ok(Completion::Pull(values))) => {
+                assert_eq!(values.len(), keys.len() * LEN, "{op:?} completed with {values:?}");
+                for (j, k) in keys.iter().enumerate() {
+                    self.check_read(
+                        *k,
+                        &values[j * LEN..(j + 1) * LEN],
+                        Some(&lower[j * LEN..(j + 1) * LEN]),
+                    );
+                }
+            }
+            (OpKind::Write { write, keys, values }, Ok(Completion::Write)) => {
+                if *write == WriteKind::Add {
+                    for (k, v) in keys.iter().zip(values.chunks(LEN)) {
+                        add(&mut self.keys[k.0 as usize].done, v);
+                    }
+                }
+            }
+            (OpKind::Localize { keys }, Ok(Completion::Localize)) => {
+                // A key that arrived is here when the localize completes (it may leave again
+                // later, so only a localize of one key says where that key is).
+                if self.cfg.technique == Technique::Relocation && keys.len() == 1 {
+                    assert!(
+                        self.nodes[i].store().holds(keys[0]),
+                        "{op:?} completed at node {i}, which does not hold the key"
+                    );
+                }
+            }
+            _ => panic!("{op:?} completed with {result:?}"),
+        }
+    }
+
+    // ----- time -----
+
+    /// Node `i`'s clock moves on by `d`, and it handles every timer due on the way, each at its
+    /// time (as the drain contract asks).
+    fn advance(&mut self, i: usize, d: Duration) {
+        let target = self.now[i] + d;
+        for _ in 0..TIMER_ROUNDS_MAX {
+            match self.nodes[i].poll_timeout() {
+                Some(t) if t <= target => {
+                    self.now[i] = self.now[i].max(t);
+                    self.nodes[i].handle_timeout(self.now[i]);
+                    self.drain(i);
+                }
+                _ => break,
+            }
+        }
+        self.now[i] = target;
+        self.nodes[i].handle_timeout(target);
+        self.drain(i);
+        // A request fails within one scan interval (an eighth of the timeout) of its deadline.
+        let timeout = self.cfg.request_timeout;
+        let late = Duration(timeout.as_micros() + timeout.as_micros() / 8);
+        if let Some(op) = self.ops.values().find(|op| op.node == i && op.issued + late <= target) {
+            panic!("{op:?} is still under way at node {i} at {target:?}, past its deadline");
+        }
+    }
+
+    // ----- checks -----
+
+    fn check(&self) {
+        for (i, node) in self.nodes.iter().enumerate() {
+            if let Err(v) = node.check_invariants() {
+                panic!("node {i}: {v}");
+            }
+            let s = node.stats();
+            assert_eq!(s.frames_dropped, 0, "node {i} dropped a frame");
+            assert_eq!(s.messages_rejected, 0, "node {i} rejected a message: {s:?}");
+        }
+        for k in 0..KEYS {
+            let holders: Vec<usize> = (0..self.n).filter(|i| self.nodes[*i].store().holds(Key(k))).collect();
+            let flying = self.in_flight[k as usize] as usize;
+            assert!(
+                holders.len() + flying == 1,
+                "key {k} is held by nodes {holders:?} and in flight in {flying} relocations"
+            );
+        }
+    }
+
+    /// Delivers everything, then checks that the cluster has settled with every operation done
+    /// and every sum exact.
+    fn heal(&mut self) {
+        let mut deliveries = 0;
+        while self.frames > 0 {
+            for q in 0..self.queues.len() {
+                if self.deliver(q) {
+                    deliveries += 1;
+                    self.check();
+                }
+            }
+            assert!(
+                deliveries <= HEAL_DELIVERIES_MAX,
+                "the cluster did not settle within {HEAL_DELIVERIES_MAX} deliveries"
+            );
+        }
+        for (i, node) in self.nodes.iter().enumerate() {
+            assert!(
+                node.is_idle(),
+                "node {i} is not idle after the heal: {} pending, {} incoming, {} waiting",
+                node.pending_requests(),
+                node.keys_incoming(),
+                node.waiting_ops()
+            );
+        }
+        if let Some(op) = self.ops.values().next() {
+            panic!("{op:?} never completed ({} operations in all)", self.ops.len());
+        }
+        for (i, node) in self.nodes.iter().enumerate() {
+            // Every move was confirmed by the key's home, so every pointer was released.
+            assert_eq!(node.forwarding_pointers(), 0, "node {i} keeps forwarding pointers after the heal");
+            assert_eq!(node.waiting_ops(), 0, "node {i} has operations waiting after the heal");
+        }
+        for k in (0..KEYS).map(Key) {
+            // The home knows the owner, with the epoch of the move that put the key there.
+            let holder = (0..self.n).find(|i| self.nodes[*i].store().holds(k));
+            let Some(holder) = holder else { panic!("key {k} is held by no node after the heal") };
+            let home = home_of(k, self.cfg.nodes).index();
+            let at_holder = self.nodes[holder].store().whereabouts(k);
+            let at_home = self.nodes[home].store().whereabouts(k);
+            let agree = match (at_holder, at_home) {
+                (Whereabouts::Here(e), Whereabouts::Here(f)) => holder == home && e == f,
+                (Whereabouts::Here(e), Whereabouts::Away(owner, f)) => owner.index() == holder && e == f,
+                _ => false,
+            };
+            assert!(agree, "key {k} is at node {holder} ({at_holder:?}); its home {home} says {at_home:?}");
+        }
+        let mut values: HashMap<Key, Vec<f32>> = HashMap::new();
+        for node in &self.nodes {
+            node.store().for_each_owned(|k, _, _, v| {
+                values.insert(k, v.to_vec());
+            });
+        }
+        for k in 0..KEYS {
+            let m = &self.keys[k as usize];
+            if m.sets > 0 || m.uncertain {
+                continue;
+            }
+            // A key never touched is held by its home with the initial value (zero).
+            let v = values.get(&Key(k)).cloned().unwrap_or(alloc::vec![0.0; LEN]);
+            assert!(
+                v[..] == m.done[..] && m.done == m.issued,
+                "key {k} ends as {v:?}; its adds sum to {:?} ({:?} issued)",
+                m.done,
+                m.issued
+            );
+        }
+    }
+}
+
+fn add(sum: &mut [f32; LEN], v: &[f32]) {
+    for (s, x) in sum.iter_mut().zip(v) {
+        *s += *x;
+    }
+}

@@ -1,0 +1,767 @@
+//! The `node_ops` target: one [`Node`] (node 1 of 3) fed an arbitrary sequence of inputs (frames
+//! from peers, worker commands, timers, peer failures) and of partial or full drains of its
+//! outputs.
+//!
+//! # The byte language
+//!
+//! The first byte is a header: if its low nibble is `0xf` the node runs
+//! [`Technique::StaticPartitioning`], else [`Technique::Relocation`]; if bit 4 is set the harness
+//! drains every output after every input (the drain contract), else only when an op says so.
+//! Then, until the bytes run out, one op per byte `op`, by `op % 16`, each reading its fields
+//! from the bytes that follow (reads past the end give zeros):
+//!
+//! | `op % 16` | input |
+//! |---|---|
+//! | 0 | a raw frame: sender byte, length byte, that many bytes |
+//! | 1 | a message of any kind with arbitrary fields (as the `wire_round_trip` target builds them), encoded as a frame |
+//! | 2, 3 | a plausible message: small keys (mostly inside the layout), request ids the node issued, small epochs, value lengths that mostly fit |
+//! | 4, 5 | a peer's plausible answer to one of the last 16 messages the node sent (a reply, a relocation, a pointer release, a forward back...) |
+//! | 6, 7, 8 | a worker's pull, push (add), push (set): key count and keys (a few outside the layout), values |
+//! | 9 | a worker's localize |
+//! | 10 | a worker's barrier |
+//! | 11 | time advances (a little, or past the request timeout), then `handle_timeout` |
+//! | 12 | the transport reports a peer (or a stranger, or the node itself) failed |
+//! | 13 | drain up to `n` transmits |
+//! | 14 | drain up to `n` events |
+//! | 15 | drain everything |
+//!
+//! For commands, bit 4 of `op` picks worker 0 or 1, and `op >= 0xe0` names worker 2, which does
+//! not exist.
+//!
+//! # What is checked
+//!
+//! After every input: [`Node::check_invariants`]; every table within its configured bound
+//! (pending requests, waiting operations, keys held; keys incoming and forwarding pointers at
+//! most `store_keys_max`); the outbox grows by at most what one input can add (two frames per key
+//! or entry the input names, plus one per node; timers and peer failures add none), and a worker
+//! command is accepted only while the outbox is under `outbox_frames_max`, so the outbox exceeds
+//! that bound only through peer frames the driver did not drain after; each command's result is
+//! one its arguments and the node's state allow; every transmitted message is addressed to a
+//! peer, fits `frame_len_max` and `keys_per_message_max` (or relays no more keys than a peer sent
+//! in one message), and names only keys of the layout; every event answers a command accepted
+//! earlier, exactly once, with a completion of the right kind and length. At the end, time passes
+//! the request timeout: every accepted pull, push and localize has completed, and nothing is
+//! pending.
+
+use alloc::collections::VecDeque;
+use alloc::vec::Vec;
+
+use hashbrown::{HashMap, HashSet};
+
+use super::{message, Bytes};
+use crate::config::{Config, Technique};
+use crate::error::OpError;
+use crate::ids::{Epoch, Key, NodeId, RequestId, Ticket, Version, WorkerId};
+use crate::layout::Layout;
+use crate::node::{Completion, Node, HOPS_MAX};
+use crate::store::home_of;
+use crate::time::{Duration, Instant};
+use crate::wire::{self, FailReason, Message, Moved, OwnerChange, Release, WriteKind, HEADER_LEN};
+
+/// Nodes in the cluster the fuzzed node belongs to.
+const NODES: u16 = 3;
+/// The fuzzed node.
+const ME: NodeId = NodeId(1);
+/// Keys in the layout; each value is [`LEN`] floats.
+const KEYS: u64 = 64;
+const LEN: usize = 2;
+/// Workers of the node.
+const WORKERS: u16 = 2;
+/// Most transmits remembered for plausible answers.
+const RECENT_MAX: usize = 16;
+
+/// The configuration of the fuzzed node: small bounds, so that every limit is reached.
+pub fn node_ops_config(technique: Technique) -> Config {
+    let layout = Layout::uniform(KEYS, LEN as u32).unwrap_or_else(|_| unreachable!());
+    let mut cfg = Config::new(NODES, WORKERS, layout);
+    let homed = (0..KEYS).filter(|k| home_of(Key(*k), NODES) == ME).count();
+    cfg.technique = technique;
+    cfg.outbox_frames_max = 16;
+    cfg.requests_pending_max = 8;
+    cfg.waiting_ops_max = 8;
+    // Room for the keys homed here (as the field's docs require) and a few more.
+    cfg.store_keys_max = homed + 6;
+    cfg.store_shards = 4;
+    cfg.location_cache_slots = 8;
+    cfg.keys_per_message_max = 4;
+    // Room for two keys per frame, so that long batches are split by length as well.
+    cfg.frame_len_max = HEADER_LEN + 64 + 2 * (24 + 4 * LEN);
+    cfg.request_timeout = Duration::from_millis(100);
+    cfg
+}
+
+/// Runs one fuzz input through a node; panics on any broken promise (see the module docs).
+pub fn node_ops(data: &[u8]) {
+    let mut b = Bytes { data };
+    let header = b.u8();
+    let technique = if header & 0x0f == 0x0f { Technique::StaticPartitioning } else { Technique::Relocation };
+    let mut h = Harness::new(node_ops_config(technique), header & 0x10 != 0);
+    while !b.is_empty() {
+        h.op(&mut b);
+        h.check();
+    }
+    h.finish();
+}
+
+/// What a worker command was, for checking its completion.
+#[derive(Debug)]
+enum Cmd {
+    Pull { values_len: usize },
+    Write,
+    Localize,
+    Barrier { worker: WorkerId },
+}
+
+struct Harness {
+    node: Node,
+    cfg: Config,
+    homed: Vec<Key>,
+    auto_drain: bool,
+    now: Instant,
+    next_ticket: u64,
+    /// Requests the node created so far (its request ids are `1..=reqs`).
+    reqs: u64,
+    /// Accepted commands not yet completed.
+    open: HashMap<Ticket, Cmd>,
+    /// Barrier entries of each worker not yet completed (drained).
+    in_barrier: HashMap<WorkerId, u32>,
+    any_peer_failed: bool,
+    /// An upper bound on the frames in the outbox; exact (zero) after a drain that found it empty.
+    outbox_max: usize,
+    /// The last messages the node sent, with their destination.
+    recent: VecDeque<(NodeId, Message)>,
+    /// The most keys (or entries) in one message a peer sent.
+    peer_entries_max: usize,
+}
+
+impl Harness {
+    fn new(cfg: Config, auto_drain: bool) -> Harness {
+        let node = Node::new(cfg.clone(), ME).unwrap_or_else(|e| panic!("the fuzzed configuration: {e}"));
+        let homed = (0..KEYS).map(Key).filter(|k| home_of(*k, NODES) == ME).collect();
+        Harness {
+            node,
+            cfg,
+            homed,
+            auto_drain,
+            now: Instant(1),
+            next_ticket: 0,
+            reqs: 0,
+            open: HashMap::new(),
+            in_barrier: HashMap::new(),
+            any_peer_failed: false,
+            outbox_max: 0,
+            recent: VecDeque::new(),
+            peer_entries_max: 0,
+        }
+    }
+
+    fn op(&mut self, b: &mut Bytes<'_>) {
+        let op = b.u8();
+        match op % 16 {
+            0 => {
+                let from = peer(b.u8());
+                let n = b.count(1);
+                let frame = b.take(n);
+                self.frame(from, frame, false);
+            }
+            1 => {
+                let from = peer(b.u8());
+                let msg = message(b.u8(), b);
+                self.deliver(from, msg, b.u8());
+            }
+            2 | 3 => {
+                let from = peer(b.u8());
+                let msg = self.plausible(b);
+                self.deliver(from, msg, b.u8());
+            }
+            4 | 5 => {
+                let idx = usize::from(b.u8());
+                let twist = b.u8();
+                if let Some((from, msg)) = self.answer(idx, twist, b) {
+                    self.deliver(from, msg, twist);
+                }
+            }
+            6..=10 => self.command(op, b),
+            11 => {
+                let step = b.u8();
+                let d = if step >= 0xf0 {
+                    self.cfg.request_timeout.as_micros() * u64::from(step & 0x0f)
+                } else {
+                    u64::from(step) * self.cfg.request_timeout.as_micros() / 64
+                };
+                self.now = self.now + Duration(d);
+                self.node.handle_timeout(self.now);
+                self.after_input(0);
+            }
+            12 => {
+                let p = NodeId(u16::from(b.u8() % 4));
+                self.node.handle_peer_failed(self.now, p);
+                if p != ME && p.0 < NODES {
+                    self.any_peer_failed = true;
+                }
+                self.after_input(0);
+            }
+            13 => {
+                let n = b.u8();
+                self.drain_transmits(usize::from(n));
+            }
+            14 => {
+                let n = b.u8();
+                self.drain_events(usize::from(n));
+            }
+            _ => self.drain_all(),
+        }
+    }
+
+    // ----- inputs -----
+
+    /// Encodes `msg` as a frame from `from` (or, by `how`, hands it over decoded, or spoils it).
+    fn deliver(&mut self, from: NodeId, msg: Message, how: u8) {
+        match how % 8 {
+            0 => {
+                self.peer_entries_max = self.peer_entries_max.max(entries(&msg));
+                let growth = growth(entries(&msg));
+                self.node.handle_message(self.now, from, msg);
+                self.after_input(growth);
+            }
+            1 => {
+                // Another cluster, or a header naming another sender: dropped.
+                let (cluster, sender) = if how & 8 == 0 {
+                    (crate::ids::ClusterId(self.cfg.cluster_id.0 ^ 1), from)
+                } else {
+                    (self.cfg.cluster_id, NodeId(from.0 ^ 2))
+                };
+                let frame = msg.to_frame(cluster, sender);
+                self.frame(from, &frame, true);
+            }
+            2 => {
+                let mut frame = msg.to_frame(self.cfg.cluster_id, from);
+                if let Some(last) = frame.last_mut() {
+                    *last ^= how;
+                }
+                self.frame(from, &frame, false);
+            }
+            _ => {
+                let frame = msg.to_frame(self.cfg.cluster_id, from);
+                self.frame(from, &frame, false);
+            }
+        }
+    }
+
+    fn frame(&mut self, from: NodeId, frame: &[u8], must_drop: bool) {
+        let decoded = wire::decode(frame, self.cfg.cluster_id, self.cfg.frame_len_max);
+        let entries = decoded.as_ref().map(|(_, m)| entries(m)).unwrap_or(0);
+        self.peer_entries_max = self.peer_entries_max.max(entries);
+        let growth = growth(entries);
+        let dropped = self.node.stats().frames_dropped;
+        self.node.handle_frame(self.now, from, frame);
+        let should_drop =
+            must_drop || !decoded.as_ref().is_ok_and(|(h, _)| h.sender == from && from.0 < NODES);
+        assert_eq!(
+            self.node.stats().frames_dropped - dropped,
+            u64::from(should_drop),
+            "a frame from {from} was {} dropped: {:02x?}",
+            if should_drop { "not" } else { "wrongly" },
+            frame
+        );
+        self.after_input(if should_drop { 0 } else { growth });
+    }
+
+    fn command(&mut self, op: u8, b: &mut Bytes<'_>) {
+        let worker = if op >= 0xe0 { WorkerId(WORKERS) } else { WorkerId(u16::from(op >> 4) & 1) };
+        self.next_ticket += 1;
+        let ticket = Ticket(self.next_ticket);
+        let pending = self.node.pending_requests();
+        let wanted_input = self.node.wants_input();
+        let now = self.now;
+        let (kind, keys, result) = match op % 16 {
+            10 => {
+                let r = self.node.barrier(now, worker, ticket);
+                ("barrier", Vec::new(), r)
+            }
+            k => {
+                let keys = self.command_keys(b);
+                let r = match k {
+                    6 => self.node.pull(now, worker, ticket, &keys),
+                    7 | 8 => {
+                        let write = if k == 7 { WriteKind::Add } else { WriteKind::Set };
+                        let values = self.command_values(&keys, b);
+                        self.node.push(now, worker, ticket, write, &keys, &values)
+                    }
+                    _ => self.node.localize(now, worker, ticket, &keys),
+                };
+                (["pull", "push", "set", "localize"][usize::from(k - 6)], keys, r)
+            }
+        };
+        let expected_len = self.cfg.layout.total_len(&keys);
+        match result {
+            Ok(()) => {
+                assert!(worker.0 < WORKERS, "{kind} of worker {worker}, which does not exist, was accepted");
+                assert!(wanted_input, "{kind} was accepted while the outbox was full");
+                let cmd = match kind {
+                    "barrier" => {
+                        assert!(!self.any_peer_failed, "a barrier was entered after a peer failed");
+                        *self.in_barrier.entry(worker).or_default() += 1;
+                        Cmd::Barrier { worker }
+                    }
+                    _ => {
+                        let Ok(values_len) = expected_len else {
+                            panic!("{kind} of keys outside the layout was accepted: {keys:?}")
+                        };
+                        assert!(!has_duplicate(&keys), "{kind} with a key twice was accepted: {keys:?}");
+                        assert!(
+                            pending < self.cfg.requests_pending_max,
+                            "{kind} accepted at the request bound"
+                        );
+                        let creates_request =
+                            kind != "localize" || self.cfg.technique != Technique::StaticPartitioning;
+                        if creates_request {
+                            self.reqs += 1;
+                        }
+                        match kind {
+                            "pull" => Cmd::Pull { values_len },
+                            "localize" => Cmd::Localize,
+                            _ => Cmd::Write,
+                        }
+                    }
+                };
+                self.open.insert(ticket, cmd);
+                // The outbox held fewer than its bound frames when the command was accepted.
+                self.outbox_max = self.outbox_max.min(self.cfg.outbox_frames_max - 1);
+                self.after_input(growth(keys.len()));
+            }
+            Err(e) => {
+                let ok = match e {
+                    OpError::InvalidArgument => {
+                        worker.0 >= WORKERS
+                            || (kind == "barrier" && self.in_barrier.get(&worker).is_some_and(|n| *n > 0))
+                    }
+                    OpError::KeyOutsideLayout { key } => {
+                        keys.contains(&key) && !self.cfg.layout.contains(key) && expected_len == Err(key)
+                    }
+                    OpError::ValueLength { expected, .. } => {
+                        matches!(kind, "push" | "set") && expected_len == Ok(expected)
+                    }
+                    OpError::DuplicateKey { key } => keys.iter().filter(|k| **k == key).count() > 1,
+                    OpError::Busy => !wanted_input || pending >= self.cfg.requests_pending_max,
+                    OpError::StoreFull => kind == "localize",
+                    OpError::PeerFailed { node } => kind == "barrier" && node != ME && node.0 < NODES,
+                    _ => false,
+                };
+                assert!(ok, "{kind} {keys:?} of worker {worker} refused with {e:?}");
+                // A refused command changes nothing, so it adds nothing to the outbox.
+                self.after_input(0);
+            }
+        }
+    }
+
+    /// Keys of a command: a count, then one byte per key; a few land outside the layout.
+    fn command_keys(&self, b: &mut Bytes<'_>) -> Vec<Key> {
+        let n = b.u8() % 7;
+        (0..n).map(|_| small_key(b.u8())).collect()
+    }
+
+    /// Values for `keys`: small integers, usually as many as the keys need.
+    fn command_values(&self, keys: &[Key], b: &mut Bytes<'_>) -> Vec<f32> {
+        let shape = b.u8();
+        let mut n = keys.len() * LEN;
+        if shape >= 0xf8 {
+            n = if shape & 1 == 0 { n + 1 } else { n.saturating_sub(1) };
+        }
+        (0..n).map(|_| f32::from(b.u8() % 16)).collect()
+    }
+
+    // ----- plausible messages from the peers -----
+
+    fn req(&self, x: u8) -> RequestId {
+        if x >= 0xf0 {
+            RequestId(u64::from(x & 0x0f))
+        } else {
+            RequestId(self.reqs.saturating_sub(u64::from(x % 4)))
+        }
+    }
+
+    fn keys(&self, b: &mut Bytes<'_>) -> Vec<Key> {
+        let n = b.u8() % 6;
+        (0..n).map(|_| small_key(b.u8())).collect()
+    }
+
+    /// Values for `keys`, of the right length unless `shape` says otherwise.
+    fn values_for(&self, keys: &[Key], shape: u8) -> Vec<f32> {
+        let n = self.cfg.layout.total_len(keys).unwrap_or(keys.len() * LEN);
+        let n = if shape >= 0xf8 { n + 1 } else { n };
+        (0..n).map(|i| f32::from(shape.wrapping_add(i as u8) % 8)).collect()
+    }
+
+    fn homed_key(&self, x: u8) -> Key {
+        if x >= 0xf8 {
+            small_key(x)
+        } else {
+            self.homed[usize::from(x) % self.homed.len()]
+        }
+    }
+
+    fn plausible(&self, b: &mut Bytes<'_>) -> Message {
+        let sel = b.u8();
+        match sel % 11 {
+            0 => Message::Pull {
+                req: self.req(b.u8()),
+                origin: origin(b.u8()),
+                hops: hops(b.u8()),
+                keys: self.keys(b),
+            },
+            1 => {
+                let req = self.req(b.u8());
+                let keys = self.keys(b);
+                Message::PullReply { req, values: self.values_for(&keys, b.u8()), keys }
+            }
+            2 => {
+                let (req, origin, hops) = (self.req(b.u8()), origin(b.u8()), hops(b.u8()));
+                let write = if b.u8() & 1 == 0 { WriteKind::Add } else { WriteKind::Set };
+                let keys = self.keys(b);
+                Message::Push { req, origin, hops, write, values: self.values_for(&keys, b.u8()), keys }
+            }
+            3 => Message::PushReply { req: self.req(b.u8()), keys: self.keys(b) },
+            4 => Message::Localize { origin: origin(b.u8()), hops: hops(b.u8()), keys: self.keys(b) },
+            5 => {
+                let n = b.u8() % 5;
+                let moved: Vec<Moved> = (0..n)
+                    .map(|_| Moved {
+                        key: small_key(b.u8()),
+                        epoch: Epoch(u32::from(b.u8() % 8)),
+                        version: Version(u64::from(b.u8())),
+                    })
+                    .collect();
+                let keys: Vec<Key> = moved.iter().map(|m| m.key).collect();
+                Message::Relocate { values: self.values_for(&keys, b.u8()), moved }
+            }
+            6 => {
+                let n = b.u8() % 5;
+                let changes = (0..n)
+                    .map(|_| OwnerChange {
+                        key: self.homed_key(b.u8()),
+                        epoch: Epoch(u32::from(b.u8() % 8)),
+                        prev: origin(b.u8()),
+                    })
+                    .collect();
+                Message::OwnerUpdate { changes }
+            }
+            7 => {
+                let n = b.u8() % 5;
+                let released = (0..n)
+                    .map(|_| Release { key: small_key(b.u8()), epoch: Epoch(u32::from(b.u8() % 8)) })
+                    .collect();
+                Message::PointerRelease { released }
+            }
+            8 => {
+                let reason = match b.u8() % 3 {
+                    0 => FailReason::RoutingLoop,
+                    1 => FailReason::Busy,
+                    _ => FailReason::Unreachable,
+                };
+                Message::RequestFailed { req: self.req(b.u8()), reason, keys: self.keys(b) }
+            }
+            9 => Message::BarrierEnter { generation: u64::from(b.u8() % 4) },
+            _ => Message::BarrierRelease { generation: u64::from(b.u8() % 4) },
+        }
+    }
+
+    /// What a peer might send back after the node sent it one of its recent messages.
+    fn answer(&self, idx: usize, twist: u8, b: &mut Bytes<'_>) -> Option<(NodeId, Message)> {
+        if self.recent.is_empty() {
+            return None;
+        }
+        let (to, msg) = &self.recent[idx % self.recent.len()];
+        let to = *to;
+        // Some answers name only some of the keys.
+        let some = |keys: &[Key]| -> Vec<Key> {
+            if twist & 0x20 == 0 {
+                keys.to_vec()
+            } else {
+                keys.iter()
+                    .copied()
+                    .enumerate()
+                    .filter(|(i, _)| (twist >> (i % 5)) & 1 == 0)
+                    .map(|(_, k)| k)
+                    .collect()
+            }
+        };
+        let back = twist & 0x40 != 0;
+        let epoch = Epoch(u32::from(b.u8() % 8));
+        Some(match msg {
+            Message::Pull { req, origin, hops, keys } if back => (
+                to,
+                Message::Pull {
+                    req: *req,
+                    origin: *origin,
+                    hops: hops.saturating_add(1),
+                    keys: keys.clone(),
+                },
+            ),
+            Message::Pull { req, keys, .. } => {
+                let keys = some(keys);
+                (to, Message::PullReply { req: *req, values: self.values_for(&keys, b.u8()), keys })
+            }
+            Message::Push { req, origin, hops, write, keys, values } if back => {
+                let msg = Message::Push {
+                    req: *req,
+                    origin: *origin,
+                    hops: hops.saturating_add(1),
+                    write: *write,
+                    keys: keys.clone(),
+                    values: values.clone(),
+                };
+                (to, msg)
+            }
+            Message::Push { req, keys, .. } => (to, Message::PushReply { req: *req, keys: some(keys) }),
+            Message::Localize { origin, hops, keys } if back || *origin != ME => {
+                (to, Message::Localize { origin: *origin, hops: hops.saturating_add(1), keys: keys.clone() })
+            }
+            Message::Localize { keys, .. } => {
+                let keys = some(keys);
+                let moved = keys.iter().map(|k| Moved { key: *k, epoch, version: Version(u64::from(twist)) });
+                (to, Message::Relocate { moved: moved.collect(), values: self.values_for(&keys, b.u8()) })
+            }
+            Message::Relocate { moved, values } if back => {
+                // The new owner hands the keys back (someone here asked for them again).
+                let moved = moved.iter().map(|m| Moved { epoch: m.epoch.next(), ..*m }).collect();
+                (to, Message::Relocate { moved, values: values.clone() })
+            }
+            Message::Relocate { moved, .. } => {
+                // The home node confirms the move.
+                let released: Vec<Release> =
+                    moved.iter().map(|m| Release { key: m.key, epoch: m.epoch }).collect();
+                let home = moved.first().map(|m| home_of(m.key, NODES)).filter(|h| *h != ME).unwrap_or(to);
+                (home, Message::PointerRelease { released })
+            }
+            Message::OwnerUpdate { changes } => {
+                // Someone else wants the keys the node just got.
+                let keys = changes.iter().map(|c| c.key).collect();
+                (to, Message::Localize { origin: if back { NodeId(0) } else { NodeId(2) }, hops: 1, keys })
+            }
+            Message::PullReply { keys, .. } | Message::PushReply { keys, .. } => {
+                (to, Message::Localize { origin: to, hops: 0, keys: some(keys) })
+            }
+            Message::RequestFailed { req, keys, .. } => {
+                (to, Message::Pull { req: *req, origin: to, hops: 0, keys: keys.clone() })
+            }
+            Message::BarrierEnter { generation } => {
+                (NodeId(0), Message::BarrierRelease { generation: *generation })
+            }
+            Message::PointerRelease { released } => {
+                let keys = released.iter().map(|r| r.key).collect();
+                (to, Message::Pull { req: RequestId(u64::from(twist)), origin: to, hops: 0, keys })
+            }
+            _ => return None,
+        })
+    }
+
+    // ----- outputs -----
+
+    fn drain_transmits(&mut self, n: usize) {
+        for _ in 0..n {
+            let Some(t) = self.node.poll_transmit() else {
+                self.outbox_max = 0;
+                return;
+            };
+            assert!(
+                self.outbox_max > 0,
+                "the outbox held more frames than the inputs since it was last empty can add"
+            );
+            self.outbox_max -= 1;
+            self.check_transmit(t.to(), t.message(), t.encoded_len());
+            if self.recent.len() == RECENT_MAX {
+                self.recent.pop_front();
+            }
+            self.recent.push_back((t.to(), t.message().clone()));
+        }
+    }
+
+    fn check_transmit(&self, to: NodeId, msg: &Message, len: usize) {
+        assert!(to != ME && to.0 < NODES, "a message to {to}: {msg:?}");
+        assert!(len <= self.cfg.frame_len_max, "a frame of {len} bytes, over frame_len_max: {msg:?}");
+        // A node splits what it sends by keys_per_message_max, but relays a peer's keys in one
+        // message when it answers for all of them (a request over the hop limit).
+        assert!(
+            entries(msg) <= self.cfg.keys_per_message_max.max(self.peer_entries_max),
+            "a message with more than keys_per_message_max keys: {msg:?}"
+        );
+        let layout = &self.cfg.layout;
+        let keys_ok = |keys: &[Key]| keys.iter().all(|k| layout.contains(*k));
+        let node_ok = |n: &NodeId| n.0 < NODES;
+        let ok = match msg {
+            Message::Pull { origin, keys, .. } | Message::Localize { origin, keys, .. } => {
+                node_ok(origin) && keys_ok(keys)
+            }
+            Message::Push { origin, keys, values, .. } => {
+                node_ok(origin) && layout.total_len(keys) == Ok(values.len())
+            }
+            Message::PullReply { keys, values, .. } => layout.total_len(keys) == Ok(values.len()),
+            Message::PushReply { keys, .. } | Message::RequestFailed { keys, .. } => keys_ok(keys),
+            Message::Relocate { moved, values } => {
+                let keys: Vec<Key> = moved.iter().map(|m| m.key).collect();
+                self.cfg.technique != Technique::StaticPartitioning
+                    && layout.total_len(&keys) == Ok(values.len())
+            }
+            Message::OwnerUpdate { changes } => {
+                changes.iter().all(|c| layout.contains(c.key) && home_of(c.key, NODES) == to && c.prev != ME)
+            }
+            Message::PointerRelease { released } => released.iter().all(|r| layout.contains(r.key)),
+            Message::BarrierEnter { .. } => to == NodeId(0),
+            _ => true,
+        };
+        assert!(ok, "node {ME} sent a message its peer must reject, to {to}: {msg:?}");
+    }
+
+    fn drain_events(&mut self, n: usize) {
+        for _ in 0..n {
+            let Some(ev) = self.node.poll_event() else { return };
+            let (worker, ticket, result) = ev.into_parts();
+            let Some(cmd) = self.open.remove(&ticket) else {
+                panic!("an event for ticket {ticket:?}, which is not open: {result:?}")
+            };
+            match (&cmd, &result) {
+                (Cmd::Pull { values_len }, Ok(Completion::Pull(v))) => {
+                    assert_eq!(v.len(), *values_len, "a pull completed with the wrong number of values")
+                }
+                (Cmd::Write, Ok(Completion::Write)) | (Cmd::Localize, Ok(Completion::Localize)) => {}
+                (Cmd::Barrier { worker: w }, Ok(Completion::Barrier) | Err(OpError::PeerFailed { .. })) => {
+                    assert_eq!(worker, *w, "a barrier completed for another worker");
+                    if let Some(n) = self.in_barrier.get_mut(&worker) {
+                        *n -= 1;
+                    }
+                }
+                (Cmd::Barrier { .. }, Err(e)) => panic!("a barrier failed with {e:?}"),
+                (_, Err(e)) => assert!(
+                    matches!(
+                        e,
+                        OpError::Timeout
+                            | OpError::PeerFailed { .. }
+                            | OpError::RoutingLoop
+                            | OpError::Unreachable
+                            | OpError::Busy
+                    ),
+                    "a command failed with {e:?}"
+                ),
+                _ => panic!("{cmd:?} (ticket {ticket:?}) completed with {result:?}"),
+            }
+        }
+    }
+
+    fn drain_all(&mut self) {
+        self.drain_transmits(usize::MAX);
+        self.drain_events(usize::MAX);
+    }
+
+    /// After every input: the outbox may have grown by `growth` frames.
+    fn after_input(&mut self, growth: usize) {
+        self.outbox_max += growth;
+        if self.auto_drain {
+            self.drain_all();
+        }
+    }
+
+    fn check(&self) {
+        if let Err(v) = self.node.check_invariants() {
+            panic!("node {ME}: {v}");
+        }
+        let n = &self.node;
+        let c = &self.cfg;
+        assert!(n.pending_requests() <= c.requests_pending_max, "pending requests over their bound");
+        assert!(n.waiting_ops() <= c.waiting_ops_max, "waiting operations over their bound");
+        assert!(n.store().keys_held() <= c.store_keys_max, "keys held over store_keys_max");
+        assert!(n.keys_incoming() <= c.store_keys_max, "keys incoming over store_keys_max");
+        assert!(
+            n.forwarding_pointers() <= c.store_keys_max,
+            "{} forwarding pointers, more than store_keys_max = {}: the table has no configured bound",
+            n.forwarding_pointers(),
+            c.store_keys_max
+        );
+        if self.outbox_max < c.outbox_frames_max {
+            assert!(n.wants_input(), "the outbox refuses commands below its bound");
+        }
+    }
+
+    /// Time passes the request timeout: every request ends.
+    fn finish(&mut self) {
+        self.drain_all();
+        self.now = self.now + Duration(2 * self.cfg.request_timeout.as_micros() + 1);
+        self.node.handle_timeout(self.now);
+        self.after_input(0);
+        self.drain_all();
+        self.check();
+        assert_eq!(self.node.pending_requests(), 0, "requests still pending after their deadline");
+        let open: Vec<_> = self.open.iter().filter(|(_, c)| !matches!(c, Cmd::Barrier { .. })).collect();
+        assert!(open.is_empty(), "commands that never completed: {open:?}");
+    }
+}
+
+/// The sender of a frame: a peer, now and then a node outside the cluster.
+fn peer(x: u8) -> NodeId {
+    match x % 4 {
+        0 | 2 => NodeId(0),
+        1 => NodeId(2),
+        _ if x >= 0xf0 => NodeId(u16::from(x & 0x0f) + NODES),
+        _ => NodeId(2),
+    }
+}
+
+/// An origin in a message: any node of the cluster (this one included), now and then none.
+fn origin(x: u8) -> NodeId {
+    if x >= 0xfc {
+        NodeId(NODES + u16::from(x & 3))
+    } else {
+        NodeId(u16::from(x % 3))
+    }
+}
+
+/// A hop count: small, or at the limit.
+fn hops(x: u8) -> u8 {
+    if x >= 0xf0 {
+        HOPS_MAX - 1 + (x & 1)
+    } else {
+        x % 4
+    }
+}
+
+/// A key: inside the layout, or from the last few byte values, outside it.
+fn small_key(x: u8) -> Key {
+    match x {
+        0xfc => Key(KEYS),
+        0xfd => Key(KEYS + 1),
+        0xfe => Key(u64::MAX),
+        0xff => Key(1 << 40),
+        _ => Key(u64::from(x) % KEYS),
+    }
+}
+
+/// The most frames one input naming `entries` keys (or entries) may add to the outbox: a
+/// message or reply per key, an owner update and a pointer release per relocated key, and a
+/// barrier message to every node.
+fn growth(entries: usize) -> usize {
+    2 * entries + usize::from(NODES)
+}
+
+fn has_duplicate(keys: &[Key]) -> bool {
+    let mut seen = HashSet::new();
+    !keys.iter().all(|k| seen.insert(*k))
+}
+
+/// Keys or entries a message names: what its processing scales with.
+fn entries(msg: &Message) -> usize {
+    match msg {
+        Message::Pull { keys, .. }
+        | Message::PullReply { keys, .. }
+        | Message::Push { keys, .. }
+        | Message::PushReply { keys, .. }
+        | Message::Localize { keys, .. }
+        | Message::RequestFailed { keys, .. } => keys.len(),
+        Message::Relocate { moved, .. } => moved.len(),
+        Message::OwnerUpdate { changes } => changes.len(),
+        Message::PointerRelease { released } => released.len(),
+        Message::BarrierEnter { .. } | Message::BarrierRelease { .. } => 0,
+        // Kinds added later: every entry takes at least 8 bytes.
+        #[allow(unreachable_patterns)]
+        _ => msg.body_len() / 8,
+    }
+}

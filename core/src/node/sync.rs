@@ -1,0 +1,1114 @@
+//! Intent signaling, sync rounds, replicas and the owner's decisions (AdaPM, adapm-cikm23.txt
+//! §4 and Appendix B), and the techniques that share this machinery.
+//!
+//! **Intents.** Each worker's intents wait in a heap ordered by start clock. At the start of
+//! every sync round, action timing ([`crate::timing::ActionTimer`], Algorithm 1) says which of
+//! them to act on; acted intents move to a heap ordered by end clock and raise a per-key count;
+//! when a worker's clock reaches an intent's end, the count drops. Only the transitions of the
+//! count (0 to positive: "this node has intent"; back to 0: "no more") reach the key's owner.
+//!
+//! **Rounds.** A round sends one grouped [`Message::Sync`] per peer: intent starts and ends,
+//! every replica's version and delta, and ownership changes for the peer as home node. Owners
+//! answer with one grouped [`Message::SyncReply`]: moved keys, new or refreshed replicas,
+//! acknowledgements. Entries for keys the receiver does not own are forwarded like requests
+//! (the same routing, hop limit and pointers), and answered by the owner directly. A round ends
+//! when every entry is answered; the next starts at once (or after the configured minimum
+//! period; after an idle interval if a round had nothing to send). At most one entry per key is
+//! outstanding, so a replica's delta is never in flight twice.
+//!
+//! **Decisions** (at the owner, which holds the key's main copy and decides for it):
+//! - adaptive: a node whose intent starts gets the key moved to it if no other node has intent
+//!   (the owner itself included) and no other node holds a replica; else a replica. A replica
+//!   holder that is the only node left with intent gets the key moved to it in the answer to
+//!   its next sync (its replica becomes the main copy). Keys never move while other replicas
+//!   exist, so a replica's owner is fixed for the replica's life.
+//! - without replication: every start moves the key (a node that loses a key it still has
+//!   intent for asks again next round);
+//! - without relocation, full replication, NuPS's hot keys: every start gets a replica.
+//!
+//! **Replicas.** A holder adds local updates to its copy and to an unsent delta. Each round it
+//! sends the delta with the version of its last refresh; the owner merges it (one more version)
+//! and answers with its value if the versions differ. The holder sets its copy to that value
+//! plus what was added locally since the delta was taken, so every update is counted once.
+//! When the holder's intent ends it drops the replica and sends the delta as its last.
+
+use alloc::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use alloc::vec::Vec;
+use core::cmp::Ordering;
+
+use super::{Node, HOPS_MAX};
+use crate::config::Technique;
+use crate::error::OpError;
+use crate::ids::{Clock, Key, NodeId, Ticket, WorkerId};
+use crate::time::{Duration, Instant};
+use crate::timing::ActionTimer;
+use crate::wire::{Message, Moved, OwnerChange, Refresh, ReplicaSync, HEADER_LEN};
+
+/// Bytes a sync entry may take besides its value, generously.
+const ENTRY_BYTES: usize = 32;
+/// Per-message overhead besides entries, generously.
+const FIXED_BYTES: usize = 64;
+
+/// How a worker says it will access the keys of an intent. Recorded in the statistics; the
+/// decisions treat every kind alike (as AdaPM does: a single remote read is already worth a
+/// local copy).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum IntentKind {
+    /// Reads and writes (the usual case in training).
+    #[default]
+    ReadWrite,
+    /// Reads only.
+    Read,
+    /// Writes only.
+    Write,
+}
+
+/// An intent a worker signaled and the node has not acted on yet.
+#[derive(Debug)]
+struct Future {
+    start: Clock,
+    end: Clock,
+    seq: u64,
+    keys: Vec<Key>,
+}
+
+/// An intent the node acts on, until the worker's clock reaches its end.
+#[derive(Debug)]
+struct Acted {
+    end: Clock,
+    seq: u64,
+    keys: Vec<Key>,
+}
+
+// Min-heaps: the smallest start (or end) on top, ties by signal order.
+impl Ord for Future {
+    fn cmp(&self, o: &Self) -> Ordering {
+        (o.start, o.seq).cmp(&(self.start, self.seq))
+    }
+}
+impl PartialOrd for Future {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl PartialEq for Future {
+    fn eq(&self, o: &Self) -> bool {
+        (self.start, self.seq) == (o.start, o.seq)
+    }
+}
+impl Eq for Future {}
+impl Ord for Acted {
+    fn cmp(&self, o: &Self) -> Ordering {
+        (o.end, o.seq).cmp(&(self.end, self.seq))
+    }
+}
+impl PartialOrd for Acted {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl PartialEq for Acted {
+    fn eq(&self, o: &Self) -> bool {
+        (self.end, self.seq) == (o.end, o.seq)
+    }
+}
+impl Eq for Acted {}
+
+#[derive(Debug, Default)]
+struct WorkerIntents {
+    clock: Clock,
+    future: BinaryHeap<Future>,
+    acted: BinaryHeap<Acted>,
+}
+
+/// This node's aggregated intent for one key.
+#[derive(Clone, Copy, Debug, Default)]
+struct Local {
+    /// Acted, unexpired intents (plus one for a key replicated for the whole run).
+    count: u32,
+    /// The owner was told of this node's intent (a start was sent and no end since).
+    announced: bool,
+}
+
+/// A replica this node holds.
+#[derive(Clone, Copy, Debug)]
+struct ReplicaMeta {
+    /// The owner it synchronizes with (fixed while replicas exist).
+    owner: NodeId,
+    /// When it was last refreshed or found up to date.
+    refreshed: Instant,
+}
+
+/// What a decision does with a start or sync entry at the owner.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Policy {
+    Adaptive,
+    Relocate,
+    Replicate,
+}
+
+/// A worker waiting in `wait_sync`.
+#[derive(Clone, Copy, Debug)]
+struct SyncWaiter {
+    worker: WorkerId,
+    ticket: Ticket,
+    rounds: u64,
+    deadline: Instant,
+}
+
+/// One grouped sync request being built for a peer.
+#[derive(Debug, Default)]
+struct SyncOut {
+    starts: Vec<Key>,
+    ends: Vec<Key>,
+    replicas: Vec<ReplicaSync>,
+    deltas: Vec<f32>,
+    owners: Vec<OwnerChange>,
+}
+
+/// One grouped answer being built for an origin.
+#[derive(Debug, Default)]
+struct ReplyOut {
+    relocated: Vec<Moved>,
+    relocated_values: Vec<f32>,
+    refreshed: Vec<Refresh>,
+    refreshed_values: Vec<f32>,
+    acks: Vec<Key>,
+    failed: Vec<Key>,
+}
+
+/// The node's state for intents, rounds and replicas.
+pub(super) struct SyncState {
+    timer: ActionTimer,
+    workers: Vec<WorkerIntents>,
+    seq: u64,
+    intents: usize,
+    intent_keys: usize,
+    local: BTreeMap<Key, Local>,
+    /// Keys whose aggregated intent changed, or that need another try, at the next round.
+    touched: BTreeSet<Key>,
+    replicas: BTreeMap<Key, ReplicaMeta>,
+    /// Replicas dropped this round whose final delta is on its way, and to which owner: this
+    /// node's requests for them go there too, behind the delta (per-pair FIFO), so a worker's
+    /// read after its last update through the replica still sees it.
+    finals: BTreeMap<Key, NodeId>,
+    /// As owner, under the adaptive technique: the other nodes holding replicas of each key.
+    holders: BTreeMap<Key, Vec<NodeId>>,
+    /// Keys that moved here, with the number of rounds this node had completed then. A key
+    /// moves on only after one more round here: requests that trail it (forwarded along its
+    /// path, at most about a round behind) then catch it instead of chasing it from node to
+    /// node while several nodes ask for it in turn.
+    arrived: BTreeMap<Key, (u64, Instant)>,
+    /// The time of the input being handled (for the rules that need it deep inside).
+    now: Instant,
+    /// Keys this node asked for (a start) that may arrive as main copies: a store slot is
+    /// reserved for each until its answer comes.
+    reserved: BTreeSet<Key>,
+    /// Ownership changes for home nodes, sent with the next round.
+    owner_updates: Vec<(NodeId, OwnerChange)>,
+    round: u32,
+    open: bool,
+    outstanding: BTreeSet<Key>,
+    rounds_done: u64,
+    started_at: Instant,
+    next_at: Option<Instant>,
+    permanent_done: bool,
+    waiters: Vec<SyncWaiter>,
+}
+
+impl SyncState {
+    pub(super) fn new(cfg: &crate::Config) -> SyncState {
+        let workers = usize::from(cfg.workers_per_node);
+        SyncState {
+            timer: ActionTimer::new(workers, cfg.timing),
+            workers: (0..workers).map(|_| WorkerIntents::default()).collect(),
+            seq: 0,
+            intents: 0,
+            intent_keys: 0,
+            local: BTreeMap::new(),
+            touched: BTreeSet::new(),
+            replicas: BTreeMap::new(),
+            finals: BTreeMap::new(),
+            reserved: BTreeSet::new(),
+            arrived: BTreeMap::new(),
+            now: Instant(0),
+            holders: BTreeMap::new(),
+            owner_updates: Vec::new(),
+            round: 0,
+            open: false,
+            outstanding: BTreeSet::new(),
+            rounds_done: 0,
+            started_at: Instant(0),
+            // The first round starts at the first call to `handle_timeout`.
+            next_at: cfg.technique.uses_rounds().then_some(Instant(0)),
+            permanent_done: false,
+            waiters: Vec::new(),
+        }
+    }
+
+    /// When this state next needs `handle_timeout`.
+    pub(super) fn next_timeout(&self, request_timeout: Duration) -> Option<Instant> {
+        let round = if self.open { Some(self.started_at + request_timeout) } else { self.next_at };
+        let waiter = self.waiters.iter().map(|w| w.deadline).min();
+        match (round, waiter) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Nothing open, and the next round would find nothing to do: no ownership change to
+    /// report, no key to revisit, no acted intent past its end, no intent inside its window.
+    pub(super) fn is_idle(&self) -> bool {
+        !self.open
+            && self.owner_updates.is_empty()
+            && self.touched.is_empty()
+            && self.workers.iter().enumerate().all(|(w, wi)| {
+                wi.acted.peek().is_none_or(|a| a.end > wi.clock)
+                    && wi.future.peek().is_none_or(|f| f.start >= self.timer.horizon(w) && f.end > wi.clock)
+            })
+    }
+}
+
+impl Node {
+    // ----- worker commands -----
+
+    /// Worker `worker` will access `keys` while its clock is in `[start, end)`. Cheap: the
+    /// intent is queued and acted on in a later sync round. An intent whose window is empty or
+    /// already past is accepted and ignored; under techniques without sync rounds every intent
+    /// is. `Busy` if the node keeps `intents_max` intents or `intent_keys_max` keys already.
+    pub fn intent(
+        &mut self,
+        _now: Instant,
+        worker: WorkerId,
+        keys: &[Key],
+        start: Clock,
+        end: Clock,
+        kind: IntentKind,
+    ) -> Result<(), OpError> {
+        if worker.index() >= self.sync.workers.len() {
+            return Err(OpError::InvalidArgument);
+        }
+        if let Some(&key) = keys.iter().find(|k| !self.cfg.layout.contains(**k)) {
+            return Err(OpError::KeyOutsideLayout { key });
+        }
+        self.stats.intents_by_kind[kind as usize] += 1;
+        self.stats.intents_signaled += 1;
+        self.stats.intent_keys_signaled += keys.len() as u64;
+        let clock = self.sync.workers[worker.index()].clock;
+        if !self.cfg.technique.uses_rounds() || end <= start || end <= clock || keys.is_empty() {
+            return Ok(());
+        }
+        let s = &mut self.sync;
+        if s.intents >= self.cfg.intents_max || s.intent_keys + keys.len() > self.cfg.intent_keys_max {
+            self.stats.intents_signaled -= 1;
+            self.stats.intents_by_kind[kind as usize] -= 1;
+            self.stats.intent_keys_signaled -= keys.len() as u64;
+            return Err(OpError::Busy);
+        }
+        s.intents += 1;
+        s.intent_keys += keys.len();
+        s.seq += 1;
+        let seq = s.seq;
+        s.workers[worker.index()].future.push(Future { start, end, seq, keys: keys.to_vec() });
+        Ok(())
+    }
+
+    /// Advances `worker`'s clock by one and returns the new clock.
+    pub fn advance_clock(&mut self, _now: Instant, worker: WorkerId) -> Result<Clock, OpError> {
+        let w = self.sync.workers.get_mut(worker.index()).ok_or(OpError::InvalidArgument)?;
+        w.clock = Clock(w.clock.0.saturating_add(1));
+        Ok(w.clock)
+    }
+
+    /// `worker`'s clock (0 for an unknown worker).
+    pub fn clock(&self, worker: WorkerId) -> Clock {
+        self.sync.workers.get(worker.index()).map_or(Clock(0), |w| w.clock)
+    }
+
+    /// Completes with [`super::Completion::Sync`] after two more sync rounds have ended (at
+    /// once under techniques without rounds); fails with `Timeout` after the request timeout.
+    pub fn wait_sync(&mut self, now: Instant, worker: WorkerId, ticket: Ticket) -> Result<(), OpError> {
+        if worker.index() >= self.sync.workers.len() {
+            return Err(OpError::InvalidArgument);
+        }
+        if !self.cfg.technique.uses_rounds() {
+            self.complete(worker, ticket, Ok(super::Completion::Sync));
+            return Ok(());
+        }
+        if self.sync.waiters.len() >= 4 * self.sync.workers.len() {
+            return Err(OpError::Busy);
+        }
+        // A round already open started before the call: it does not count.
+        let rounds = self.sync.rounds_done + 2 + u64::from(self.sync.open);
+        let deadline = now + self.cfg.request_timeout;
+        self.sync.waiters.push(SyncWaiter { worker, ticket, rounds, deadline });
+        Ok(())
+    }
+
+    // ----- getters -----
+
+    /// Sync rounds this node has completed.
+    pub fn sync_rounds_done(&self) -> u64 {
+        self.sync.rounds_done
+    }
+
+    /// Whether this node has (acted-on, unexpired) intent for `key`.
+    pub fn has_intent(&self, key: Key) -> bool {
+        self.sync.local.get(&key).is_some_and(|l| l.count > 0)
+    }
+
+    /// Replicas this node holds, in key order.
+    pub fn replica_keys(&self) -> Vec<Key> {
+        self.sync.replicas.keys().copied().collect()
+    }
+
+    /// As owner: the nodes holding replicas of `key` (adaptive technique only).
+    pub fn replica_holders(&self, key: Key) -> Vec<NodeId> {
+        self.sync.holders.get(&key).cloned().unwrap_or_default()
+    }
+
+    /// The keys of this node's open sync round still waiting for an answer.
+    pub fn sync_outstanding(&self) -> Vec<Key> {
+        self.sync.outstanding.iter().copied().collect()
+    }
+
+    /// Intents kept (waiting or acted on), and the keys in them.
+    pub fn intents_kept(&self) -> (usize, usize) {
+        (self.sync.intents, self.sync.intent_keys)
+    }
+
+    // ----- timers -----
+
+    pub(super) fn sync_timeout(&mut self, now: Instant) {
+        if !self.cfg.technique.uses_rounds() {
+            return;
+        }
+        // Waiters past their deadline fail.
+        let mut i = 0;
+        while i < self.sync.waiters.len() {
+            if self.sync.waiters[i].deadline <= now {
+                let w = self.sync.waiters.swap_remove(i);
+                self.stats.ops_failed += 1;
+                self.complete(w.worker, w.ticket, Err(OpError::Timeout));
+            } else {
+                i += 1;
+            }
+        }
+        if self.sync.open && self.sync.started_at + self.cfg.request_timeout <= now {
+            self.abandon_round(now);
+        }
+        if !self.sync.open && self.sync.next_at.is_some_and(|t| t <= now) {
+            self.start_round(now);
+        }
+    }
+
+    /// Gives up on the open round: its answers may never come (a peer failed, or they are
+    /// late). Late answers are still applied when they arrive.
+    pub(super) fn abandon_round(&mut self, now: Instant) {
+        if !self.sync.open {
+            return;
+        }
+        self.stats.sync_rounds_abandoned += 1;
+        let keys: Vec<Key> = core::mem::take(&mut self.sync.outstanding).into_iter().collect();
+        self.sync.touched.extend(keys);
+        self.sync.finals.clear();
+        self.finish_round(now, true);
+    }
+
+    // ----- rounds -----
+
+    fn policy(&self, key: Key) -> Policy {
+        match self.cfg.technique {
+            Technique::Adaptive => Policy::Adaptive,
+            Technique::AdaptiveNoReplication => Policy::Relocate,
+            Technique::MultiTechnique if !self.cfg.hot_keys.contains(&key) => Policy::Relocate,
+            _ => Policy::Replicate,
+        }
+    }
+
+    fn local_count(&self, key: Key) -> u32 {
+        self.sync.local.get(&key).map_or(0, |l| l.count)
+    }
+
+    /// Keys this node keeps a replica of for the whole run (full replication, NuPS's hot keys).
+    fn register_permanent(&mut self) {
+        self.sync.permanent_done = true;
+        let keys: Vec<Key> = match self.cfg.technique {
+            Technique::FullReplication => (0..self.cfg.layout.key_end()).map(Key).collect(),
+            Technique::MultiTechnique => {
+                let mut k: Vec<Key> = self.cfg.hot_keys.iter().copied().collect();
+                k.sort_unstable();
+                k
+            }
+            _ => return,
+        };
+        for k in keys {
+            if self.home(k) != self.me {
+                self.sync.local.entry(k).or_default().count += 1;
+                self.sync.touched.insert(k);
+            }
+        }
+    }
+
+    /// Starts a sync round: action timing, aggregation, and one grouped request per peer.
+    fn start_round(&mut self, now: Instant) {
+        let s = &mut self.sync;
+        s.round = s.round.wrapping_add(1);
+        s.started_at = now;
+        s.next_at = None;
+        self.stats.sync_rounds += 1;
+        if !self.sync.permanent_done {
+            self.register_permanent();
+        }
+        self.act_on_intents();
+
+        // Staleness of every replica, sampled at the start of the round.
+        for meta in self.sync.replicas.values() {
+            let age = now.saturating_since(meta.refreshed).as_micros();
+            self.stats.staleness_sum_us += age;
+            self.stats.staleness_samples += 1;
+            self.stats.staleness_max_us = self.stats.staleness_max_us.max(age);
+        }
+
+        let mut out: BTreeMap<NodeId, SyncOut> = BTreeMap::new();
+        let touched: Vec<Key> = core::mem::take(&mut self.sync.touched).into_iter().collect();
+        let mut dropped = BTreeSet::new();
+        for k in touched {
+            let l = self.sync.local.get(&k).copied().unwrap_or_default();
+            if l.count > 0 {
+                if self.store.is_local(k) {
+                    continue;
+                }
+                // The answer may be the key itself: make sure there is room for it.
+                if self.cfg.technique.moves_keys() && !self.sync.reserved.contains(&k) {
+                    if !self.store.reserve_slots(1) {
+                        self.stats.starts_deferred += 1;
+                        self.sync.touched.insert(k);
+                        continue;
+                    }
+                    self.sync.reserved.insert(k);
+                }
+                let to = self.route(k);
+                out.entry(to).or_default().starts.push(k);
+                self.sync.outstanding.insert(k);
+                if let Some(l) = self.sync.local.get_mut(&k) {
+                    l.announced = true;
+                }
+                continue;
+            }
+            if let Some(meta) = self.sync.replicas.remove(&k) {
+                let o = out.entry(meta.owner).or_default();
+                if let Some(t) = self.store.drop_replica(k, &mut o.deltas) {
+                    let flags = ReplicaSync::FINAL | if t.nonzero { ReplicaSync::DELTA } else { 0 };
+                    o.replicas.push(ReplicaSync { key: k, version: t.version, flags });
+                    self.sync.outstanding.insert(k);
+                    self.sync.finals.insert(k, meta.owner);
+                    self.stats.replicas_destroyed += 1;
+                    self.stats.deltas_sent += u64::from(t.nonzero);
+                    dropped.insert(k);
+                }
+            } else if l.announced {
+                let to = self.route(k);
+                out.entry(to).or_default().ends.push(k);
+                self.sync.outstanding.insert(k);
+            }
+            self.sync.local.remove(&k);
+        }
+        let replicas: Vec<(Key, NodeId)> = self.sync.replicas.iter().map(|(k, m)| (*k, m.owner)).collect();
+        for (k, owner) in replicas {
+            if self.sync.outstanding.contains(&k) {
+                continue;
+            }
+            let o = out.entry(owner).or_default();
+            if let Some(t) = self.store.take_delta(k, &mut o.deltas) {
+                let flags = if t.nonzero { ReplicaSync::DELTA } else { 0 };
+                o.replicas.push(ReplicaSync { key: k, version: t.version, flags });
+                self.sync.outstanding.insert(k);
+                self.stats.deltas_sent += u64::from(t.nonzero);
+            } else {
+                // The store lost the replica (it became the main copy): forget it.
+                self.sync.replicas.remove(&k);
+            }
+        }
+        let updates = core::mem::take(&mut self.sync.owner_updates);
+        let mine: Vec<OwnerChange> = updates.iter().filter(|(h, _)| *h == self.me).map(|(_, c)| *c).collect();
+        if !mine.is_empty() {
+            self.record_owners(self.me, &mine);
+        }
+        for (h, c) in updates.into_iter().filter(|(h, _)| *h != self.me) {
+            out.entry(h).or_default().owners.push(c);
+        }
+        let sent_any = !out.is_empty();
+        let round = self.sync.round;
+        let me = self.me;
+        for (to, o) in out {
+            self.send_sync(to, round, me, 0, o);
+        }
+        if self.sync.outstanding.is_empty() {
+            self.finish_round(now, sent_any);
+        } else {
+            self.sync.open = true;
+        }
+    }
+
+    /// Action timing and aggregation: expire intents whose end the worker reached, act on
+    /// intents whose start is within the window; record keys whose count changed.
+    fn act_on_intents(&mut self) {
+        let clocks: Vec<Clock> = self.sync.workers.iter().map(|w| w.clock).collect();
+        self.sync.timer.start_round(&clocks);
+        for (w, &clock) in clocks.iter().enumerate() {
+            let horizon = self.sync.timer.horizon(w);
+            let s = &mut self.sync;
+            let wi = &mut s.workers[w];
+            while wi.acted.peek().is_some_and(|a| a.end <= clock) {
+                let Some(a) = wi.acted.pop() else { break };
+                for k in &a.keys {
+                    if let Some(l) = s.local.get_mut(k) {
+                        l.count = l.count.saturating_sub(1);
+                        if l.count == 0 {
+                            self.stats.intent_ends += 1;
+                            s.touched.insert(*k);
+                        }
+                    }
+                }
+                s.intents -= 1;
+                s.intent_keys -= a.keys.len();
+            }
+            while wi.future.peek().is_some_and(|f| f.start < horizon) {
+                let Some(f) = wi.future.pop() else { break };
+                if f.end <= clock {
+                    self.stats.intents_expired_unacted += 1;
+                    s.intents -= 1;
+                    s.intent_keys -= f.keys.len();
+                    continue;
+                }
+                for k in &f.keys {
+                    let l = s.local.entry(*k).or_default();
+                    l.count += 1;
+                    if l.count == 1 {
+                        self.stats.intent_starts += 1;
+                        s.touched.insert(*k);
+                    }
+                }
+                wi.acted.push(Acted { end: f.end, seq: f.seq, keys: f.keys });
+            }
+        }
+    }
+
+    fn finish_round(&mut self, now: Instant, sent_any: bool) {
+        let s = &mut self.sync;
+        s.open = false;
+        s.rounds_done += 1;
+        let done = s.rounds_done;
+        let hold = self.cfg.relocation_hold;
+        s.arrived.retain(|_, (r, t)| *r + 1 >= done || *t + hold > now);
+        let period = self.cfg.sync_rounds_per_sec_max.map_or(0, |r| 1_000_000 / u64::from(r.max(1)));
+        // Rounds take at least a microsecond, so that time moves even where the network
+        // answers instantly (loopback, simulation).
+        let next = if sent_any {
+            (s.started_at + Duration(period.max(1))).max(now)
+        } else {
+            now + self.cfg.sync_idle_interval.max(Duration(period))
+        };
+        s.next_at = Some(next);
+        let mut ready = Vec::new();
+        s.waiters.retain(|w| {
+            if w.rounds <= done {
+                ready.push((w.worker, w.ticket));
+                false
+            } else {
+                true
+            }
+        });
+        for (w, t) in ready {
+            self.complete(w, t, Ok(super::Completion::Sync));
+        }
+    }
+
+    /// Sends `o` to `to` as one or more sync requests within the frame and key bounds.
+    fn send_sync(&mut self, to: NodeId, round: u32, origin: NodeId, hops: u8, o: SyncOut) {
+        let budget = self.cfg.frame_len_max.saturating_sub(HEADER_LEN + FIXED_BYTES);
+        let max_keys = self.cfg.keys_per_message_max;
+        let mut cur = SyncOut::default();
+        let (mut bytes, mut n) = (0usize, 0usize);
+        let flush = |node: &mut Node, cur: &mut SyncOut, bytes: &mut usize, n: &mut usize| {
+            if *n > 0 || !cur.owners.is_empty() {
+                let c = core::mem::take(cur);
+                node.send(
+                    to,
+                    Message::Sync {
+                        round,
+                        origin,
+                        hops,
+                        starts: c.starts,
+                        ends: c.ends,
+                        replicas: c.replicas,
+                        deltas: c.deltas,
+                        owners: c.owners,
+                    },
+                );
+            }
+            *bytes = 0;
+            *n = 0;
+        };
+        let fits = |node: &mut Node, cur: &mut SyncOut, cost: usize, bytes: &mut usize, n: &mut usize| {
+            if *n > 0 && (*bytes + cost > budget || *n >= max_keys) {
+                flush(node, cur, bytes, n);
+            }
+            *bytes += cost;
+            *n += 1;
+        };
+        for k in o.starts {
+            fits(self, &mut cur, ENTRY_BYTES, &mut bytes, &mut n);
+            cur.starts.push(k);
+        }
+        for k in o.ends {
+            fits(self, &mut cur, ENTRY_BYTES, &mut bytes, &mut n);
+            cur.ends.push(k);
+        }
+        let mut at = 0;
+        for r in o.replicas {
+            let len = if r.has_delta() { self.cfg.layout.len_of(r.key).unwrap_or(0) } else { 0 };
+            fits(self, &mut cur, ENTRY_BYTES + 4 * len, &mut bytes, &mut n);
+            cur.replicas.push(r);
+            cur.deltas.extend_from_slice(o.deltas.get(at..at + len).unwrap_or(&[]));
+            at += len;
+        }
+        for c in o.owners {
+            fits(self, &mut cur, ENTRY_BYTES, &mut bytes, &mut n);
+            cur.owners.push(c);
+        }
+        flush(self, &mut cur, &mut bytes, &mut n);
+    }
+
+    fn send_reply(&mut self, to: NodeId, round: u32, r: ReplyOut) {
+        let budget = self.cfg.frame_len_max.saturating_sub(HEADER_LEN + FIXED_BYTES);
+        let max_keys = self.cfg.keys_per_message_max;
+        let mut cur = ReplyOut::default();
+        let (mut bytes, mut n) = (0usize, 0usize);
+        let flush = |node: &mut Node, cur: &mut ReplyOut, bytes: &mut usize, n: &mut usize| {
+            if *n > 0 {
+                let c = core::mem::take(cur);
+                let mut values = c.relocated_values;
+                values.extend_from_slice(&c.refreshed_values);
+                node.send(
+                    to,
+                    Message::SyncReply {
+                        round,
+                        relocated: c.relocated,
+                        refreshed: c.refreshed,
+                        acks: c.acks,
+                        failed: c.failed,
+                        values,
+                    },
+                );
+            }
+            *bytes = 0;
+            *n = 0;
+        };
+        let fits = |node: &mut Node, cur: &mut ReplyOut, cost: usize, bytes: &mut usize, n: &mut usize| {
+            if *n > 0 && (*bytes + cost > budget || *n >= max_keys) {
+                flush(node, cur, bytes, n);
+            }
+            *bytes += cost;
+            *n += 1;
+        };
+        let mut at = 0;
+        for m in r.relocated {
+            let len = self.cfg.layout.len_of(m.key).unwrap_or(0);
+            fits(self, &mut cur, ENTRY_BYTES + 4 * len, &mut bytes, &mut n);
+            cur.relocated.push(m);
+            cur.relocated_values.extend_from_slice(r.relocated_values.get(at..at + len).unwrap_or(&[]));
+            at += len;
+        }
+        let mut at = 0;
+        for f in r.refreshed {
+            let len = self.cfg.layout.len_of(f.key).unwrap_or(0);
+            fits(self, &mut cur, ENTRY_BYTES + 4 * len, &mut bytes, &mut n);
+            cur.refreshed.push(f);
+            cur.refreshed_values.extend_from_slice(r.refreshed_values.get(at..at + len).unwrap_or(&[]));
+            at += len;
+        }
+        for k in r.acks {
+            fits(self, &mut cur, ENTRY_BYTES, &mut bytes, &mut n);
+            cur.acks.push(k);
+        }
+        for k in r.failed {
+            fits(self, &mut cur, ENTRY_BYTES, &mut bytes, &mut n);
+            cur.failed.push(k);
+        }
+        flush(self, &mut cur, &mut bytes, &mut n);
+    }
+
+    // ----- at the owner -----
+
+    /// A sync request (or a forwarded part of one) from `from`, for `origin`'s round `round`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn serve_sync(
+        &mut self,
+        now: Instant,
+        from: NodeId,
+        round: u32,
+        origin: NodeId,
+        hops: u8,
+        starts: &[Key],
+        ends: &[Key],
+        replicas: &[ReplicaSync],
+        deltas: &[f32],
+        owners: &[OwnerChange],
+    ) {
+        self.stats.hops_max = self.stats.hops_max.max(hops);
+        self.sync.now = now;
+        if !owners.is_empty() {
+            self.record_owners(from, owners);
+        }
+        let mut reply = ReplyOut::default();
+        let mut fwd = SyncOut::default();
+        for &k in starts {
+            if !self.store.holds(k) {
+                fwd.starts.push(k);
+            } else if origin == self.me {
+                reply.acks.push(k);
+            } else {
+                self.owner_start(origin, k, &mut reply);
+            }
+        }
+        for &k in ends {
+            if !self.store.holds(k) {
+                fwd.ends.push(k);
+            } else {
+                self.holder_gone(k, origin);
+                reply.acks.push(k);
+            }
+        }
+        let mut at = 0;
+        for r in replicas {
+            let len = if r.has_delta() { self.cfg.layout.len_of(r.key).unwrap_or(0) } else { 0 };
+            let delta = deltas.get(at..at + len).unwrap_or(&[]);
+            at += len;
+            if !self.store.holds(r.key) {
+                fwd.replicas.push(*r);
+                fwd.deltas.extend_from_slice(delta);
+            } else {
+                self.owner_sync(origin, r, delta, &mut reply);
+            }
+        }
+        self.forward_sync(round, origin, hops, fwd, &mut reply);
+        self.send_reply(origin, round, reply);
+    }
+
+    /// Entries for keys not held here go on toward their owners, like requests.
+    fn forward_sync(&mut self, round: u32, origin: NodeId, hops: u8, fwd: SyncOut, reply: &mut ReplyOut) {
+        let n = fwd.starts.len() + fwd.ends.len() + fwd.replicas.len();
+        if n == 0 {
+            return;
+        }
+        self.stats.keys_forwarded += n as u64;
+        if hops >= HOPS_MAX {
+            reply.failed.extend(fwd.starts.iter().chain(&fwd.ends).copied());
+            reply.failed.extend(fwd.replicas.iter().map(|r| r.key));
+            return;
+        }
+        let mut out: BTreeMap<NodeId, SyncOut> = BTreeMap::new();
+        for k in fwd.starts {
+            out.entry(self.next_hop(k)).or_default().starts.push(k);
+        }
+        for k in fwd.ends {
+            out.entry(self.next_hop(k)).or_default().ends.push(k);
+        }
+        let mut at = 0;
+        for r in fwd.replicas {
+            let len = if r.has_delta() { self.cfg.layout.len_of(r.key).unwrap_or(0) } else { 0 };
+            let o = out.entry(self.next_hop(r.key)).or_default();
+            o.replicas.push(r);
+            o.deltas.extend_from_slice(fwd.deltas.get(at..at + len).unwrap_or(&[]));
+            at += len;
+        }
+        for (to, o) in out {
+            self.send_sync(to, round, origin, hops + 1, o);
+        }
+    }
+
+    /// `origin` has intent for `key`, held here.
+    fn owner_start(&mut self, origin: NodeId, key: Key, reply: &mut ReplyOut) {
+        let relocate = match self.policy(key) {
+            Policy::Relocate => true,
+            Policy::Replicate => false,
+            Policy::Adaptive => self.local_count(key) == 0 && self.only_holder_is(key, origin),
+        };
+        if relocate {
+            self.relocate_to(origin, key, reply);
+        } else {
+            self.give_replica(origin, key, reply);
+        }
+    }
+
+    /// Whether no node other than `node` holds a replica of `key` (as far as this owner knows).
+    fn only_holder_is(&self, key: Key, node: NodeId) -> bool {
+        self.sync.holders.get(&key).is_none_or(|h| h.iter().all(|n| *n == node))
+    }
+
+    fn holder_gone(&mut self, key: Key, node: NodeId) {
+        if let Some(h) = self.sync.holders.get_mut(&key) {
+            h.retain(|n| *n != node);
+            if h.is_empty() {
+                self.sync.holders.remove(&key);
+            }
+        }
+    }
+
+    /// A replica holder's sync entry for `key`, held here.
+    fn owner_sync(&mut self, origin: NodeId, r: &ReplicaSync, delta: &[f32], reply: &mut ReplyOut) {
+        let key = r.key;
+        if r.has_delta() && self.store.add_owned(key, delta) {
+            self.stats.deltas_merged += 1;
+        }
+        if r.is_final() || origin == self.me {
+            self.holder_gone(key, origin);
+            reply.acks.push(key);
+            return;
+        }
+        if self.policy(key) == Policy::Adaptive
+            && self.local_count(key) == 0
+            && self.only_holder_is(key, origin)
+        {
+            // The holder is the only node left with intent: its replica becomes the main copy.
+            self.relocate_to(origin, key, reply);
+            return;
+        }
+        if self.policy(key) == Policy::Adaptive {
+            let h = self.sync.holders.entry(key).or_default();
+            if !h.contains(&origin) {
+                h.push(origin);
+            }
+        }
+        if self.store.version(key) == Some(r.version) {
+            reply.acks.push(key);
+        } else if let Some(version) = self.store.read_versioned(key, &mut reply.refreshed_values) {
+            reply.refreshed.push(Refresh { key, version });
+            self.stats.refreshes_sent += 1;
+        } else {
+            reply.failed.push(key);
+        }
+    }
+
+    fn give_replica(&mut self, origin: NodeId, key: Key, reply: &mut ReplyOut) {
+        let Some(version) = self.store.read_versioned(key, &mut reply.refreshed_values) else {
+            reply.failed.push(key);
+            return;
+        };
+        reply.refreshed.push(Refresh { key, version });
+        self.stats.replicas_served += 1;
+        if self.policy(key) == Policy::Adaptive {
+            let h = self.sync.holders.entry(key).or_default();
+            if !h.contains(&origin) {
+                h.push(origin);
+            }
+        }
+    }
+
+    fn relocate_to(&mut self, to: NodeId, key: Key, reply: &mut ReplyOut) {
+        let (done, now, hold) = (self.sync.rounds_done, self.sync.now, self.cfg.relocation_hold);
+        if self.sync.arrived.get(&key).is_some_and(|(r, t)| done <= *r || now < *t + hold) {
+            // Just arrived: it stays a round and `relocation_hold`; the requester asks again.
+            reply.acks.push(key);
+            return;
+        }
+        if self.pointers.len() >= self.cfg.pointers_max {
+            // No room to remember where the key went: it stays; the requester asks again.
+            self.stats.moves_refused += 1;
+            reply.failed.push(key);
+            return;
+        }
+        let Some((epoch, version)) = self.store.take(key, to, &mut reply.relocated_values) else {
+            reply.failed.push(key);
+            return;
+        };
+        reply.relocated.push(Moved { key, epoch, version });
+        self.pointers.insert(key, (to, epoch));
+        self.cache.put(key, to);
+        self.sync.holders.remove(&key);
+        self.stats.relocations_out += 1;
+        if self.local_count(key) > 0 {
+            // Without replication a node that still has intent asks for the key again.
+            self.sync.touched.insert(key);
+        }
+    }
+
+    // ----- at the origin -----
+
+    /// The answer to (part of) this node's sync request of round `round`, from `from`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn sync_answered(
+        &mut self,
+        now: Instant,
+        from: NodeId,
+        round: u32,
+        relocated: &[Moved],
+        refreshed: &[Refresh],
+        acks: &[Key],
+        failed: &[Key],
+        values: &[f32],
+    ) {
+        let mut at = 0;
+        let mut answered: Vec<Key> = Vec::new();
+        for m in relocated {
+            let len = self.cfg.layout.len_of(m.key).unwrap_or(0);
+            let v = values.get(at..at + len).unwrap_or(&[]);
+            at += len;
+            answered.push(m.key);
+            let was_replica = self.sync.replicas.remove(&m.key).is_some();
+            let reserved = self.sync.reserved.remove(&m.key);
+            if let Err(e) = self.store.install(m.key, m.epoch, m.version, v, reserved) {
+                if reserved {
+                    self.store.unreserve_slots(1);
+                }
+                self.install_failed(m.key, e);
+                continue;
+            }
+            self.stats.relocations_in += 1;
+            self.stats.replicas_upgraded += u64::from(was_replica);
+            self.sync.arrived.insert(m.key, (self.sync.rounds_done, now));
+            self.pointers.remove(&m.key);
+            self.cache.forget(m.key);
+            let change = OwnerChange { key: m.key, epoch: m.epoch, prev: from };
+            self.sync.owner_updates.push((self.home(m.key), change));
+            self.arrived(now, m.key);
+        }
+        for f in refreshed {
+            let len = self.cfg.layout.len_of(f.key).unwrap_or(0);
+            let v = values.get(at..at + len).unwrap_or(&[]);
+            at += len;
+            answered.push(f.key);
+            self.learn_owner(f.key, from);
+            if self.store.holds(f.key) {
+                continue;
+            }
+            if let Some(meta) = self.sync.replicas.get_mut(&f.key) {
+                meta.refreshed = now;
+                self.store.refresh_replica(f.key, f.version, v);
+            } else if self.local_count(f.key) > 0 {
+                match self.store.install_replica(f.key, from, f.version, v) {
+                    Ok(()) => {
+                        self.sync.replicas.insert(f.key, ReplicaMeta { owner: from, refreshed: now });
+                        self.stats.replicas_created += 1;
+                    }
+                    Err(_) => {
+                        self.stats.replicas_refused += 1;
+                        self.sync.touched.insert(f.key);
+                    }
+                }
+            } else {
+                // The intent ended while the answer was on its way: tell the owner.
+                self.sync.touched.insert(f.key);
+            }
+        }
+        for &k in acks {
+            answered.push(k);
+            if let Some(meta) = self.sync.replicas.get_mut(&k) {
+                meta.refreshed = now;
+            }
+            if from != self.me {
+                self.learn_owner(k, from);
+            }
+        }
+        for &k in failed {
+            answered.push(k);
+            self.stats.sync_entries_failed += 1;
+            self.sync.touched.insert(k);
+        }
+        for k in answered {
+            if self.sync.reserved.remove(&k) {
+                self.store.unreserve_slots(1);
+            }
+            if round == self.sync.round {
+                self.sync.outstanding.remove(&k);
+                self.sync.finals.remove(&k);
+            }
+            // Intent that is still not served locally is tried again next round.
+            if self.local_count(k) > 0 && !self.store.is_local(k) {
+                self.sync.touched.insert(k);
+            }
+        }
+        if self.sync.open && self.sync.outstanding.is_empty() {
+            self.finish_round(now, true);
+        }
+    }
+
+    /// A sync request from this node could not be sent: `to` has failed.
+    pub(super) fn sync_undeliverable(&mut self, now: Instant, msg: &Message) {
+        let Message::Sync { origin, round, starts, ends, replicas, .. } = msg else { return };
+        if *origin != self.me {
+            let mut keys: Vec<Key> = starts.iter().chain(ends).copied().collect();
+            keys.extend(replicas.iter().map(|r| r.key));
+            let reply = ReplyOut { failed: keys, ..ReplyOut::default() };
+            self.send_reply(*origin, *round, reply);
+            return;
+        }
+        self.stats.deltas_lost += replicas.iter().filter(|r| r.has_delta()).count() as u64;
+        let keys: Vec<Key> =
+            starts.iter().chain(ends).copied().chain(replicas.iter().map(|r| r.key)).collect();
+        self.sync_answered(now, self.me, *round, &[], &[], &[], &keys, &[]);
+    }
+
+    /// Where this node's sync entries and requests for a replicated key go: its owner.
+    pub(super) fn replica_owner(&self, key: Key) -> Option<NodeId> {
+        self.sync.replicas.get(&key).map(|m| m.owner).or_else(|| self.sync.finals.get(&key).copied())
+    }
+
+    // ----- checks -----
+
+    pub(super) fn check_sync(&self) -> Result<(), super::InvariantViolation> {
+        let fail = |what, n: u64| Err(super::InvariantViolation(what, n));
+        let s = &self.sync;
+        if s.replicas.len() != self.store.replicas_held() {
+            return fail("replica table and store disagree", s.replicas.len() as u64);
+        }
+        for k in s.replicas.keys() {
+            if !self.store.has_replica(*k) {
+                return fail("a replica in the table is not in the store", k.0);
+            }
+            if self.local_count(*k) == 0 {
+                return fail("a replica is held without intent", k.0);
+            }
+        }
+        if !s.open && !s.outstanding.is_empty() {
+            return fail("sync entries outstanding with no round open", s.outstanding.len() as u64);
+        }
+        let (mut n, mut keys) = (0, 0);
+        let mut counts: BTreeMap<Key, u32> = BTreeMap::new();
+        for w in &s.workers {
+            n += w.future.len() + w.acted.len();
+            keys += w.future.iter().map(|f| f.keys.len()).sum::<usize>();
+            for a in w.acted.iter() {
+                keys += a.keys.len();
+                for k in &a.keys {
+                    *counts.entry(*k).or_default() += 1;
+                }
+            }
+        }
+        if n != s.intents || keys != s.intent_keys {
+            return fail("intent counters disagree with the heaps", n as u64);
+        }
+        if s.intents > self.cfg.intents_max || s.intent_keys > self.cfg.intent_keys_max {
+            return fail("more intents than the bound", s.intents as u64);
+        }
+        for (k, l) in &s.local {
+            let permanent = match self.cfg.technique {
+                Technique::FullReplication => self.home(*k) != self.me,
+                Technique::MultiTechnique => self.cfg.hot_keys.contains(k) && self.home(*k) != self.me,
+                _ => false,
+            } && s.permanent_done;
+            let expected = counts.get(k).copied().unwrap_or(0) + u32::from(permanent);
+            if l.count != expected {
+                return fail("a key's intent count disagrees with the acted intents", k.0);
+            }
+        }
+        for k in s.holders.keys() {
+            if !self.store.holds(*k) {
+                return fail("replica holders are recorded for a key not owned here", k.0);
+            }
+        }
+        Ok(())
+    }
+}

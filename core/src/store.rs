@@ -423,9 +423,6 @@ impl Store {
         // Keys homed here take no room from `store_keys_max` (a reservation for one is given
         // back); others take the reserved slot or a new one.
         let home = self.is_home(key);
-        if home && reserved {
-            self.release();
-        }
         let counted = !home && !reserved;
         if counted && !self.reserve() {
             return Err(InstallError::Full);
@@ -434,12 +431,11 @@ impl Store {
             if counted {
                 self.release();
             }
-            if home && reserved {
-                // The caller gives back its reservation on error: keep the count balanced.
-                let _ = self.reserve_slots(1);
-            }
             return Err(InstallError::ArenaFull);
         };
+        if home && reserved {
+            self.release();
+        }
         let len = values.len();
         shard.arena[off as usize..off as usize + len].copy_from_slice(values);
         let mut version = version;

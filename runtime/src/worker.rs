@@ -382,9 +382,6 @@ impl Worker {
         kind: IntentKind,
     ) -> Result<(), OpError> {
         self.validate_keys(keys)?;
-        if end <= start || end <= self.clock {
-            return Ok(());
-        }
         let cmd = Command::Intent { worker: self.id, keys: keys.to_vec(), start, end, kind };
         match self.commands.try_send(cmd) {
             Ok(()) => {}

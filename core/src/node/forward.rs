@@ -90,7 +90,7 @@ impl Node {
                 }
             }
             Message::Sync { round, origin, hops, starts, ends, replicas, deltas, owners } => {
-                self.serve_sync(now, from, round, origin, hops, &starts, &ends, &replicas, &deltas, &owners)
+                self.serve_sync(from, round, origin, hops, &starts, &ends, &replicas, &deltas, &owners)
             }
             Message::SyncReply { round, relocated, refreshed, acks, failed, values } => {
                 self.sync_answered(now, from, round, &relocated, &refreshed, &acks, &failed, &values)
@@ -383,18 +383,10 @@ impl Node {
             at += len;
             // A key this node asked for has its slot reserved since the request.
             let reserved = self.incoming.contains_key(&m.key);
-            if let Err(e) = self.store.install(m.key, m.epoch, m.version, v, reserved) {
-                if reserved {
-                    self.store.unreserve_slots(1);
-                }
-                self.install_failed(m.key, e);
-                continue;
+            if let Some(change) = self.install_moved(from, m, v, reserved) {
+                updates.push(change);
+                arrived.push(m.key);
             }
-            self.stats.relocations_in += 1;
-            self.pointers.remove(&m.key);
-            self.cache.forget(m.key);
-            updates.push((self.home(m.key), OwnerChange { key: m.key, epoch: m.epoch, prev: from }));
-            arrived.push(m.key);
         }
         let homes: Vec<NodeId> = {
             let mut h: Vec<NodeId> = updates.iter().map(|(h, _)| *h).collect();
@@ -414,10 +406,28 @@ impl Node {
         }
     }
 
-    /// A key that arrived could not be installed. With slots reserved for every key this node
-    /// asks for, only a bug (ours or a peer's) gets here; the copy already here is kept.
-    pub(super) fn install_failed(&mut self, _key: Key, _err: crate::store::InstallError) {
-        self.stats.installs_failed += 1;
+    /// Installs a key handed over by `from` (into a slot reserved for it if `reserved`) and
+    /// returns the ownership change to report to its home. With slots reserved for every key
+    /// this node asks for, only a bug (ours or a peer's) makes it fail; then the copy already
+    /// here is kept and the failure counted.
+    pub(super) fn install_moved(
+        &mut self,
+        from: NodeId,
+        m: &Moved,
+        values: &[f32],
+        reserved: bool,
+    ) -> Option<(NodeId, OwnerChange)> {
+        if self.store.install(m.key, m.epoch, m.version, values, reserved).is_err() {
+            if reserved {
+                self.store.unreserve_slots(1);
+            }
+            self.stats.installs_failed += 1;
+            return None;
+        }
+        self.stats.relocations_in += 1;
+        self.pointers.remove(&m.key);
+        self.cache.forget(m.key);
+        Some((self.home(m.key), OwnerChange { key: m.key, epoch: m.epoch, prev: from }))
     }
 
     /// `key` is held here now: complete local localizes and run what waited for it, in order.
@@ -472,17 +482,14 @@ impl Node {
 
     /// Splits `lens` (value lengths of consecutive keys) into ranges that fit one frame each.
     fn chunks_by_len(&self, lens: &[usize]) -> Vec<core::ops::Range<usize>> {
-        let budget = self.cfg.frame_len_max.saturating_sub(HEADER_LEN + FIXED_BYTES);
+        let mut budget = Budget::new(&self.cfg);
         let mut out = Vec::new();
-        let (mut start, mut bytes) = (0, 0);
+        let mut start = 0;
         for (i, &len) in lens.iter().enumerate() {
-            let cost = KEY_BYTES + 4 * len;
-            if i > start && (bytes + cost > budget || i - start >= self.cfg.keys_per_message_max) {
+            if budget.take(KEY_BYTES + 4 * len) {
                 out.push(start..i);
                 start = i;
-                bytes = 0;
             }
-            bytes += cost;
         }
         if start < lens.len() {
             out.push(start..lens.len());
@@ -542,6 +549,40 @@ impl Node {
             let values = pairs[chunk].iter().flat_map(|(_, v)| v.iter().copied()).collect();
             self.send(to, Message::Push { req, origin, hops, write, keys, values });
         }
+    }
+}
+
+/// Fills messages up to the frame and key-count bounds: every builder of a multi-key message
+/// asks it, entry by entry, whether the entry must start a new message.
+pub(super) struct Budget {
+    bytes: usize,
+    entries: usize,
+    bytes_max: usize,
+    entries_max: usize,
+}
+
+impl Budget {
+    pub(super) fn new(cfg: &crate::Config) -> Budget {
+        Budget {
+            bytes: 0,
+            entries: 0,
+            bytes_max: cfg.frame_len_max.saturating_sub(HEADER_LEN + FIXED_BYTES),
+            entries_max: cfg.keys_per_message_max,
+        }
+    }
+
+    /// Counts an entry of `cost` bytes; true if the message so far must be sent first (the
+    /// entry then opens the next one). The first entry of a message always fits.
+    pub(super) fn take(&mut self, cost: usize) -> bool {
+        let full =
+            self.entries > 0 && (self.bytes + cost > self.bytes_max || self.entries >= self.entries_max);
+        if full {
+            self.bytes = 0;
+            self.entries = 0;
+        }
+        self.bytes += cost;
+        self.entries += 1;
+        full
     }
 }
 

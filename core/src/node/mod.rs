@@ -212,6 +212,7 @@ impl Node {
             self.stats.messages_rejected += 1;
             return;
         }
+        self.sync.now = now;
         self.dispatch(now, from, msg);
         self.drain_loopback(now);
     }
@@ -220,6 +221,7 @@ impl Node {
     /// fraction of the timeout apart, so a request fails between its deadline and one scan
     /// interval later.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.sync.now = now;
         self.sync_timeout(now);
         self.drain_loopback(now);
         if self.next_scan.is_none_or(|t| t > now) {
@@ -515,7 +517,7 @@ impl Node {
                     self.send(origin, Message::RequestFailed { req, reason, keys });
                 }
             }
-            msg @ Message::Sync { .. } => self.sync_undeliverable(Instant(0), &msg),
+            msg @ Message::Sync { .. } => self.sync_undeliverable(&msg),
             Message::Localize { origin, keys, .. } if origin == self.me => {
                 for k in keys {
                     let Some(inc) = self.incoming.remove(&k) else { continue };

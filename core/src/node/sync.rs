@@ -36,18 +36,17 @@ use alloc::collections::{BTreeMap, BTreeSet, BinaryHeap};
 use alloc::vec::Vec;
 use core::cmp::Ordering;
 
+use super::forward::Budget;
 use super::{Node, HOPS_MAX};
 use crate::config::Technique;
 use crate::error::OpError;
 use crate::ids::{Clock, Key, NodeId, Ticket, WorkerId};
 use crate::time::{Duration, Instant};
 use crate::timing::ActionTimer;
-use crate::wire::{Message, Moved, OwnerChange, Refresh, ReplicaSync, HEADER_LEN};
+use crate::wire::{Message, Moved, OwnerChange, Refresh, ReplicaSync};
 
 /// Bytes a sync entry may take besides its value, generously.
 const ENTRY_BYTES: usize = 32;
-/// Per-message overhead besides entries, generously.
-const FIXED_BYTES: usize = 64;
 
 /// How a worker says it will access the keys of an intent. Recorded in the statistics; the
 /// decisions treat every kind alike (as AdaPM does: a single remote read is already worth a
@@ -199,8 +198,9 @@ pub(super) struct SyncState {
     /// path, at most about a round behind) then catch it instead of chasing it from node to
     /// node while several nodes ask for it in turn.
     arrived: BTreeMap<Key, (u64, Instant)>,
-    /// The time of the input being handled (for the rules that need it deep inside).
-    now: Instant,
+    /// The time of the latest message or timer input (for the rules that need it deep
+    /// inside, where no `now` is passed).
+    pub(super) now: Instant,
     /// Keys this node asked for (a start) that may arrive as main copies: a store slot is
     /// reserved for each until its answer comes.
     reserved: BTreeSet<Key>,
@@ -291,19 +291,19 @@ impl Node {
         if let Some(&key) = keys.iter().find(|k| !self.cfg.layout.contains(**k)) {
             return Err(OpError::KeyOutsideLayout { key });
         }
+        let clock = self.sync.workers[worker.index()].clock;
+        let kept = self.cfg.technique.uses_rounds() && start < end && clock < end && !keys.is_empty();
+        let s = &mut self.sync;
+        if kept
+            && (s.intents >= self.cfg.intents_max || s.intent_keys + keys.len() > self.cfg.intent_keys_max)
+        {
+            return Err(OpError::Busy);
+        }
         self.stats.intents_by_kind[kind as usize] += 1;
         self.stats.intents_signaled += 1;
         self.stats.intent_keys_signaled += keys.len() as u64;
-        let clock = self.sync.workers[worker.index()].clock;
-        if !self.cfg.technique.uses_rounds() || end <= start || end <= clock || keys.is_empty() {
+        if !kept {
             return Ok(());
-        }
-        let s = &mut self.sync;
-        if s.intents >= self.cfg.intents_max || s.intent_keys + keys.len() > self.cfg.intent_keys_max {
-            self.stats.intents_signaled -= 1;
-            self.stats.intents_by_kind[kind as usize] -= 1;
-            self.stats.intent_keys_signaled -= keys.len() as u64;
-            return Err(OpError::Busy);
         }
         s.intents += 1;
         s.intent_keys += keys.len();
@@ -627,96 +627,63 @@ impl Node {
 
     /// Sends `o` to `to` as one or more sync requests within the frame and key bounds.
     fn send_sync(&mut self, to: NodeId, round: u32, origin: NodeId, hops: u8, o: SyncOut) {
-        let budget = self.cfg.frame_len_max.saturating_sub(HEADER_LEN + FIXED_BYTES);
-        let max_keys = self.cfg.keys_per_message_max;
+        let mut budget = Budget::new(&self.cfg);
         let mut cur = SyncOut::default();
-        let (mut bytes, mut n) = (0usize, 0usize);
-        let flush = |node: &mut Node, cur: &mut SyncOut, bytes: &mut usize, n: &mut usize| {
-            if *n > 0 || !cur.owners.is_empty() {
-                let c = core::mem::take(cur);
-                node.send(
-                    to,
-                    Message::Sync {
-                        round,
-                        origin,
-                        hops,
-                        starts: c.starts,
-                        ends: c.ends,
-                        replicas: c.replicas,
-                        deltas: c.deltas,
-                        owners: c.owners,
-                    },
-                );
+        let flush = |node: &mut Node, c: SyncOut| {
+            if c.starts.len() + c.ends.len() + c.replicas.len() + c.owners.len() > 0 {
+                let SyncOut { starts, ends, replicas, deltas, owners } = c;
+                node.send(to, Message::Sync { round, origin, hops, starts, ends, replicas, deltas, owners });
             }
-            *bytes = 0;
-            *n = 0;
-        };
-        let fits = |node: &mut Node, cur: &mut SyncOut, cost: usize, bytes: &mut usize, n: &mut usize| {
-            if *n > 0 && (*bytes + cost > budget || *n >= max_keys) {
-                flush(node, cur, bytes, n);
-            }
-            *bytes += cost;
-            *n += 1;
         };
         for k in o.starts {
-            fits(self, &mut cur, ENTRY_BYTES, &mut bytes, &mut n);
+            if budget.take(ENTRY_BYTES) {
+                flush(self, core::mem::take(&mut cur));
+            }
             cur.starts.push(k);
         }
         for k in o.ends {
-            fits(self, &mut cur, ENTRY_BYTES, &mut bytes, &mut n);
+            if budget.take(ENTRY_BYTES) {
+                flush(self, core::mem::take(&mut cur));
+            }
             cur.ends.push(k);
         }
         let mut at = 0;
         for r in o.replicas {
             let len = if r.has_delta() { self.cfg.layout.len_of(r.key).unwrap_or(0) } else { 0 };
-            fits(self, &mut cur, ENTRY_BYTES + 4 * len, &mut bytes, &mut n);
+            if budget.take(ENTRY_BYTES + 4 * len) {
+                flush(self, core::mem::take(&mut cur));
+            }
             cur.replicas.push(r);
             cur.deltas.extend_from_slice(o.deltas.get(at..at + len).unwrap_or(&[]));
             at += len;
         }
         for c in o.owners {
-            fits(self, &mut cur, ENTRY_BYTES, &mut bytes, &mut n);
+            if budget.take(ENTRY_BYTES) {
+                flush(self, core::mem::take(&mut cur));
+            }
             cur.owners.push(c);
         }
-        flush(self, &mut cur, &mut bytes, &mut n);
+        flush(self, cur);
     }
 
+    /// Sends `r` to `to` as one or more sync answers within the frame and key bounds.
     fn send_reply(&mut self, to: NodeId, round: u32, r: ReplyOut) {
-        let budget = self.cfg.frame_len_max.saturating_sub(HEADER_LEN + FIXED_BYTES);
-        let max_keys = self.cfg.keys_per_message_max;
+        let mut budget = Budget::new(&self.cfg);
         let mut cur = ReplyOut::default();
-        let (mut bytes, mut n) = (0usize, 0usize);
-        let flush = |node: &mut Node, cur: &mut ReplyOut, bytes: &mut usize, n: &mut usize| {
-            if *n > 0 {
-                let c = core::mem::take(cur);
+        let flush = |node: &mut Node, c: ReplyOut| {
+            if c.relocated.len() + c.refreshed.len() + c.acks.len() + c.failed.len() > 0 {
                 let mut values = c.relocated_values;
                 values.extend_from_slice(&c.refreshed_values);
-                node.send(
-                    to,
-                    Message::SyncReply {
-                        round,
-                        relocated: c.relocated,
-                        refreshed: c.refreshed,
-                        acks: c.acks,
-                        failed: c.failed,
-                        values,
-                    },
-                );
+                let (relocated, refreshed, acks, failed) = (c.relocated, c.refreshed, c.acks, c.failed);
+                node.send(to, Message::SyncReply { round, relocated, refreshed, acks, failed, values });
             }
-            *bytes = 0;
-            *n = 0;
-        };
-        let fits = |node: &mut Node, cur: &mut ReplyOut, cost: usize, bytes: &mut usize, n: &mut usize| {
-            if *n > 0 && (*bytes + cost > budget || *n >= max_keys) {
-                flush(node, cur, bytes, n);
-            }
-            *bytes += cost;
-            *n += 1;
         };
         let mut at = 0;
         for m in r.relocated {
             let len = self.cfg.layout.len_of(m.key).unwrap_or(0);
-            fits(self, &mut cur, ENTRY_BYTES + 4 * len, &mut bytes, &mut n);
+            if budget.take(ENTRY_BYTES + 4 * len) {
+                flush(self, core::mem::take(&mut cur));
+            }
             cur.relocated.push(m);
             cur.relocated_values.extend_from_slice(r.relocated_values.get(at..at + len).unwrap_or(&[]));
             at += len;
@@ -724,20 +691,26 @@ impl Node {
         let mut at = 0;
         for f in r.refreshed {
             let len = self.cfg.layout.len_of(f.key).unwrap_or(0);
-            fits(self, &mut cur, ENTRY_BYTES + 4 * len, &mut bytes, &mut n);
+            if budget.take(ENTRY_BYTES + 4 * len) {
+                flush(self, core::mem::take(&mut cur));
+            }
             cur.refreshed.push(f);
             cur.refreshed_values.extend_from_slice(r.refreshed_values.get(at..at + len).unwrap_or(&[]));
             at += len;
         }
         for k in r.acks {
-            fits(self, &mut cur, ENTRY_BYTES, &mut bytes, &mut n);
+            if budget.take(ENTRY_BYTES) {
+                flush(self, core::mem::take(&mut cur));
+            }
             cur.acks.push(k);
         }
         for k in r.failed {
-            fits(self, &mut cur, ENTRY_BYTES, &mut bytes, &mut n);
+            if budget.take(ENTRY_BYTES) {
+                flush(self, core::mem::take(&mut cur));
+            }
             cur.failed.push(k);
         }
-        flush(self, &mut cur, &mut bytes, &mut n);
+        flush(self, cur);
     }
 
     // ----- at the owner -----
@@ -746,7 +719,6 @@ impl Node {
     #[allow(clippy::too_many_arguments)]
     pub(super) fn serve_sync(
         &mut self,
-        now: Instant,
         from: NodeId,
         round: u32,
         origin: NodeId,
@@ -758,7 +730,6 @@ impl Node {
         owners: &[OwnerChange],
     ) {
         self.stats.hops_max = self.stats.hops_max.max(hops);
-        self.sync.now = now;
         if !owners.is_empty() {
             self.record_owners(from, owners);
         }
@@ -959,20 +930,11 @@ impl Node {
             answered.push(m.key);
             let was_replica = self.sync.replicas.remove(&m.key).is_some();
             let reserved = self.sync.reserved.remove(&m.key);
-            if let Err(e) = self.store.install(m.key, m.epoch, m.version, v, reserved) {
-                if reserved {
-                    self.store.unreserve_slots(1);
-                }
-                self.install_failed(m.key, e);
-                continue;
-            }
-            self.stats.relocations_in += 1;
+            let Some(change) = self.install_moved(from, m, v, reserved) else { continue };
             self.stats.replicas_upgraded += u64::from(was_replica);
             self.sync.arrived.insert(m.key, (self.sync.rounds_done, now));
-            self.pointers.remove(&m.key);
-            self.cache.forget(m.key);
-            let change = OwnerChange { key: m.key, epoch: m.epoch, prev: from };
-            self.sync.owner_updates.push((self.home(m.key), change));
+            // Reported to the home node with the next round's grouped request.
+            self.sync.owner_updates.push(change);
             self.arrived(now, m.key);
         }
         for f in refreshed {
@@ -1036,7 +998,8 @@ impl Node {
     }
 
     /// A sync request from this node could not be sent: `to` has failed.
-    pub(super) fn sync_undeliverable(&mut self, now: Instant, msg: &Message) {
+    pub(super) fn sync_undeliverable(&mut self, msg: &Message) {
+        let now = self.sync.now;
         let Message::Sync { origin, round, starts, ends, replicas, .. } = msg else { return };
         if *origin != self.me {
             let mut keys: Vec<Key> = starts.iter().chain(ends).copied().collect();

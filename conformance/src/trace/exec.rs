@@ -1,6 +1,6 @@
 //! What a trace needs from a cluster: one implementation per way of running one.
 
-use parma_core::{Key, Layout, NodeId, OpError, Technique, WorkerId};
+use parma_core::{Clock, Key, Layout, NodeId, OpError, Technique, WorkerId};
 
 /// The cluster a trace asks for.
 #[derive(Clone, Debug)]
@@ -35,6 +35,24 @@ pub trait Executor {
     fn localize(&mut self, node: NodeId, worker: WorkerId, keys: &[Key]) -> Result<(), OpError>;
     /// The nodes that hold the main copy of `key` now.
     fn owners(&mut self, key: Key) -> Vec<NodeId>;
+    /// The nodes that hold a filled replica of `key` now.
+    fn replicas(&mut self, key: Key) -> Vec<NodeId>;
+    /// `worker` of `node` will access `keys` while its clock is in `[start, end)`.
+    fn intent(
+        &mut self,
+        node: NodeId,
+        worker: WorkerId,
+        keys: &[Key],
+        start: Clock,
+        end: Clock,
+    ) -> Result<(), OpError>;
+    /// Advances the clock of `worker` of `node` by `by`; returns the new clock.
+    fn advance(&mut self, node: NodeId, worker: WorkerId, by: u64) -> Result<Clock, OpError>;
+    /// Returns after two more sync rounds of `node`.
+    fn wait_sync(&mut self, node: NodeId, worker: WorkerId) -> Result<(), OpError>;
+    /// Lets the cluster settle: time passes beyond the relocation hold, then every node
+    /// completes two more sync rounds, twice over, one node after the other.
+    fn settle(&mut self) -> Result<(), OpError>;
     /// Every worker of every node adds `each` to every element of every key, `rounds` times,
     /// concurrently.
     fn concurrent_push(&mut self, keys: &[Key], rounds: u32, each: f32) -> Result<(), OpError>;

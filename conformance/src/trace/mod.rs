@@ -7,13 +7,18 @@
 //!
 //! | command | arguments | output |
 //! | --- | --- | --- |
-//! | `cluster` | `nodes= workers= keys= len= [technique=relocation\|static]` | `ok` |
+//! | `cluster` | `nodes= workers= keys= len= [technique=<name>]` (any name of [`Technique`]; default `relocation`) | `ok` |
 //! | `pull` | `node= worker= keys=a,b` | `k<key> = <values> (local\|remote)` per key |
 //! | `push` / `set` | `node= worker= keys=a,b values=x,y,...` or `each=x` | `ok` |
 //! | `localize` | `node= worker= keys=a,b` | `ok` |
 //! | `owners` | `keys=a,b` | `k<key> @ n<node>` per key (`@ none` or `@ n1 n2` if broken) |
 //! | `home` | `keys=a,b` | `k<key> home n<node>` per key |
 //! | `forwarded` | | `yes` if any node forwarded a request since the last `forwarded`, else `no` |
+//! | `placement` | `keys=a,b` | `k<key> @ n<owner>`, then `replicas n<a> n<b>` if filled replicas exist |
+//! | `intent` | `node= worker= keys=a,b start=s end=e` | `ok` |
+//! | `advance` | `node= worker= [by=n]` | `clock <c>`: the worker's clock after `n` (default 1) advances |
+//! | `wait-sync` | `node= worker=` | `ok` once the node completed two more sync rounds |
+//! | `settle` | | `ok` once time passed the relocation hold and every node, one after the other, completed two more sync rounds, twice over |
 //! | `concurrent-push` | `keys=a,b rounds=R each=x` | every worker of every node pushes `x` to every key, `R` times, all at once: `ok` |
 //!
 //! Any command may instead output `error: <message>`. A `keys=` value may be a range `a..b`.
@@ -30,7 +35,7 @@ pub use exec::{Executor, Setup};
 pub use runtime_exec::RuntimeExecutor;
 pub use sim_exec::SimExecutor;
 
-use parma_core::{Key, NodeId, OpError, Technique, WorkerId};
+use parma_core::{Clock, Key, NodeId, OpError, Technique, WorkerId};
 
 /// One block of a trace file.
 #[derive(Clone, Debug)]
@@ -182,6 +187,43 @@ fn run_command(exec: &mut dyn Executor, line: &str, forwarded: &mut u64) -> Resu
             }
             out
         }
+        "placement" => {
+            let mut out = String::new();
+            for k in a.keys()? {
+                let owners: Vec<String> = exec.owners(k).iter().map(|n| format!("n{n}")).collect();
+                let owners = if owners.is_empty() { "none".into() } else { owners.join(" ") };
+                let replicas: Vec<String> = exec.replicas(k).iter().map(|n| format!(" n{n}")).collect();
+                let replicas = if replicas.is_empty() {
+                    String::new()
+                } else {
+                    format!(" replicas{}", replicas.concat())
+                };
+                let _ = writeln!(out, "k{k} @ {owners}{replicas}");
+            }
+            out
+        }
+        "intent" => {
+            let (start, end) = (Clock(a.num("start")?), Clock(a.num("end")?));
+            match exec.intent(a.node()?, a.worker()?, &a.keys()?, start, end) {
+                Ok(()) => "ok\n".into(),
+                Err(e) => fmt_err(e),
+            }
+        }
+        "advance" => {
+            let by = if a.get("by").is_some() { a.num("by")? } else { 1 };
+            match exec.advance(a.node()?, a.worker()?, by) {
+                Ok(c) => format!("clock {}\n", c.0),
+                Err(e) => fmt_err(e),
+            }
+        }
+        "wait-sync" => match exec.wait_sync(a.node()?, a.worker()?) {
+            Ok(()) => "ok\n".into(),
+            Err(e) => fmt_err(e),
+        },
+        "settle" => match exec.settle() {
+            Ok(()) => "ok\n".into(),
+            Err(e) => fmt_err(e),
+        },
         "home" => {
             let mut out = String::new();
             for k in a.keys()? {

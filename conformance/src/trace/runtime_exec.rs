@@ -3,7 +3,7 @@
 
 use std::thread;
 
-use parma_core::{Config, Key, NodeId, OpError, Transport, WorkerId};
+use parma_core::{Clock, Config, Duration, Key, NodeId, OpError, Transport, WorkerId};
 use parma_runtime::{NodeRuntime, Worker};
 
 use super::exec::{Executor, Setup};
@@ -13,6 +13,7 @@ pub struct RuntimeExecutor {
     setup: Setup,
     nodes: Vec<NodeRuntime>,
     workers: Vec<Vec<Worker>>,
+    hold: Duration,
 }
 
 impl RuntimeExecutor {
@@ -32,7 +33,7 @@ impl RuntimeExecutor {
             nodes.push(n);
             workers.push(w);
         }
-        Ok(RuntimeExecutor { setup: setup.clone(), nodes, workers })
+        Ok(RuntimeExecutor { setup: setup.clone(), nodes, workers, hold: cfg.relocation_hold })
     }
 
     fn worker(&mut self, node: NodeId, worker: WorkerId) -> Result<&mut Worker, OpError> {
@@ -58,7 +59,7 @@ impl Executor for RuntimeExecutor {
         // Which keys are here: nothing else runs between trace commands, so nothing moves
         // between this look and the pull; the worker's own counters must agree.
         let store = self.nodes.get(node.index()).ok_or(OpError::InvalidArgument)?.store().clone();
-        let local: Vec<bool> = keys.iter().map(|k| store.holds(*k)).collect();
+        let local: Vec<bool> = keys.iter().map(|k| store.is_local(*k)).collect();
         let w = self.worker(node, worker)?;
         let before = w.stats().keys_pulled_local;
         let mut vals = vec![0.0; total];
@@ -92,6 +93,43 @@ impl Executor for RuntimeExecutor {
 
     fn owners(&mut self, key: Key) -> Vec<NodeId> {
         self.nodes.iter().filter(|n| n.store().holds(key)).map(|n| n.id()).collect()
+    }
+
+    fn replicas(&mut self, key: Key) -> Vec<NodeId> {
+        self.nodes.iter().filter(|n| n.store().has_replica(key)).map(|n| n.id()).collect()
+    }
+
+    fn intent(
+        &mut self,
+        node: NodeId,
+        worker: WorkerId,
+        keys: &[Key],
+        start: Clock,
+        end: Clock,
+    ) -> Result<(), OpError> {
+        self.worker(node, worker)?.intent(keys, start, end)
+    }
+
+    fn advance(&mut self, node: NodeId, worker: WorkerId, by: u64) -> Result<Clock, OpError> {
+        let w = self.worker(node, worker)?;
+        for _ in 0..by {
+            w.advance_clock()?;
+        }
+        Ok(w.clock())
+    }
+
+    fn wait_sync(&mut self, node: NodeId, worker: WorkerId) -> Result<(), OpError> {
+        self.worker(node, worker)?.wait_sync()
+    }
+
+    fn settle(&mut self) -> Result<(), OpError> {
+        thread::sleep(std::time::Duration::from_micros(2 * self.hold.as_micros()));
+        for _ in 0..2 {
+            for n in 0..self.setup.nodes {
+                self.wait_sync(NodeId(n), WorkerId(0))?;
+            }
+        }
+        Ok(())
     }
 
     fn concurrent_push(&mut self, keys: &[Key], rounds: u32, each: f32) -> Result<(), OpError> {

@@ -1,7 +1,7 @@
 //! Runs traces on the deterministic simulator (virtual time, seeded faults).
 
 use parma_core::wire::WriteKind;
-use parma_core::{Completion, Config, Key, NodeId, OpError, Ticket, WorkerId};
+use parma_core::{Clock, Completion, Config, Key, NodeId, OpError, Ticket, WorkerId};
 use parma_transport_loopback::sim::{Faults, SimNet};
 
 use super::exec::{Executor, Setup};
@@ -15,6 +15,7 @@ const STEPS_MAX: u64 = 1_000_000;
 pub struct SimExecutor {
     setup: Setup,
     cluster: Cluster,
+    hold: parma_core::Duration,
 }
 
 impl SimExecutor {
@@ -24,7 +25,15 @@ impl SimExecutor {
         cfg.technique = setup.technique;
         let net = SimNet::new(setup.nodes, Faults::from_seed(seed), seed);
         let cluster = Cluster::new(&cfg, net).expect("trace cluster configuration is valid");
-        SimExecutor { setup: setup.clone(), cluster }
+        SimExecutor { setup: setup.clone(), cluster, hold: cfg.relocation_hold }
+    }
+
+    fn node_exists(&self, node: NodeId) -> Result<(), OpError> {
+        if node.0 < self.setup.nodes {
+            Ok(())
+        } else {
+            Err(OpError::InvalidArgument)
+        }
     }
 
     fn wait(&mut self, node: NodeId, worker: WorkerId, ticket: Ticket) -> Result<Completion, OpError> {
@@ -88,6 +97,51 @@ impl Executor for SimExecutor {
 
     fn owners(&mut self, key: Key) -> Vec<NodeId> {
         self.cluster.nodes().iter().filter(|n| n.store().holds(key)).map(|n| n.id()).collect()
+    }
+
+    fn replicas(&mut self, key: Key) -> Vec<NodeId> {
+        self.cluster.nodes().iter().filter(|n| n.store().has_replica(key)).map(|n| n.id()).collect()
+    }
+
+    fn intent(
+        &mut self,
+        node: NodeId,
+        worker: WorkerId,
+        keys: &[Key],
+        start: Clock,
+        end: Clock,
+    ) -> Result<(), OpError> {
+        self.node_exists(node)?;
+        self.cluster.intent(node, worker, keys, start, end)
+    }
+
+    fn advance(&mut self, node: NodeId, worker: WorkerId, by: u64) -> Result<Clock, OpError> {
+        self.node_exists(node)?;
+        let mut clock = self.cluster.nodes()[node.index()].clock(worker);
+        for _ in 0..by {
+            clock = self.cluster.advance_clock(node, worker)?;
+        }
+        Ok(clock)
+    }
+
+    fn wait_sync(&mut self, node: NodeId, worker: WorkerId) -> Result<(), OpError> {
+        self.node_exists(node)?;
+        let ticket = self.cluster.wait_sync(node, worker)?;
+        self.wait(node, worker, ticket).map(|_| ())
+    }
+
+    fn settle(&mut self) -> Result<(), OpError> {
+        let until = self.cluster.now() + self.hold + self.hold;
+        while self.cluster.now() < until {
+            let t = self.cluster.next_due().map_or(until, |t| t.min(until));
+            self.cluster.run_until(t.max(self.cluster.now()));
+        }
+        for _ in 0..2 {
+            for n in 0..self.setup.nodes {
+                self.wait_sync(NodeId(n), WorkerId(0))?;
+            }
+        }
+        Ok(())
     }
 
     fn concurrent_push(&mut self, keys: &[Key], rounds: u32, each: f32) -> Result<(), OpError> {

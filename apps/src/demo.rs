@@ -6,21 +6,31 @@
 //! ranks to keys, so the hot keys are spread over all home nodes), removes duplicates, pulls the
 //! keys' values, computes a small deterministic fake gradient from them and pushes it.
 //!
-//! Under [`Technique::Relocation`] a worker asks its node to `localize` the keys of batch
-//! `i + localize_ahead` while it works on batch `i` (Lapse-style), and waits for batch `i`'s
-//! localize before pulling, so that most keys are local by the time they are used. With
-//! `localize_ahead = 0` each batch is localized right before it is used. Under
-//! [`Technique::StaticPartitioning`] nothing is localized.
+//! A worker's clock counts its batches: batch `i` runs at clock `i`, and the worker advances
+//! its clock after each batch. What a worker tells its node ahead of time depends on the
+//! technique:
+//! - under the techniques with sync rounds (adaptive, the default, and every other one except
+//!   static partitioning and relocation), it signals intent for the keys of batch `i + ahead`
+//!   for clock `[i + ahead, i + ahead + 1)` while it works on batch `i`; the node's action
+//!   timing decides when to act on it;
+//! - under [`Technique::Relocation`] (Lapse) it asks its node to `localize` the keys of batch
+//!   `i + ahead` and waits for batch `i`'s localize before pulling; with `ahead = 0` each batch
+//!   is localized right before it is used;
+//! - under [`Technique::StaticPartitioning`] it tells nothing.
 //!
-//! Keys are drawn from per-worker generators seeded from `seed` alone, so both techniques see
+//! Under [`Technique::MultiTechnique`] the hot keys come from the Zipf law's expected access
+//! frequencies (the statistics an application would count in its data), with NuPS's factor 100.
+//!
+//! Keys are drawn from per-worker generators seeded from `seed` alone, so every technique sees
 //! exactly the same key sequence on the same seed.
 
 use std::collections::VecDeque;
 use std::fmt;
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use parma_core::{Config, Key, Layout, NodeId, OpError, Technique};
+use parma_core::{Clock, Config, Key, Layout, NodeId, OpError, Technique};
 use parma_runtime::{NodeRuntime, Options, Stats, Ticket, Worker};
 use parma_transport_loopback::threaded::{cluster, ThreadedOptions};
 use rand::rngs::StdRng;
@@ -59,9 +69,25 @@ pub struct DemoOptions {
     pub seed: u64,
     /// How the cluster manages parameters.
     pub technique: Technique,
-    /// Under relocation: how many batches ahead a worker localizes keys.
-    pub localize_ahead: usize,
+    /// How many batches ahead a worker signals intent (or, under relocation, localizes).
+    pub ahead: usize,
 }
+
+/// The default of [`DemoOptions::ahead`] for `technique`: one batch for relocation (further
+/// ahead, workers take hot keys from each other before they use them), 128 for intents. The
+/// demo's batches take a fraction of a millisecond, far less than real training steps, so a
+/// sync round spans several clocks: intents must come well ahead, and action timing keeps the
+/// node from acting on them earlier than needed.
+pub fn default_ahead(technique: Technique) -> usize {
+    if technique.uses_localize() {
+        1
+    } else {
+        128
+    }
+}
+
+/// NuPS's factor: keys accessed more than this many times as often as the mean are hot.
+const HOT_FACTOR: f64 = 100.0;
 
 impl Default for DemoOptions {
     fn default() -> DemoOptions {
@@ -74,16 +100,16 @@ impl Default for DemoOptions {
             batch_keys: 64,
             zipf: 1.1,
             seed: 1,
-            technique: Technique::Relocation,
-            localize_ahead: 1,
+            technique: Technique::Adaptive,
+            ahead: 128,
         }
     }
 }
 
 impl DemoOptions {
-    /// The same options with another technique.
+    /// The same options with another technique (and that technique's default `ahead`).
     pub fn with_technique(&self, technique: Technique) -> DemoOptions {
-        DemoOptions { technique, ..self.clone() }
+        DemoOptions { technique, ahead: default_ahead(technique), ..self.clone() }
     }
 
     fn check(&self) -> Result<(), DemoError> {
@@ -104,15 +130,6 @@ impl DemoOptions {
             return bad("--zipf must be a finite number >= 0");
         }
         Ok(())
-    }
-}
-
-/// The short name of a technique, as the command line spells it.
-pub fn technique_name(t: Technique) -> &'static str {
-    match t {
-        Technique::StaticPartitioning => "static",
-        Technique::Relocation => "relocation",
-        _ => "other",
     }
 }
 
@@ -185,6 +202,14 @@ pub struct DemoReport {
     pub pushes: Accesses,
     /// Keys moved between nodes (`relocations_in`, all nodes).
     pub relocations: u64,
+    /// Replicas created, all nodes.
+    pub replicas_created: u64,
+    /// Sync rounds, all nodes.
+    pub sync_rounds: u64,
+    /// Mean replica staleness in µs (time since a replica's last refresh, sampled every round).
+    pub staleness_mean_us: f64,
+    /// Largest replica staleness seen, in µs.
+    pub staleness_max_us: u64,
     /// Keys forwarded by a node that no longer held them, all nodes.
     pub keys_forwarded: u64,
     /// Protocol messages sent, all nodes.
@@ -222,7 +247,7 @@ impl fmt::Display for DemoReport {
             f,
             "demo: {}, {} nodes x {} workers, {} keys x {} f32, {} batches/worker x {} keys, zipf {}, \
              seed {}{}",
-            technique_name(o.technique),
+            o.technique.name(),
             o.nodes,
             o.workers,
             o.keys,
@@ -231,10 +256,10 @@ impl fmt::Display for DemoReport {
             o.batch_keys,
             o.zipf,
             o.seed,
-            if o.technique == Technique::Relocation {
-                format!(", localize-ahead {}", o.localize_ahead)
-            } else {
-                String::new()
+            match o.technique {
+                Technique::StaticPartitioning => String::new(),
+                Technique::Relocation => format!(", localize {} batches ahead", o.ahead),
+                _ => format!(", intents {} batches ahead", o.ahead),
             },
         )?;
         writeln!(
@@ -261,6 +286,11 @@ impl fmt::Display for DemoReport {
         )?;
         writeln!(
             f,
+            "  replicas     {} created, {} sync rounds, staleness {:.0} µs mean, {} µs max",
+            self.replicas_created, self.sync_rounds, self.staleness_mean_us, self.staleness_max_us
+        )?;
+        writeln!(
+            f,
             "  network      {} messages, {} sent, {:.1} B per key access",
             self.messages_sent,
             fmt_bytes(self.bytes_sent),
@@ -270,18 +300,38 @@ impl fmt::Display for DemoReport {
     }
 }
 
-/// One line comparing a relocation run with a static run of the same workload.
-pub fn comparison(relocation: &DemoReport, static_: &DemoReport) -> String {
-    let times = |a: f64, b: f64| if b > 0.0 { format!("{:.2}x", a / b) } else { "n/a".to_string() };
-    format!(
-        "relocation vs static: remote share {:.1}% vs {:.1}% ({}), bytes sent {} vs {} ({})",
-        100.0 * relocation.remote_share(),
-        100.0 * static_.remote_share(),
-        times(relocation.remote_share(), static_.remote_share()),
-        fmt_bytes(relocation.bytes_sent),
-        fmt_bytes(static_.bytes_sent),
-        times(relocation.bytes_sent as f64, static_.bytes_sent as f64),
-    )
+/// A markdown table of runs of the same workload under different techniques, with bytes sent
+/// relative to the static run (if there is one).
+pub fn comparison(reports: &[DemoReport]) -> String {
+    let base = reports.iter().find(|r| r.options.technique == Technique::StaticPartitioning);
+    let mut out = String::from(
+        "| technique | remote share | bytes sent | vs static | B per access | relocations | replicas | \
+         staleness mean / max | batches/s |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+    );
+    for r in reports {
+        let vs = match base {
+            Some(b) if b.bytes_sent > 0 => format!("{:.3}x", r.bytes_sent as f64 / b.bytes_sent as f64),
+            _ => "n/a".into(),
+        };
+        let staleness = if r.replicas_created == 0 {
+            "-".to_string()
+        } else {
+            format!("{:.0} µs / {:.1} ms", r.staleness_mean_us, r.staleness_max_us as f64 / 1e3)
+        };
+        out.push_str(&format!(
+            "| {} | {:.4}% | {} | {} | {:.1} | {} | {} | {} | {:.0} |\n",
+            r.options.technique.name(),
+            100.0 * r.remote_share(),
+            fmt_bytes(r.bytes_sent),
+            vs,
+            r.bytes_per_access(),
+            r.relocations,
+            r.replicas_created,
+            staleness,
+            r.batches as f64 / r.wall.as_secs_f64().max(1e-9),
+        ));
+    }
+    out
 }
 
 /// Why the demo failed.
@@ -302,7 +352,7 @@ pub enum DemoError {
         worker: u16,
         /// The batch it was working on (or localizing, for `localize`).
         batch: u64,
-        /// The operation: `localize`, `pull`, `push`, `wait` or `finalize`.
+        /// The operation: `intent`, `localize`, `pull`, `push`, `advance`, `wait` or `finalize`.
         op: &'static str,
         /// What went wrong.
         error: OpError,
@@ -367,6 +417,19 @@ impl Sampler {
         Ok(Sampler { zipf, keys })
     }
 
+    /// Expected accesses per key in `draws` draws (the Zipf law's probabilities), for the
+    /// keys that get at least one.
+    fn expected_frequencies(&self, exponent: f64, draws: f64) -> Vec<(Key, u64)> {
+        let weights: Vec<f64> = (1..=self.keys.len()).map(|r| (r as f64).powf(-exponent)).collect();
+        let sum: f64 = weights.iter().sum();
+        weights
+            .iter()
+            .zip(&self.keys)
+            .map(|(w, k)| (Key(*k), (draws * w / sum).round() as u64))
+            .filter(|(_, f)| *f > 0)
+            .collect()
+    }
+
     /// `n` draws, sorted, duplicates removed.
     fn batch(&self, rng: &mut StdRng, n: usize) -> Vec<Key> {
         let last = self.keys.len() as u64 - 1;
@@ -406,8 +469,9 @@ fn work(w: &mut Worker, opts: &DemoOptions, sampler: &Sampler, rng: &mut StdRng)
     let (node, worker) = (w.node(), w.id().0);
     let fail =
         |batch: u64, op: &'static str| move |error| DemoError::Worker { node, worker, batch, op, error };
-    let relocate = opts.technique == Technique::Relocation;
-    let ahead = opts.localize_ahead as u64;
+    let relocate = opts.technique.uses_localize();
+    let intents = opts.technique.uses_rounds();
+    let ahead = opts.ahead as u64;
     let len = opts.len as usize;
     // Batches drawn but not yet worked on, with their localize tickets; batch `i` is first.
     let mut queue: VecDeque<(Vec<Key>, Option<Ticket>)> = VecDeque::new();
@@ -419,6 +483,15 @@ fn work(w: &mut Worker, opts: &DemoOptions, sampler: &Sampler, rng: &mut StdRng)
         // Draw (and localize) up to batch i + ahead, so that its keys travel while we work.
         while drawn < opts.batches && drawn <= i + ahead {
             let keys = sampler.batch(rng, opts.batch_keys);
+            if intents {
+                let (start, end) = (Clock(drawn), Clock(drawn + 1));
+                match w.intent(&keys, start, end) {
+                    // Intents are hints: when the node is too busy to take one, the batch's
+                    // keys are simply accessed wherever they are.
+                    Ok(()) | Err(OpError::Busy) => {}
+                    Err(e) => return Err(fail(drawn, "intent")(e)),
+                }
+            }
             let ticket =
                 if relocate { Some(w.localize(&keys).map_err(fail(drawn, "localize"))?) } else { None };
             queue.push_back((keys, ticket));
@@ -437,6 +510,7 @@ fn work(w: &mut Worker, opts: &DemoOptions, sampler: &Sampler, rng: &mut StdRng)
             let (b, t) = pushes.pop_front().expect("not empty");
             w.wait(t).map_err(fail(b, "push"))?;
         }
+        w.advance_clock().map_err(fail(i, "advance"))?;
         done.batches += 1;
         done.keys += keys.len() as u64;
     }
@@ -457,6 +531,12 @@ pub fn run(opts: &DemoOptions) -> Result<DemoReport, DemoError> {
     cfg.technique = opts.technique;
     cfg.seed = opts.seed;
     let sampler = Sampler::new(opts)?;
+    if opts.technique == Technique::MultiTechnique {
+        let draws =
+            (opts.batches * opts.batch_keys as u64 * u64::from(opts.nodes) * u64::from(opts.workers)) as f64;
+        let freqs = sampler.expected_frequencies(opts.zipf, draws);
+        cfg.hot_keys = Arc::new(Config::hot_keys_from_frequencies(freqs, opts.keys, HOT_FACTOR));
+    }
     let mut ropts = Options::default();
     ropts.barrier_timeout = BARRIER_TIMEOUT;
 
@@ -528,6 +608,10 @@ pub fn run(opts: &DemoOptions) -> Result<DemoReport, DemoError> {
         pulls: Accesses::default(),
         pushes: Accesses::default(),
         relocations: 0,
+        replicas_created: 0,
+        sync_rounds: 0,
+        staleness_mean_us: 0.0,
+        staleness_max_us: 0,
         keys_forwarded: 0,
         messages_sent: 0,
         bytes_sent: 0,
@@ -541,12 +625,19 @@ pub fn run(opts: &DemoOptions) -> Result<DemoReport, DemoError> {
         report.pushes =
             report.pushes.plus(Accesses { local: w.keys_pushed_local, remote: w.keys_pushed_remote });
         report.relocations += s.node.relocations_in;
+        report.replicas_created += s.node.replicas_created;
+        report.sync_rounds += s.node.sync_rounds;
+        report.staleness_max_us = report.staleness_max_us.max(s.node.staleness_max_us);
         report.keys_forwarded += s.node.keys_forwarded;
         report.messages_sent += s.node.messages_sent_total();
         report.bytes_sent += s.node.bytes_sent_total();
         report.frames_dropped += s.node.frames_dropped + s.driver.frames_dropped;
         report.ops_failed += s.node.ops_failed;
     }
+    let (sum, samples) = stats
+        .iter()
+        .fold((0u64, 0u64), |(a, b), s| (a + s.node.staleness_sum_us, b + s.node.staleness_samples));
+    report.staleness_mean_us = if samples == 0 { 0.0 } else { sum as f64 / samples as f64 };
     Ok(report)
 }
 

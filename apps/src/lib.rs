@@ -9,7 +9,10 @@
 //!
 //! - [`demo`]: a skewed random workload on an in-process cluster, with a report of where the
 //!   key accesses were served and what the network carried (`parma demo`).
+//! - [`verify`]: the simulator's seeds (`parma sim`) and the conformance suite on the loopback
+//!   transports (`parma conformance`).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod demo;
+pub mod verify;

@@ -2,8 +2,9 @@
 
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
 use parma_apps::demo::{self, DemoOptions};
+use parma_apps::verify;
 use parma_core::Technique;
 
 #[derive(Parser, Debug)]
@@ -18,23 +19,54 @@ enum Command {
     /// Run a skewed random workload on an in-process cluster and report where the key
     /// accesses were served and what the network carried.
     Demo(DemoArgs),
+    /// Run simulation seeds (random workloads with faults on virtual time, every invariant
+    /// after every step) and print violations and a summary per technique.
+    Sim(SimArgs),
+    /// Run the conformance traces on loopback transports and print a pass/fail table.
+    Conformance(ConformanceArgs),
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum TechniqueArg {
-    /// Lapse: workers localize the keys of upcoming batches.
-    Relocation,
-    /// Classic parameter server: every key stays on its home node.
-    Static,
+#[derive(Args, Debug)]
+struct SimArgs {
+    /// Seeds to run per technique.
+    #[arg(long, default_value_t = 1000)]
+    seeds: u64,
+    /// The first seed.
+    #[arg(long, default_value_t = 1)]
+    first: u64,
+    /// One technique by name (default: every technique).
+    #[arg(long, value_parser = parse_technique)]
+    technique: Option<Technique>,
+    /// Threads (default: the machine's parallelism).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Run every passing seed twice and require the same trace hash.
+    #[arg(long)]
+    determinism: bool,
 }
 
-impl From<TechniqueArg> for Technique {
-    fn from(t: TechniqueArg) -> Technique {
-        match t {
-            TechniqueArg::Relocation => Technique::Relocation,
-            TechniqueArg::Static => Technique::StaticPartitioning,
-        }
-    }
+#[derive(Args, Debug)]
+struct ConformanceArgs {
+    /// Transports: sim, threaded, threaded-1frame (default: all three).
+    #[arg(long, value_delimiter = ',')]
+    transport: Vec<String>,
+    /// Fault seeds of the simulated network (each trace runs once per seed).
+    #[arg(long, default_value_t = 32)]
+    seeds: u64,
+    /// Directory of `.trace` files (default: the suite shipped with parma).
+    #[arg(long)]
+    traces: Option<std::path::PathBuf>,
+    /// Rewrite the expected outputs of traces that differ (review the diff afterwards).
+    #[arg(long)]
+    rewrite: bool,
+}
+
+/// Parses a technique by its name (`Technique::name`).
+fn parse_technique(name: &str) -> Result<Technique, String> {
+    Technique::from_name(name).ok_or_else(|| {
+        let names: Vec<&str> = Technique::ALL.iter().map(|t| t.name()).collect();
+        format!("unknown technique `{name}`; one of: {}", names.join(", "))
+    })
 }
 
 #[derive(Args, Debug)]
@@ -63,14 +95,15 @@ struct DemoArgs {
     /// Seed of the key draws and of the nodes.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// How parameters are managed.
-    #[arg(long, value_enum, default_value_t = TechniqueArg::Relocation)]
-    technique: TechniqueArg,
-    /// Under relocation: localize the keys of batch i+N while working on batch i (0: localize
-    /// each batch right before using it).
-    #[arg(long, default_value_t = 1)]
-    localize_ahead: usize,
-    /// Run the same workload under static partitioning and relocation, and compare them.
+    /// How parameters are managed: adaptive, adaptive-no-replication, adaptive-no-relocation,
+    /// static, relocation, full-replication or multi-technique.
+    #[arg(long, value_parser = parse_technique, default_value = "adaptive")]
+    technique: Technique,
+    /// Signal intent for (under relocation: localize) the keys of batch i+N while working on
+    /// batch i. Default: 128, or 1 under relocation (0 there: localize right before use).
+    #[arg(long, visible_alias = "localize-ahead")]
+    ahead: Option<usize>,
+    /// Run the same workload under every technique and print a table.
     #[arg(long)]
     compare: bool,
 }
@@ -86,8 +119,8 @@ impl DemoArgs {
             batch_keys: self.batch_keys,
             zipf: self.zipf,
             seed: self.seed,
-            technique: self.technique.into(),
-            localize_ahead: self.localize_ahead,
+            technique: self.technique,
+            ahead: self.ahead.unwrap_or(demo::default_ahead(self.technique)),
         }
     }
 }
@@ -98,21 +131,48 @@ fn run_demo(args: &DemoArgs) -> Result<(), demo::DemoError> {
         println!("{}", demo::run(&opts)?);
         return Ok(());
     }
-    let static_ = demo::run(&opts.with_technique(Technique::StaticPartitioning))?;
-    println!("{static_}\n");
-    let relocation = demo::run(&opts.with_technique(Technique::Relocation))?;
-    println!("{relocation}\n");
-    println!("{}", demo::comparison(&relocation, &static_));
+    let mut reports = Vec::new();
+    for t in Technique::ALL {
+        let mut o = opts.with_technique(t);
+        if let Some(a) = args.ahead {
+            o.ahead = a;
+        }
+        let r = demo::run(&o)?;
+        println!("{r}\n");
+        reports.push(r);
+    }
+    print!("{}", demo::comparison(&reports));
     Ok(())
+}
+
+fn run_sim(args: &SimArgs) -> bool {
+    let techniques: Vec<Technique> = args.technique.map_or(Technique::ALL.to_vec(), |t| vec![t]);
+    let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let rows = verify::sim(&techniques, args.first, args.seeds, threads, args.determinism);
+    println!("{}", verify::sim_table(args.first, args.seeds, &rows));
+    rows.iter().all(|(_, r)| r.failed == 0 && r.nondeterministic == 0)
+}
+
+fn run_conformance(args: &ConformanceArgs) -> Result<bool, String> {
+    let transports: Vec<String> = if args.transport.is_empty() {
+        parma_conformance::suite::LOOPBACK_TRANSPORTS.iter().map(|s| s.to_string()).collect()
+    } else {
+        args.transport.clone()
+    };
+    let dir = args.traces.clone().unwrap_or_else(parma_conformance::suite::default_dir);
+    verify::conformance(&transports, &dir, args.seeds, args.rewrite)
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let result = match &cli.command {
-        Command::Demo(args) => run_demo(args),
+    let ok = match &cli.command {
+        Command::Demo(args) => run_demo(args).map_err(|e| e.to_string()).map(|()| true),
+        Command::Sim(args) => Ok(run_sim(args)),
+        Command::Conformance(args) => run_conformance(args),
     };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
+    match ok {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
         Err(e) => {
             eprintln!("parma: {e}");
             ExitCode::FAILURE
@@ -128,6 +188,7 @@ mod tests {
         let cli = Cli::try_parse_from(["parma", "demo"].iter().chain(args)).unwrap();
         match cli.command {
             Command::Demo(a) => a,
+            _ => unreachable!("parsed as demo"),
         }
     }
 
@@ -151,5 +212,16 @@ mod tests {
         assert_eq!(o.technique, Technique::StaticPartitioning);
         assert_eq!((o.nodes, o.batch_keys), (2, 8));
         assert!(a.compare);
+    }
+
+    #[test]
+    fn every_technique_by_name_and_ahead_by_technique() {
+        for t in Technique::ALL {
+            let o = demo_args(&["--technique", t.name()]).options();
+            assert_eq!((o.technique, o.ahead), (t, demo::default_ahead(t)));
+        }
+        assert_eq!(demo_args(&["--technique", "relocation"]).options().ahead, 1);
+        assert_eq!(demo_args(&["--localize-ahead", "3"]).options().ahead, 3);
+        assert!(Cli::try_parse_from(["parma", "demo", "--technique", "nonsense"]).is_err());
     }
 }

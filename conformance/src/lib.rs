@@ -7,4 +7,5 @@
 
 pub mod rng;
 pub mod sim;
+pub mod suite;
 pub mod trace;

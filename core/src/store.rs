@@ -579,6 +579,17 @@ impl Store {
         }
     }
 
+    /// Home node only: calls `f` for every key homed here that another node holds, with the
+    /// owner last recorded. Takes each shard's latch in turn.
+    pub fn for_each_away(&self, mut f: impl FnMut(Key, NodeId)) {
+        for shard in self.shards.iter() {
+            let shard = shard.lock();
+            for (k, s) in shard.map.iter().filter(|(_, s)| s.state == State::Away) {
+                f(*k, s.owner);
+            }
+        }
+    }
+
     /// Calls `f` for every main copy held here (in no particular order) with its epoch,
     /// version and value. Takes each shard's latch in turn.
     pub fn for_each_owned(&self, mut f: impl FnMut(Key, Epoch, Version, &[f32])) {

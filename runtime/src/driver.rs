@@ -37,6 +37,7 @@ pub(crate) enum Command {
     Barrier { worker: WorkerId, ticket: Ticket },
     Intent { worker: WorkerId, keys: Vec<Key>, start: Clock, end: Clock, kind: IntentKind },
     AdvanceClock { worker: WorkerId },
+    EndIntents { worker: WorkerId },
     WaitSync { worker: WorkerId, ticket: Ticket },
 }
 
@@ -327,6 +328,11 @@ impl<T: Transport> Driver<T> {
             }
             Command::AdvanceClock { worker } => {
                 let _ = node.advance_clock(now, worker);
+                self.stats.commands += 1;
+                return;
+            }
+            Command::EndIntents { worker } => {
+                let _ = node.end_intents(now, worker);
                 self.stats.commands += 1;
                 return;
             }

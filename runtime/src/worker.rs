@@ -441,9 +441,24 @@ impl Worker {
     /// Finishes this worker: waits for its outstanding operations, passes a last barrier with
     /// every other worker, and releases the handle (graceful shutdown waits for this).
     ///
+    /// Under techniques with sync rounds it first ends this worker's intents; after the
+    /// barrier it waits for two sync rounds (every replica's last delta reaches its owner)
+    /// and passes one more barrier, so that when any worker's `finalize` returns, no node
+    /// holds an update another has not merged.
+    ///
     /// A worker that is dropped instead never enters a barrier again: the other workers'
     /// barriers then wait until `Options::barrier_timeout`.
     pub fn finalize(mut self) -> Result<(), OpError> {
+        if !self.shared.cfg.technique.uses_rounds() {
+            return self.barrier();
+        }
+        self.check_open()?;
+        if self.commands.send(Command::EndIntents { worker: self.id }).is_err() {
+            return Err(OpError::Closed);
+        }
+        self.shared.nudge_driver();
+        self.barrier()?;
+        self.wait_sync()?;
         self.barrier()
     }
 

@@ -212,3 +212,38 @@ fn tight_bounds_do_not_deadlock() {
     finalize_all(done.into_iter().map(|(w, _)| w).collect());
     shutdown_all(c.nodes);
 }
+
+/// Replicas kept for the whole run (full replication, NuPS's hot keys) synchronize every
+/// round, for ever: a graceful shutdown must still drain (and so must replicas for intents
+/// that outlive the workers' last clock, under adaptive). Every worker pushes to every key
+/// through its replica, keeps intents open past its last clock, and finalizes; the last
+/// deltas reach the owners before the nodes stop, and every node stops cleanly.
+#[test]
+fn permanent_replicas_drain_at_shutdown() {
+    for technique in [Technique::FullReplication, Technique::MultiTechnique, Technique::Adaptive] {
+        let mut cfg = Config::new(3, 2, Layout::uniform(60, 2).unwrap());
+        cfg.technique = technique;
+        cfg.hot_keys = std::sync::Arc::new((0..60).map(Key).collect());
+        let c = start(&cfg, Options::default(), ThreadedOptions::default());
+        let keys: Vec<Key> = (0..60).map(Key).collect();
+        let done = run_all(c.workers, |_, w| {
+            w.intent(&keys, Clock(0), Clock(1000)).unwrap();
+            w.wait_sync().unwrap();
+            w.wait_sync().unwrap();
+            let t = w.push(&keys, &[1.0; 120]).unwrap();
+            w.wait(t).unwrap();
+        });
+        finalize_all(done.into_iter().map(|(w, _)| w).collect());
+        // After finalize every delta was merged: each main copy holds all six pushes.
+        for n in &c.nodes {
+            let mut v = [0.0f32; 2];
+            for k in &keys {
+                if n.store().holds(*k) {
+                    assert!(n.store().read(*k, &mut v));
+                    assert_eq!(v, [6.0, 6.0], "{technique:?}: key {k} on node {}", n.id());
+                }
+            }
+        }
+        shutdown_all(c.nodes);
+    }
+}

@@ -52,6 +52,11 @@ pub fn nothing_left(nodes: &[Node]) -> Result<(), String> {
 /// Every replica equals its key's main copy and has no unsent delta (after quiescence and the
 /// rounds that follow it).
 pub fn replicas_converged(nodes: &[Node]) -> Result<(), String> {
+    replicas_converged_on(&nodes.iter().collect::<Vec<_>>())
+}
+
+/// [`replicas_converged`] over some of the nodes (those still running).
+pub fn replicas_converged_on(nodes: &[&Node]) -> Result<(), String> {
     for n in nodes {
         // Collect first: reading other stores (this one included) inside the walk would take a
         // shard latch this thread already holds.
@@ -78,6 +83,11 @@ pub fn replicas_converged(nodes: &[Node]) -> Result<(), String> {
 
 /// No node holds a replica (once every intent has ended and a round has passed).
 pub fn no_replicas(nodes: &[Node]) -> Result<(), String> {
+    no_replicas_on(&nodes.iter().collect::<Vec<_>>())
+}
+
+/// [`no_replicas`] over some of the nodes (those still running).
+pub fn no_replicas_on(nodes: &[&Node]) -> Result<(), String> {
     for n in nodes {
         if n.store().replicas_held() > 0 {
             return Err(format!(

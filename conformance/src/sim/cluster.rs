@@ -27,6 +27,8 @@ pub struct Cluster {
     done: HashMap<(NodeId, WorkerId, Ticket), OpResult>,
     next_ticket: u64,
     steps: u64,
+    /// Nodes stopped for good: frozen as they were, never stepped again.
+    dead: Vec<bool>,
 }
 
 impl Cluster {
@@ -43,7 +45,26 @@ impl Cluster {
             done: HashMap::new(),
             next_ticket: 0,
             steps: 0,
+            dead: vec![false; usize::from(cfg.nodes)],
         })
+    }
+
+    /// Stops `node` for good: the network drops everything to and from it (the other nodes
+    /// hear `PeerFailed`), and the node is never stepped again.
+    pub fn kill(&mut self, node: NodeId) {
+        self.net.kill(node);
+        self.dead[node.index()] = true;
+        self.stalled[node.index()].clear();
+    }
+
+    /// Whether `node` was stopped for good.
+    pub fn is_dead(&self, node: NodeId) -> bool {
+        self.dead[node.index()]
+    }
+
+    /// The nodes still running.
+    pub fn live_nodes(&self) -> Vec<&Node> {
+        self.nodes.iter().filter(|n| !self.dead[n.id().index()]).collect()
     }
 
     /// The network.
@@ -183,6 +204,9 @@ impl Cluster {
         node: NodeId,
         f: impl FnOnce(&mut Node, Instant) -> Result<(), OpError>,
     ) -> Result<(), OpError> {
+        if self.dead[node.index()] {
+            return Err(OpError::Closed);
+        }
         let now = self.now();
         f(&mut self.nodes[node.index()], now)?;
         self.drain(node);
@@ -191,7 +215,8 @@ impl Cluster {
 
     /// The earliest time something is due: a delivery or a node timer.
     pub fn next_due(&self) -> Option<Instant> {
-        let timers = self.nodes.iter().filter_map(|n| n.poll_timeout());
+        let timers =
+            self.nodes.iter().filter(|n| !self.dead[n.id().index()]).filter_map(|n| n.poll_timeout());
         self.net.next_delivery_time().into_iter().chain(timers).min()
     }
 
@@ -210,6 +235,9 @@ impl Cluster {
         let now = self.now();
         let mut busy = false;
         for i in 0..self.nodes.len() {
+            if self.dead[i] {
+                continue;
+            }
             let id = NodeId(i as u16);
             while let Some(TransportEvent::PeerFailed(p)) = self.ends[i].poll_event() {
                 self.nodes[i].handle_peer_failed(now, p);
@@ -240,7 +268,7 @@ impl Cluster {
         // drained: retry what those senders could not send, or it would wait for some later
         // event that may never come.
         for i in 0..self.nodes.len() {
-            if !self.stalled[i].is_empty() {
+            if !self.stalled[i].is_empty() && !self.dead[i] {
                 self.drain(NodeId(i as u16));
             }
         }
@@ -280,6 +308,6 @@ impl Cluster {
 
     /// True when no frame is in flight or stalled and every node is idle.
     pub fn quiet(&self) -> bool {
-        self.net.in_flight() == 0 && self.stalled() == 0 && self.nodes.iter().all(|n| n.is_idle())
+        self.net.in_flight() == 0 && self.stalled() == 0 && self.live_nodes().iter().all(|n| n.is_idle())
     }
 }

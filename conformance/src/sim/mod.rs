@@ -25,6 +25,12 @@ const HEAL_STEPS_MAX: u64 = 100_000;
 #[derive(Clone, Debug)]
 pub struct Report {
     pub seed: u64,
+    /// The node that stopped for good during the run, if the seed chose one.
+    pub killed: Option<parma_core::NodeId>,
+    /// Keys lost with it (no live main copy at the end), and worker operations that ended
+    /// with the error its failure explains.
+    pub keys_lost: u64,
+    pub ops_failed: u64,
     pub nodes: u16,
     pub keys: u64,
     pub ops: u64,
@@ -110,7 +116,9 @@ pub fn run_seed(seed: u64, technique: Technique) -> Result<Report, Failure> {
             | Technique::MultiTechnique
     );
     let mix = Mix::draw(&mut rng, technique.uses_localize(), technique.uses_rounds(), !replicates);
+    let total_ops = u64::from(mix.ops_per_worker) * u64::from(cfg.nodes) * u64::from(cfg.workers_per_node);
     let mut work = Workload::new(cfg.nodes, cfg.workers_per_node, keys, mix, &mut rng);
+    let kill = kill_plan(seed, cfg.nodes, total_ops);
 
     // Phase 1: the workload, with faults.
     let mut moves = 0;
@@ -120,6 +128,12 @@ pub fn run_seed(seed: u64, technique: Technique) -> Result<Report, Failure> {
                 "workload did not finish (livelock or lost request); {}",
                 checks::summary(cluster.nodes())
             )));
+        }
+        if let Some((victim, after)) = kill {
+            if !cluster.is_dead(victim) && work.ledger.ops_done >= after {
+                cluster.kill(victim);
+                work.node_stopped(victim);
+            }
         }
         work.poll(&mut cluster).map_err(fail)?;
         let next = [cluster.next_due(), work.next_due()].into_iter().flatten().min();
@@ -140,17 +154,19 @@ pub fn run_seed(seed: u64, technique: Technique) -> Result<Report, Failure> {
     // Stage 1: every delta taken (at most two rounds each); stage 2: two more rounds everywhere,
     // all of them after the last merge, so every replica is refreshed to the final value.
     let mut target: Vec<u64> = cluster.nodes().iter().map(|n| n.sync_rounds_done() + 2).collect();
+    let killed = kill.map(|(v, _)| v).filter(|v| cluster.is_dead(*v));
+    let live = |c: &Cluster, n: &parma_core::Node| !c.is_dead(n.id());
     let mut stage = 1;
     let mut settled = |c: &Cluster| {
         if !permanent_replicas(technique) {
             return c.quiet();
         }
         let reached = c.stalled() == 0
-            && c.nodes().iter().zip(&target).all(|(n, t)| {
+            && c.nodes().iter().zip(&target).filter(|(n, _)| live(c, n)).all(|(n, t)| {
                 n.sync_rounds_done() >= *t
                     && n.pending_requests() == 0
-                    && n.keys_incoming() == 0
-                    && n.forwarding_pointers() == 0
+                    // After a node stopped, keys may never arrive, and pointers to it stay.
+                    && (killed.is_some() || n.keys_incoming() == 0 && n.forwarding_pointers() == 0)
             });
         if reached && stage == 1 {
             stage = 2;
@@ -161,7 +177,13 @@ pub fn run_seed(seed: u64, technique: Technique) -> Result<Report, Failure> {
     };
     while !settled(&cluster) {
         if cluster.steps() - start > HEAL_STEPS_MAX {
-            return Err(fail("did not converge after healing".into()));
+            return Err(fail(format!(
+                "did not converge after healing{}; stalled {}, in flight {}{}",
+                killed.map_or(String::new(), |v| format!(" (node {v} stopped)")),
+                cluster.stalled(),
+                cluster.net().in_flight(),
+                checks::summary(cluster.nodes())
+            )));
         }
         let t = cluster.next_due().unwrap_or(cluster.now());
         cluster.run_until(t.max(cluster.now()));
@@ -169,6 +191,24 @@ pub fn run_seed(seed: u64, technique: Technique) -> Result<Report, Failure> {
     }
 
     // Phase 3: the end state.
+    if let Some(victim) = killed {
+        let (lost, probe_failed) =
+            check_after_failure(&mut cluster, &work, victim, permanent_replicas(technique))
+                .map_err(|e| fail(format!("after node {victim} stopped: {e}")))?;
+        return Ok(Report {
+            seed,
+            killed,
+            keys_lost: lost,
+            ops_failed: work.ops_failed + probe_failed,
+            nodes: cfg.nodes,
+            keys,
+            ops: work.ledger.ops_done,
+            steps: cluster.steps(),
+            relocations: cluster.nodes().iter().map(|n| n.stats().relocations_in).sum(),
+            messages: cluster.nodes().iter().map(|n| n.stats().messages_sent_total()).sum(),
+            trace_hash: cluster.net().trace_hash(),
+        });
+    }
     let nodes = cluster.nodes();
     checks::nothing_left(nodes).map_err(fail)?;
     checks::exactly_one_copy(nodes, keys).map_err(fail)?;
@@ -198,6 +238,9 @@ pub fn run_seed(seed: u64, technique: Technique) -> Result<Report, Failure> {
     let messages = nodes.iter().map(|n| n.stats().messages_sent_total()).sum();
     Ok(Report {
         seed,
+        killed: None,
+        keys_lost: 0,
+        ops_failed: 0,
         nodes: cfg.nodes,
         keys,
         ops: work.ledger.ops_done,
@@ -206,6 +249,149 @@ pub fn run_seed(seed: u64, technique: Technique) -> Result<Report, Failure> {
         messages,
         trace_hash: cluster.net().trace_hash(),
     })
+}
+
+/// Whether and when `seed` stops a node for good: in one seed of eight, a node chosen by the
+/// seed stops once the workers have completed a share of their operations (5 % to 80 %).
+/// Drawn from its own generator, so the other fault settings of a seed do not depend on it.
+pub fn kill_plan(seed: u64, nodes: u16, total_ops: u64) -> Option<(parma_core::NodeId, u64)> {
+    let mut rng = Rng::new(seed ^ 0x6b11_1ed0_0000_0000);
+    if nodes < 3 || !rng.chance(0.125) {
+        return None;
+    }
+    let victim = parma_core::NodeId(rng.range(0, u64::from(nodes) - 1) as u16);
+    let after = total_ops * rng.range(5, 80) / 100;
+    Some((victim, after))
+}
+
+/// The end state of a run in which `victim` stopped for good, after the healing phase:
+/// - every key has at most one main copy on the live nodes; a key with none is accounted
+///   for: its home was the victim, or a live node reports it in `keys_lost`; a key reported
+///   lost has no live copy;
+/// - a live main copy's value holds every add that completed for a worker of a live node,
+///   and nothing that was never issued (set keys: a value that was set, or the initial one);
+/// - the live nodes are idle, their replicas agree with live main copies, and (unless
+///   replicas are permanent) none remain;
+/// - a probe from a live node pulls every key: each pull ends; one that succeeds returns the
+///   live main copy's value, and a key without one is never read.
+///
+/// Returns the number of keys lost and of probe pulls that ended with an error.
+fn check_after_failure(
+    cluster: &mut Cluster,
+    work: &Workload,
+    victim: parma_core::NodeId,
+    permanent: bool,
+) -> Result<(u64, u64), String> {
+    use parma_core::{Completion, NodeId, OpError, WorkerId};
+    let keys = cluster.nodes()[0].config().layout.key_end();
+    let live: Vec<&parma_core::Node> = cluster.live_nodes();
+    for n in &live {
+        if n.pending_requests() + n.waiting_ops() > 0 {
+            return Err(format!("node {} still has requests or operations waiting", n.id()));
+        }
+    }
+    checks::replicas_converged_on(&live)?;
+    if !permanent {
+        checks::no_replicas_on(&live)?;
+    }
+    let mut reported: std::collections::BTreeMap<Key, NodeId> = std::collections::BTreeMap::new();
+    for n in &live {
+        for (k, dead) in n.keys_lost() {
+            if dead != victim {
+                return Err(format!(
+                    "node {} reports key {k} lost with node {dead}, which is running",
+                    n.id()
+                ));
+            }
+            reported.insert(k, dead);
+        }
+    }
+    let sure = work.pushed_for_sure();
+    let mut lost = 0;
+    let mut copies: Vec<Option<Vec<f32>>> = Vec::new();
+    for k in 0..keys {
+        let key = Key(k);
+        let holders: Vec<&&parma_core::Node> = live.iter().filter(|n| n.store().holds(key)).collect();
+        match holders.as_slice() {
+            [] => {
+                let home = parma_core::store::home_of(key, cluster.nodes().len() as u16);
+                if home != victim && !reported.contains_key(&key) {
+                    return Err(format!("key {k} has no live main copy and no live node reports it lost"));
+                }
+                lost += 1;
+                copies.push(None);
+            }
+            [n] => {
+                if reported.contains_key(&key) {
+                    return Err(format!("key {k} is reported lost but node {} holds it", n.id()));
+                }
+                let v = checks::value_of(std::slice::from_ref(**n), key)
+                    .ok_or_else(|| format!("key {k}: no value at node {}", n.id()))?;
+                if v.iter().any(|x| *x != v[0]) {
+                    return Err(format!("key {k}: torn value {v:?}"));
+                }
+                if is_set_key(key) {
+                    let ok = v[0] == 0.0
+                        || work.ledger.set_values.get(&key).is_some_and(|s| s.contains(&(v[0] as u32)));
+                    if !ok {
+                        return Err(format!("set key {k} ends as {v:?}, never set"));
+                    }
+                } else {
+                    let (x, lo) = (v[0] as u64, sure.get(&key).copied().unwrap_or(0));
+                    let hi = work.ledger.pushed.get(&key).copied().unwrap_or(0);
+                    if !(lo..=hi).contains(&x) {
+                        return Err(format!(
+                            "key {k} ends as {x}: adds that surely completed sum to {lo}, all adds issued to {hi}"
+                        ));
+                    }
+                }
+                copies.push(Some(v));
+            }
+            many => {
+                let ids: Vec<NodeId> = many.iter().map(|n| n.id()).collect();
+                return Err(format!("key {k} has main copies on {ids:?}"));
+            }
+        }
+    }
+    // The probe: a live node's worker pulls each key alone.
+    let prober = live.first().map(|n| n.id()).ok_or("no live node")?;
+    let layout = cluster.nodes()[0].config().layout.clone();
+    let mut probe_failed = 0;
+    for k in 0..keys {
+        let key = Key(k);
+        let len = layout.len_of(key).unwrap_or(0);
+        let mut vals = vec![f32::NAN; len];
+        let (ticket, missing) = cluster
+            .pull(prober, WorkerId(0), &[key], &mut vals)
+            .map_err(|e| format!("probe of key {k} refused: {e}"))?;
+        let start = cluster.steps();
+        let result = loop {
+            if let Some(r) = cluster.take_result(prober, WorkerId(0), ticket) {
+                break r;
+            }
+            if cluster.steps() - start > HEAL_STEPS_MAX {
+                return Err(format!("the probe of key {k} never ended"));
+            }
+            let t = cluster.next_due().unwrap_or(cluster.now());
+            cluster.run_until(t.max(cluster.now()));
+        };
+        match (result, &copies[k as usize]) {
+            (Ok(Completion::Pull(remote)), Some(want)) => {
+                if !missing.is_empty() {
+                    vals.copy_from_slice(remote.get(..len).ok_or("short probe answer")?);
+                }
+                if vals != *want {
+                    return Err(format!("probe of key {k} read {vals:?}, its main copy is {want:?}"));
+                }
+            }
+            (Ok(_), None) => return Err(format!("probe read key {k}, which has no live main copy")),
+            (Err(OpError::PeerFailed { .. } | OpError::Unreachable | OpError::Timeout), _) => {
+                probe_failed += 1
+            }
+            (r, _) => return Err(format!("probe of key {k}: {r:?}")),
+        }
+    }
+    Ok((lost, probe_failed))
 }
 
 /// Checks after every step: each node's own invariants, and (whenever a key moved) that no

@@ -7,7 +7,7 @@
 use std::collections::{HashMap, HashSet};
 
 use parma_core::wire::WriteKind;
-use parma_core::{Clock, Completion, Instant, Key, NodeId, Ticket, WorkerId};
+use parma_core::{Clock, Completion, Instant, Key, NodeId, OpError, Ticket, WorkerId};
 
 use super::cluster::Cluster;
 use crate::rng::Rng;
@@ -88,6 +88,8 @@ struct SimWorker {
     own: HashMap<Key, u64>,
     /// Largest value this worker has read, per push key.
     seen: HashMap<Key, u64>,
+    /// Its node stopped for good.
+    stopped: bool,
 }
 
 /// The expected outcome, built while operations are issued.
@@ -106,6 +108,11 @@ pub struct Workload {
     workers: Vec<SimWorker>,
     mix: Mix,
     pub ledger: Ledger,
+    /// A node stopped for good: from then on, operations may fail with the errors a failure
+    /// explains (`PeerFailed`, `Unreachable`, `Timeout`).
+    failure: bool,
+    /// Operations that ended with such an error.
+    pub ops_failed: u64,
 }
 
 impl Workload {
@@ -147,10 +154,35 @@ impl Workload {
                     current: None,
                     own: HashMap::new(),
                     seen: HashMap::new(),
+                    stopped: false,
                 });
             }
         }
-        Workload { workers, mix, ledger: Ledger::default() }
+        Workload { workers, mix, ledger: Ledger::default(), failure: false, ops_failed: 0 }
+    }
+
+    /// `node` stopped for good: its workers stop (their outstanding operations are abandoned),
+    /// and everyone else's operations may fail from now on.
+    pub fn node_stopped(&mut self, node: NodeId) {
+        self.failure = true;
+        for w in self.workers.iter_mut().filter(|w| w.node == node) {
+            w.ops_left = 0;
+            w.current = None;
+            w.stopped = true;
+        }
+    }
+
+    /// Per key: the sum of the adds that completed successfully for workers whose node is
+    /// still running. Those must be in the key's value at the end; any other add may or may
+    /// not be.
+    pub fn pushed_for_sure(&self) -> HashMap<Key, u64> {
+        let mut sure: HashMap<Key, u64> = HashMap::new();
+        for w in self.workers.iter().filter(|w| !w.stopped) {
+            for (k, d) in &w.own {
+                *sure.entry(*k).or_default() += d;
+            }
+        }
+        sure
     }
 
     /// True when every worker has issued and finished all its operations.
@@ -211,6 +243,12 @@ impl Workload {
                 Ok(())
             }
             (Some(Outstanding::Other { .. }), Ok(_)) => Ok(()),
+            (_, Err(OpError::PeerFailed { .. } | OpError::Unreachable | OpError::Timeout))
+                if self.failure =>
+            {
+                self.ops_failed += 1;
+                Ok(())
+            }
             (op, Err(e)) => {
                 let what = match op {
                     Some(Outstanding::Pull { keys, .. }) => format!("pull of {keys:?}"),

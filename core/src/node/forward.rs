@@ -160,7 +160,8 @@ impl Node {
                 .pointers
                 .get(&key)
                 .map(|(to, _)| *to)
-                .or_else(|| self.cache.get(key))
+                // A cached location on a failed node is no lead: ask the home node.
+                .or_else(|| self.cache.get(key).filter(|n| !self.failed_peers.contains(n)))
                 .unwrap_or_else(|| self.home(key)),
         }
     }

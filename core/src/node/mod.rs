@@ -152,10 +152,12 @@ impl Node {
     pub fn wants_input(&self) -> bool {
         self.outbox.len() < self.cfg.outbox_frames_max
     }
-    /// True when nothing is pending, waiting, queued or being moved by this node.
+    /// True when nothing is pending, waiting, queued or being moved by this node, and its
+    /// sync round, if one is open, only checks replicas that have nothing to send (replicas
+    /// kept for the whole run check with their owners every round, for ever).
     pub fn is_idle(&self) -> bool {
         self.pending.is_empty()
-            && self.incoming.is_empty()
+            && self.incoming.values().all(|i| i.localizes.is_empty() && i.ops.is_empty())
             && self.outbox.is_empty()
             && self.events.is_empty()
             && self.loopback.is_empty()
@@ -237,6 +239,41 @@ impl Node {
 
     fn scan_interval(&self) -> crate::time::Duration {
         crate::time::Duration((self.cfg.request_timeout.as_micros() / 8).max(1))
+    }
+
+    /// Keys this node knows were lost with a failed peer, with the failed node that held
+    /// them, in key order: keys homed here whose recorded owner failed, and keys this node
+    /// gave to a node that failed (before the move reached the home node's records).
+    ///
+    /// Keys homed at a failed node are lost too unless a live node holds them, but no live
+    /// node can list them: their home was the only node that knew where they were. Requests
+    /// for them end with an error ([`OpError::PeerFailed`], `Unreachable` or `Timeout`);
+    /// nothing answers with a value that is not the key's.
+    pub fn keys_lost(&self) -> Vec<(Key, NodeId)> {
+        if self.failed_peers.is_empty() {
+            return Vec::new();
+        }
+        let mut lost = Vec::new();
+        self.store.for_each_away(|k, owner| {
+            if self.failed_peers.contains(&owner) {
+                lost.push((k, owner));
+            }
+        });
+        for (k, (to, _)) in &self.pointers {
+            if self.failed_peers.contains(to) {
+                lost.push((*k, *to));
+            }
+        }
+        lost.sort_unstable();
+        lost.dedup_by_key(|(k, _)| *k);
+        lost
+    }
+
+    /// Peers reported failed, in id order.
+    pub fn failed_peers(&self) -> Vec<NodeId> {
+        let mut p: Vec<NodeId> = self.failed_peers.iter().copied().collect();
+        p.sort_unstable();
+        p
     }
 
     /// The transport reports that `peer` failed. Every outstanding request and barrier ends
@@ -484,6 +521,19 @@ impl Node {
 
     fn fail_request(&mut self, req: RequestId, err: OpError) {
         if let Some(p) = self.pending.remove(&req) {
+            // Nothing waits for these keys on this request's behalf any more (a localize, or
+            // an access waiting for a key on its way here). An entry keeps its reserved slot:
+            // the key may still arrive, and is then installed.
+            for k in &p.keys {
+                if let Some(inc) = self.incoming.get_mut(k) {
+                    inc.localizes.retain(|r| *r != req);
+                    let before = inc.ops.len();
+                    inc.ops.retain(|op| match op {
+                        WaitingOp::Pull { req: r, .. } | WaitingOp::Write { req: r, .. } => *r != req,
+                    });
+                    self.waiting_ops -= before - inc.ops.len();
+                }
+            }
             self.stats.ops_failed += 1;
             self.complete(p.worker, p.ticket, Err(err));
         }

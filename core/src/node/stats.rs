@@ -62,6 +62,8 @@ pub struct Stats {
     /// Intent starts not sent in a round because the store had no room left for the key
     /// (retried next round).
     pub starts_deferred: u64,
+    /// Intent starts given up because the key's way leads through a failed node.
+    pub starts_abandoned: u64,
     /// Sync rounds started, and rounds given up (their answers took longer than the request
     /// timeout, or a peer failed while they were open).
     pub sync_rounds: u64,

@@ -208,6 +208,9 @@ pub(super) struct SyncState {
     owner_updates: Vec<(NodeId, OwnerChange)>,
     round: u32,
     open: bool,
+    /// The open round carries more than version checks of replicas with nothing to add: an
+    /// intent start or end, a delta, a final delta, or an ownership change.
+    dirty: bool,
     outstanding: BTreeSet<Key>,
     rounds_done: u64,
     started_at: Instant,
@@ -236,6 +239,7 @@ impl SyncState {
             owner_updates: Vec::new(),
             round: 0,
             open: false,
+            dirty: false,
             outstanding: BTreeSet::new(),
             rounds_done: 0,
             started_at: Instant(0),
@@ -256,16 +260,37 @@ impl SyncState {
         }
     }
 
-    /// Nothing open, and the next round would find nothing to do: no ownership change to
-    /// report, no key to revisit, no acted intent past its end, no intent inside its window.
+    /// Nothing open but version checks (replicas kept for the whole run check their owners
+    /// every round, for ever), and the next round would find nothing else to do: no
+    /// ownership change to report, no key to revisit, no acted intent past its end, no intent
+    /// inside its window.
     pub(super) fn is_idle(&self) -> bool {
-        !self.open
+        !(self.open && self.dirty)
             && self.owner_updates.is_empty()
             && self.touched.is_empty()
             && self.workers.iter().enumerate().all(|(w, wi)| {
                 wi.acted.peek().is_none_or(|a| a.end > wi.clock)
                     && wi.future.peek().is_none_or(|f| f.start >= self.timer.horizon(w) && f.end > wi.clock)
             })
+    }
+}
+
+/// An acted intent over `keys` is over: drops their counts and notes the keys whose count
+/// reached 0.
+fn release_intent(
+    local: &mut BTreeMap<Key, Local>,
+    touched: &mut BTreeSet<Key>,
+    stats: &mut super::Stats,
+    keys: &[Key],
+) {
+    for k in keys {
+        if let Some(l) = local.get_mut(k) {
+            l.count = l.count.saturating_sub(1);
+            if l.count == 0 {
+                stats.intent_ends += 1;
+                touched.insert(*k);
+            }
+        }
     }
 }
 
@@ -318,6 +343,24 @@ impl Node {
         let w = self.sync.workers.get_mut(worker.index()).ok_or(OpError::InvalidArgument)?;
         w.clock = Clock(w.clock.0.saturating_add(1));
         Ok(w.clock)
+    }
+
+    /// Ends every intent of `worker`, waiting or acted on, as if its clock had passed them all
+    /// (a worker that finishes). The next round tells the owners and drops replicas that no
+    /// other intent of this node needs, with their final deltas.
+    pub fn end_intents(&mut self, _now: Instant, worker: WorkerId) -> Result<(), OpError> {
+        let s = &mut self.sync;
+        let wi = s.workers.get_mut(worker.index()).ok_or(OpError::InvalidArgument)?;
+        for f in core::mem::take(&mut wi.future) {
+            s.intents -= 1;
+            s.intent_keys -= f.keys.len();
+        }
+        for a in core::mem::take(&mut wi.acted) {
+            release_intent(&mut s.local, &mut s.touched, &mut self.stats, &a.keys);
+            s.intents -= 1;
+            s.intent_keys -= a.keys.len();
+        }
+        Ok(())
     }
 
     /// `worker`'s clock (0 for an unknown worker).
@@ -471,6 +514,7 @@ impl Node {
         }
 
         let mut out: BTreeMap<NodeId, SyncOut> = BTreeMap::new();
+        self.drop_replicas_of_failed_owners();
         let touched: Vec<Key> = core::mem::take(&mut self.sync.touched).into_iter().collect();
         let mut dropped = BTreeSet::new();
         for k in touched {
@@ -489,6 +533,12 @@ impl Node {
                     self.sync.reserved.insert(k);
                 }
                 let to = self.route(k);
+                if self.failed_peers.contains(&to) {
+                    // The key's way leads through a failed node: accesses will fail with
+                    // `PeerFailed`; asking again every round would only spin.
+                    self.stats.starts_abandoned += 1;
+                    continue;
+                }
                 out.entry(to).or_default().starts.push(k);
                 self.sync.outstanding.insert(k);
                 if let Some(l) = self.sync.local.get_mut(&k) {
@@ -509,8 +559,10 @@ impl Node {
                 }
             } else if l.announced {
                 let to = self.route(k);
-                out.entry(to).or_default().ends.push(k);
-                self.sync.outstanding.insert(k);
+                if !self.failed_peers.contains(&to) {
+                    out.entry(to).or_default().ends.push(k);
+                    self.sync.outstanding.insert(k);
+                }
             }
             self.sync.local.remove(&k);
         }
@@ -539,6 +591,10 @@ impl Node {
             out.entry(h).or_default().owners.push(c);
         }
         let sent_any = !out.is_empty();
+        self.sync.dirty = out.values().any(|o| {
+            !(o.starts.is_empty() && o.ends.is_empty() && o.owners.is_empty())
+                || o.replicas.iter().any(|r| r.flags != 0)
+        });
         let round = self.sync.round;
         let me = self.me;
         for (to, o) in out {
@@ -548,6 +604,30 @@ impl Node {
             self.finish_round(now, sent_any);
         } else {
             self.sync.open = true;
+        }
+    }
+
+    /// Replicas whose owner failed can be neither synchronized nor upgraded: they go, and
+    /// their unsent updates are counted as lost (the main copy they belonged to is gone).
+    fn drop_replicas_of_failed_owners(&mut self) {
+        if self.failed_peers.is_empty() {
+            return;
+        }
+        let gone: Vec<Key> = self
+            .sync
+            .replicas
+            .iter()
+            .filter(|(_, m)| self.failed_peers.contains(&m.owner))
+            .map(|(k, _)| *k)
+            .collect();
+        let mut scratch = Vec::new();
+        for k in gone {
+            self.sync.replicas.remove(&k);
+            scratch.clear();
+            if let Some(t) = self.store.drop_replica(k, &mut scratch) {
+                self.stats.replicas_destroyed += 1;
+                self.stats.deltas_lost += u64::from(t.nonzero);
+            }
         }
     }
 
@@ -562,15 +642,7 @@ impl Node {
             let wi = &mut s.workers[w];
             while wi.acted.peek().is_some_and(|a| a.end <= clock) {
                 let Some(a) = wi.acted.pop() else { break };
-                for k in &a.keys {
-                    if let Some(l) = s.local.get_mut(k) {
-                        l.count = l.count.saturating_sub(1);
-                        if l.count == 0 {
-                            self.stats.intent_ends += 1;
-                            s.touched.insert(*k);
-                        }
-                    }
-                }
+                release_intent(&mut s.local, &mut s.touched, &mut self.stats, &a.keys);
                 s.intents -= 1;
                 s.intent_keys -= a.keys.len();
             }

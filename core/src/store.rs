@@ -73,6 +73,19 @@ pub struct DeltaTaken {
     pub nonzero: bool,
 }
 
+/// The bytes a [`Store`] has allocated, by use. See [`Store::footprint`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Footprint {
+    /// The shards' hash tables of slots: one slot per key held here, replicated here, or (on
+    /// its home node) away.
+    pub slots: usize,
+    /// The shards' value arenas, used and spare (a range freed by a key that left stays for
+    /// the next one).
+    pub arenas: usize,
+    /// The lists of free arena ranges.
+    pub free_lists: usize,
+}
+
 /// What the home node knows about where a key is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Whereabouts {
@@ -618,9 +631,24 @@ impl Store {
         }
     }
 
-    /// Bytes of bookkeeping per key (slot and map entry), beyond the value itself.
+    /// Bytes of bookkeeping per key (slot and map entry), beyond the value itself, in a table
+    /// without spare room; hash tables keep between 1/8 and 9/16 of their buckets free.
     pub const fn slot_bytes() -> usize {
         core::mem::size_of::<(Key, Slot)>() + 1
+    }
+
+    /// The bytes this store has allocated, by use (capacities, as the allocator counts them;
+    /// the shard array itself is left out). Takes each shard's latch in turn.
+    pub fn footprint(&self) -> Footprint {
+        let mut f = Footprint::default();
+        for shard in self.shards.iter() {
+            let shard = shard.lock();
+            f.slots += shard.map.allocation_size();
+            f.arenas += shard.arena.capacity() * core::mem::size_of::<f32>();
+            f.free_lists += shard.free.allocation_size();
+            f.free_lists += shard.free.values().map(|v| v.capacity() * 4).sum::<usize>();
+        }
+        f
     }
 }
 

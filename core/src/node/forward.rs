@@ -451,7 +451,7 @@ impl Node {
     /// At the home node: `from` now owns these keys. Records what is newer and, in any case,
     /// lets the previous owner drop its pointer for that epoch.
     pub(super) fn record_owners(&mut self, from: NodeId, changes: &[OwnerChange]) {
-        let mut releases: Vec<(NodeId, Release)> = Vec::new();
+        let mut releases: Vec<(NodeId, Release)> = Vec::with_capacity(changes.len());
         for c in changes {
             self.store.record_owner(c.key, from, c.epoch);
             releases.push((c.prev, Release { key: c.key, epoch: c.epoch }));
@@ -570,6 +570,12 @@ impl Budget {
             bytes_max: cfg.frame_len_max.saturating_sub(HEADER_LEN + FIXED_BYTES),
             entries_max: cfg.keys_per_message_max,
         }
+    }
+
+    /// Whether `entries` entries of `bytes` bytes in all fit one message: exactly when
+    /// [`Budget::take`] on a new budget would answer false for every one of them.
+    pub(super) fn fits(&self, entries: usize, bytes: usize) -> bool {
+        entries <= 1 || (entries <= self.entries_max && self.bytes + bytes <= self.bytes_max)
     }
 
     /// Counts an entry of `cost` bytes; true if the message so far must be sent first (the

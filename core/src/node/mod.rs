@@ -5,6 +5,7 @@ mod cache;
 mod event;
 mod forward;
 mod invariants;
+mod keymap;
 mod origin;
 mod stats;
 mod sync;

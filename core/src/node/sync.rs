@@ -31,12 +31,19 @@
 //! and answers with its value if the versions differ. The holder sets its copy to that value
 //! plus what was added locally since the delta was taken, so every update is counted once.
 //! When the holder's intent ends it drops the replica and sends the delta as its last.
+//!
+//! **Per-key state** is in hash tables (`super::keymap`), hashed without a random seed so that
+//! a replayed run is the same run. Every order that reaches a message is key order: the keys of
+//! a round are sorted (only those that need a message), and so are the replicas synced in it.
 
-use alloc::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use alloc::collections::{BTreeMap, BinaryHeap};
 use alloc::vec::Vec;
 use core::cmp::Ordering;
 
+use hashbrown::hash_map::Entry;
+
 use super::forward::Budget;
+use super::keymap::{KeyMap, KeySet};
 use super::{Node, HOPS_MAX};
 use crate::config::Technique;
 use crate::error::OpError;
@@ -47,6 +54,10 @@ use crate::wire::{Message, Moved, OwnerChange, Refresh, ReplicaSync};
 
 /// Bytes a sync entry may take besides its value, generously.
 const ENTRY_BYTES: usize = 32;
+
+/// Largest buffer (in entries) a round keeps for the next one; a larger one is freed, so that
+/// one round that touched a million keys does not pin its buffer for the rest of the run.
+const BUFFER_KEEP_MAX: usize = 1 << 16;
 
 /// How a worker says it will access the keys of an intent. Recorded in the statistics; the
 /// decisions treat every kind alike (as AdaPM does: a single remote read is already worth a
@@ -183,27 +194,28 @@ pub(super) struct SyncState {
     seq: u64,
     intents: usize,
     intent_keys: usize,
-    local: BTreeMap<Key, Local>,
-    /// Keys whose aggregated intent changed, or that need another try, at the next round.
-    touched: BTreeSet<Key>,
-    replicas: BTreeMap<Key, ReplicaMeta>,
+    local: KeyMap<Local>,
+    /// Keys whose aggregated intent changed, or that need another try, at the next round. A key
+    /// may be in it more than once; the round sorts it and drops the repeats.
+    touched: Vec<Key>,
+    replicas: KeyMap<ReplicaMeta>,
     /// Replicas dropped this round whose final delta is on its way, and to which owner: this
     /// node's requests for them go there too, behind the delta (per-pair FIFO), so a worker's
     /// read after its last update through the replica still sees it.
-    finals: BTreeMap<Key, NodeId>,
+    finals: KeyMap<NodeId>,
     /// As owner, under the adaptive technique: the other nodes holding replicas of each key.
-    holders: BTreeMap<Key, Vec<NodeId>>,
+    holders: KeyMap<Vec<NodeId>>,
     /// Keys that moved here, with the number of rounds this node had completed then. A key
     /// moves on only after one more round here: requests that trail it (forwarded along its
     /// path, at most about a round behind) then catch it instead of chasing it from node to
     /// node while several nodes ask for it in turn.
-    arrived: BTreeMap<Key, (u64, Instant)>,
+    arrived: KeyMap<(u64, Instant)>,
     /// The time of the latest message or timer input (for the rules that need it deep
     /// inside, where no `now` is passed).
     pub(super) now: Instant,
     /// Keys this node asked for (a start) that may arrive as main copies: a store slot is
     /// reserved for each until its answer comes.
-    reserved: BTreeSet<Key>,
+    reserved: KeySet,
     /// Ownership changes for home nodes, sent with the next round.
     owner_updates: Vec<(NodeId, OwnerChange)>,
     round: u32,
@@ -211,7 +223,7 @@ pub(super) struct SyncState {
     /// The open round carries more than version checks of replicas with nothing to add: an
     /// intent start or end, a delta, a final delta, or an ownership change.
     dirty: bool,
-    outstanding: BTreeSet<Key>,
+    outstanding: KeySet,
     rounds_done: u64,
     started_at: Instant,
     next_at: Option<Instant>,
@@ -228,19 +240,19 @@ impl SyncState {
             seq: 0,
             intents: 0,
             intent_keys: 0,
-            local: BTreeMap::new(),
-            touched: BTreeSet::new(),
-            replicas: BTreeMap::new(),
-            finals: BTreeMap::new(),
-            reserved: BTreeSet::new(),
-            arrived: BTreeMap::new(),
+            local: KeyMap::default(),
+            touched: Vec::new(),
+            replicas: KeyMap::default(),
+            finals: KeyMap::default(),
+            reserved: KeySet::default(),
+            arrived: KeyMap::default(),
             now: Instant(0),
-            holders: BTreeMap::new(),
+            holders: KeyMap::default(),
             owner_updates: Vec::new(),
             round: 0,
             open: false,
             dirty: false,
-            outstanding: BTreeSet::new(),
+            outstanding: KeySet::default(),
             rounds_done: 0,
             started_at: Instant(0),
             // The first round starts at the first call to `handle_timeout`.
@@ -278,17 +290,24 @@ impl SyncState {
 /// An acted intent over `keys` is over: drops their counts and notes the keys whose count
 /// reached 0.
 fn release_intent(
-    local: &mut BTreeMap<Key, Local>,
-    touched: &mut BTreeSet<Key>,
+    local: &mut KeyMap<Local>,
+    touched: &mut Vec<Key>,
+    replicas: &KeyMap<ReplicaMeta>,
     stats: &mut super::Stats,
     keys: &[Key],
 ) {
     for k in keys {
-        if let Some(l) = local.get_mut(k) {
-            l.count = l.count.saturating_sub(1);
-            if l.count == 0 {
-                stats.intent_ends += 1;
-                touched.insert(*k);
+        let Entry::Occupied(mut e) = local.entry(*k) else { continue };
+        let l = e.get_mut();
+        l.count = l.count.saturating_sub(1);
+        if l.count == 0 {
+            stats.intent_ends += 1;
+            if !l.announced && !replicas.contains_key(k) {
+                // Nothing to tell the owner (the round would find the same): the key is
+                // forgotten at once.
+                e.remove();
+            } else {
+                touched.push(*k);
             }
         }
     }
@@ -356,7 +375,7 @@ impl Node {
             s.intent_keys -= f.keys.len();
         }
         for a in core::mem::take(&mut wi.acted) {
-            release_intent(&mut s.local, &mut s.touched, &mut self.stats, &a.keys);
+            release_intent(&mut s.local, &mut s.touched, &s.replicas, &mut self.stats, &a.keys);
             s.intents -= 1;
             s.intent_keys -= a.keys.len();
         }
@@ -402,7 +421,7 @@ impl Node {
 
     /// Replicas this node holds, in key order.
     pub fn replica_keys(&self) -> Vec<Key> {
-        self.sync.replicas.keys().copied().collect()
+        sorted(self.sync.replicas.keys().copied().collect())
     }
 
     /// As owner: the nodes holding replicas of `key` (adaptive technique only).
@@ -410,9 +429,9 @@ impl Node {
         self.sync.holders.get(&key).cloned().unwrap_or_default()
     }
 
-    /// The keys of this node's open sync round still waiting for an answer.
+    /// The keys of this node's open sync round still waiting for an answer, in key order.
     pub fn sync_outstanding(&self) -> Vec<Key> {
-        self.sync.outstanding.iter().copied().collect()
+        sorted(self.sync.outstanding.iter().copied().collect())
     }
 
     /// Intents kept (waiting or acted on), and the keys in them.
@@ -452,7 +471,7 @@ impl Node {
             return;
         }
         self.stats.sync_rounds_abandoned += 1;
-        let keys: Vec<Key> = core::mem::take(&mut self.sync.outstanding).into_iter().collect();
+        let keys = core::mem::take(&mut self.sync.outstanding);
         self.sync.touched.extend(keys);
         self.sync.finals.clear();
         self.finish_round(now, true);
@@ -488,7 +507,7 @@ impl Node {
         for k in keys {
             if self.home(k) != self.me {
                 self.sync.local.entry(k).or_default().count += 1;
-                self.sync.touched.insert(k);
+                self.sync.touched.push(k);
             }
         }
     }
@@ -515,29 +534,28 @@ impl Node {
 
         let mut out: BTreeMap<NodeId, SyncOut> = BTreeMap::new();
         self.drop_replicas_of_failed_owners();
-        let touched: Vec<Key> = core::mem::take(&mut self.sync.touched).into_iter().collect();
-        let mut dropped = BTreeSet::new();
-        for k in touched {
+        let touched = core::mem::take(&mut self.sync.touched);
+        let touched = self.settle_quiet(touched);
+        for &k in &touched {
             let l = self.sync.local.get(&k).copied().unwrap_or_default();
             if l.count > 0 {
-                if self.store.is_local(k) {
-                    continue;
-                }
-                // The answer may be the key itself: make sure there is room for it.
-                if self.cfg.technique.moves_keys() && !self.sync.reserved.contains(&k) {
-                    if !self.store.reserve_slots(1) {
-                        self.stats.starts_deferred += 1;
-                        self.sync.touched.insert(k);
-                        continue;
-                    }
-                    self.sync.reserved.insert(k);
-                }
+                // Not here: `settle_quiet` took the keys that are, and nothing in this loop
+                // brings a key here. The answer may be the key itself: make sure there is
+                // room for it.
                 let to = self.route(k);
                 if self.failed_peers.contains(&to) {
                     // The key's way leads through a failed node: accesses will fail with
                     // `PeerFailed`; asking again every round would only spin.
                     self.stats.starts_abandoned += 1;
                     continue;
+                }
+                if self.cfg.technique.moves_keys() && !self.sync.reserved.contains(&k) {
+                    if !self.store.reserve_slots(1) {
+                        self.stats.starts_deferred += 1;
+                        self.sync.touched.push(k);
+                        continue;
+                    }
+                    self.sync.reserved.insert(k);
                 }
                 out.entry(to).or_default().starts.push(k);
                 self.sync.outstanding.insert(k);
@@ -555,7 +573,6 @@ impl Node {
                     self.sync.finals.insert(k, meta.owner);
                     self.stats.replicas_destroyed += 1;
                     self.stats.deltas_sent += u64::from(t.nonzero);
-                    dropped.insert(k);
                 }
             } else if l.announced {
                 let to = self.route(k);
@@ -566,7 +583,10 @@ impl Node {
             }
             self.sync.local.remove(&k);
         }
-        let replicas: Vec<(Key, NodeId)> = self.sync.replicas.iter().map(|(k, m)| (*k, m.owner)).collect();
+        recycle(&mut self.sync.touched, touched);
+        let mut replicas: Vec<(Key, NodeId)> =
+            self.sync.replicas.iter().map(|(k, m)| (*k, m.owner)).collect();
+        replicas.sort_unstable_by_key(|(k, _)| *k);
         for (k, owner) in replicas {
             if self.sync.outstanding.contains(&k) {
                 continue;
@@ -587,9 +607,10 @@ impl Node {
         if !mine.is_empty() {
             self.record_owners(self.me, &mine);
         }
-        for (h, c) in updates.into_iter().filter(|(h, _)| *h != self.me) {
+        for &(h, c) in updates.iter().filter(|(h, _)| *h != self.me) {
             out.entry(h).or_default().owners.push(c);
         }
+        recycle(&mut self.sync.owner_updates, updates);
         let sent_any = !out.is_empty();
         self.sync.dirty = out.values().any(|o| {
             !(o.starts.is_empty() && o.ends.is_empty() && o.owners.is_empty())
@@ -613,13 +634,14 @@ impl Node {
         if self.failed_peers.is_empty() {
             return;
         }
-        let gone: Vec<Key> = self
+        let mut gone: Vec<Key> = self
             .sync
             .replicas
             .iter()
             .filter(|(_, m)| self.failed_peers.contains(&m.owner))
             .map(|(k, _)| *k)
             .collect();
+        gone.sort_unstable();
         let mut scratch = Vec::new();
         for k in gone {
             self.sync.replicas.remove(&k);
@@ -629,6 +651,31 @@ impl Node {
                 self.stats.deltas_lost += u64::from(t.nonzero);
             }
         }
+    }
+
+    /// Settles the touched keys whose change needs no message and returns the others in key
+    /// order, the order their entries take in the messages. A key is quiet if it has intent
+    /// and is here already, or if its intent ended with nothing to tell its owner (no replica,
+    /// no start sent). Settling one quiet key depends on no other key, so the quiet ones are
+    /// settled in the order they were touched, without sorting them.
+    fn settle_quiet(&mut self, mut touched: Vec<Key>) -> Vec<Key> {
+        let mut kept = 0;
+        for i in 0..touched.len() {
+            let k = touched[i];
+            let l = self.sync.local.get(&k).copied().unwrap_or_default();
+            if l.count > 0 {
+                if self.store.is_local(k) {
+                    continue;
+                }
+            } else if !l.announced && !self.sync.replicas.contains_key(&k) {
+                self.sync.local.remove(&k);
+                continue;
+            }
+            touched[kept] = k;
+            kept += 1;
+        }
+        touched.truncate(kept);
+        sorted(touched)
     }
 
     /// Action timing and aggregation: expire intents whose end the worker reached, act on
@@ -642,7 +689,7 @@ impl Node {
             let wi = &mut s.workers[w];
             while wi.acted.peek().is_some_and(|a| a.end <= clock) {
                 let Some(a) = wi.acted.pop() else { break };
-                release_intent(&mut s.local, &mut s.touched, &mut self.stats, &a.keys);
+                release_intent(&mut s.local, &mut s.touched, &s.replicas, &mut self.stats, &a.keys);
                 s.intents -= 1;
                 s.intent_keys -= a.keys.len();
             }
@@ -659,7 +706,7 @@ impl Node {
                     l.count += 1;
                     if l.count == 1 {
                         self.stats.intent_starts += 1;
-                        s.touched.insert(*k);
+                        s.touched.push(*k);
                     }
                 }
                 wi.acted.push(Acted { end: f.end, seq: f.seq, keys: f.keys });
@@ -700,6 +747,16 @@ impl Node {
     /// Sends `o` to `to` as one or more sync requests within the frame and key bounds.
     fn send_sync(&mut self, to: NodeId, round: u32, origin: NodeId, hops: u8, o: SyncOut) {
         let mut budget = Budget::new(&self.cfg);
+        // Usually it all fits one message: send it as it is, without copying it entry by entry.
+        let delta_bytes = 4 * o.deltas.len();
+        let entries = o.starts.len() + o.ends.len() + o.replicas.len() + o.owners.len();
+        if budget.fits(entries, ENTRY_BYTES * entries + delta_bytes) {
+            if entries > 0 {
+                let SyncOut { starts, ends, replicas, deltas, owners } = o;
+                self.send(to, Message::Sync { round, origin, hops, starts, ends, replicas, deltas, owners });
+            }
+            return;
+        }
         let mut cur = SyncOut::default();
         let flush = |node: &mut Node, c: SyncOut| {
             if c.starts.len() + c.ends.len() + c.replicas.len() + c.owners.len() > 0 {
@@ -741,6 +798,19 @@ impl Node {
     /// Sends `r` to `to` as one or more sync answers within the frame and key bounds.
     fn send_reply(&mut self, to: NodeId, round: u32, r: ReplyOut) {
         let mut budget = Budget::new(&self.cfg);
+        // Usually it all fits one message: send it as it is, without copying it entry by entry.
+        let value_bytes = 4 * (r.relocated_values.len() + r.refreshed_values.len());
+        let entries = r.relocated.len() + r.refreshed.len() + r.acks.len() + r.failed.len();
+        if budget.fits(entries, ENTRY_BYTES * entries + value_bytes) {
+            if entries > 0 {
+                let ReplyOut { relocated, mut relocated_values, refreshed, refreshed_values, acks, failed } =
+                    r;
+                relocated_values.extend_from_slice(&refreshed_values);
+                let values = relocated_values;
+                self.send(to, Message::SyncReply { round, relocated, refreshed, acks, failed, values });
+            }
+            return;
+        }
         let mut cur = ReplyOut::default();
         let flush = |node: &mut Node, c: ReplyOut| {
             if c.relocated.len() + c.refreshed.len() + c.acks.len() + c.failed.len() > 0 {
@@ -974,7 +1044,7 @@ impl Node {
         self.stats.relocations_out += 1;
         if self.local_count(key) > 0 {
             // Without replication a node that still has intent asks for the key again.
-            self.sync.touched.insert(key);
+            self.sync.touched.push(key);
         }
     }
 
@@ -994,7 +1064,8 @@ impl Node {
         values: &[f32],
     ) {
         let mut at = 0;
-        let mut answered: Vec<Key> = Vec::new();
+        let mut answered: Vec<Key> =
+            Vec::with_capacity(relocated.len() + refreshed.len() + acks.len() + failed.len());
         for m in relocated {
             let len = self.cfg.layout.len_of(m.key).unwrap_or(0);
             let v = values.get(at..at + len).unwrap_or(&[]);
@@ -1029,12 +1100,12 @@ impl Node {
                     }
                     Err(_) => {
                         self.stats.replicas_refused += 1;
-                        self.sync.touched.insert(f.key);
+                        self.sync.touched.push(f.key);
                     }
                 }
             } else {
                 // The intent ended while the answer was on its way: tell the owner.
-                self.sync.touched.insert(f.key);
+                self.sync.touched.push(f.key);
             }
         }
         for &k in acks {
@@ -1049,7 +1120,7 @@ impl Node {
         for &k in failed {
             answered.push(k);
             self.stats.sync_entries_failed += 1;
-            self.sync.touched.insert(k);
+            self.sync.touched.push(k);
         }
         for k in answered {
             if self.sync.reserved.remove(&k) {
@@ -1061,7 +1132,7 @@ impl Node {
             }
             // Intent that is still not served locally is tried again next round.
             if self.local_count(k) > 0 && !self.store.is_local(k) {
-                self.sync.touched.insert(k);
+                self.sync.touched.push(k);
             }
         }
         if self.sync.open && self.sync.outstanding.is_empty() {
@@ -1145,5 +1216,21 @@ impl Node {
             }
         }
         Ok(())
+    }
+}
+
+/// `keys` in ascending order, each once.
+fn sorted(mut keys: Vec<Key>) -> Vec<Key> {
+    keys.sort_unstable();
+    keys.dedup();
+    keys
+}
+
+/// Gives `buf`'s allocation back to the round buffer `slot`, emptied, if `slot` has none and
+/// `buf` is not too large.
+fn recycle<T>(slot: &mut Vec<T>, mut buf: Vec<T>) {
+    if slot.capacity() == 0 && buf.capacity() <= BUFFER_KEEP_MAX {
+        buf.clear();
+        *slot = buf;
     }
 }

@@ -1,0 +1,253 @@
+//! Memory a node keeps per key beyond the key's value, measured with a counting allocator.
+//!
+//! Every row builds one store or node with about 1,000,000 keys of 8 `f32` (32 bytes of value
+//! each), counts the bytes allocated and still live, subtracts the value bytes the keys hold
+//! and divides by the keys. The store's own breakdown ([`Store::footprint`]) is printed beside
+//! it and checked against the allocator.
+//!
+//! `cargo bench -p parma-core --bench memory` (the table in `docs/performance.md`).
+
+use std::alloc::{GlobalAlloc, Layout as AllocLayout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use parma_core::store::{home_of, Footprint};
+use parma_core::{
+    Clock, Config, Epoch, Instant, IntentKind, Key, Layout, Node, NodeId, Store, Version, WorkerId,
+};
+
+/// Counts the bytes allocated and not yet freed, over all threads.
+struct Counting;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: every call is passed on to `System` unchanged; the counter only observes sizes.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: AllocLayout) -> *mut u8 {
+        let p = System.alloc(layout);
+        if !p.is_null() {
+            LIVE.fetch_add(layout.size(), Ordering::Relaxed);
+        }
+        p
+    }
+    unsafe fn alloc_zeroed(&self, layout: AllocLayout) -> *mut u8 {
+        let p = System.alloc_zeroed(layout);
+        if !p.is_null() {
+            LIVE.fetch_add(layout.size(), Ordering::Relaxed);
+        }
+        p
+    }
+    unsafe fn dealloc(&self, p: *mut u8, layout: AllocLayout) {
+        System.dealloc(p, layout);
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+    }
+    unsafe fn realloc(&self, p: *mut u8, layout: AllocLayout, new_size: usize) -> *mut u8 {
+        let q = System.realloc(p, layout, new_size);
+        if !q.is_null() {
+            LIVE.fetch_add(new_size, Ordering::Relaxed);
+            LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        }
+        q
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+fn live() -> usize {
+    LIVE.load(Ordering::Relaxed)
+}
+
+/// Floats per value.
+const LEN: usize = 8;
+/// Keys in the layout: two nodes, so about 1,000,000 are homed on each.
+const KEY_SPACE: u64 = 2_000_000;
+
+fn config() -> Config {
+    config_for(KEY_SPACE)
+}
+
+fn config_for(space: u64) -> Config {
+    Config::new(2, 1, Layout::uniform(space, LEN as u32).unwrap())
+}
+
+/// The keys homed on `node`.
+fn homed(node: u16) -> Vec<Key> {
+    homed_in(KEY_SPACE, node)
+}
+
+fn homed_in(space: u64, node: u16) -> Vec<Key> {
+    (0..space).map(Key).filter(|k| home_of(*k, 2) == NodeId(node)).collect()
+}
+
+/// One row: `bytes` live for `keys` keys, of which `value_keys` hold a value (`LEN` floats).
+struct Row {
+    what: &'static str,
+    keys: usize,
+    bytes: usize,
+    value_keys: usize,
+    footprint: Option<Footprint>,
+}
+
+impl Row {
+    fn print(&self) {
+        let values = self.value_keys * LEN * 4;
+        let per_key = (self.bytes as f64 - values as f64) / self.keys as f64;
+        let n = self.keys as f64;
+        let parts = match self.footprint {
+            Some(f) => format!(
+                "{:>8.1} {:>8.1} {:>8.1}",
+                f.slots as f64 / n,
+                (f.arenas as f64 - values as f64) / n,
+                f.free_lists as f64 / n
+            ),
+            None => format!("{:>8} {:>8} {:>8}", "-", "-", "-"),
+        };
+        println!("{:<40} {:>9} {:>12.1} {parts}", self.what, self.keys, per_key);
+        if let Some(f) = self.footprint {
+            // The breakdown accounts for everything but the shard array and the layout.
+            let counted = f.slots + f.arenas + f.free_lists;
+            assert!(counted <= self.bytes && self.bytes - counted < 64 << 10, "{counted} vs {}", self.bytes);
+        }
+    }
+}
+
+/// Keys homed here, each touched once (created with its initial value), in a key space of
+/// `space` keys.
+fn home_keys(what: &'static str, space: u64) -> Row {
+    let keys = homed_in(space, 0);
+    let mut buf = [0f32; LEN];
+    let before = live();
+    let store = Store::new(&config_for(space), NodeId(0));
+    for &k in &keys {
+        assert!(store.read(k, &mut buf));
+    }
+    let bytes = live() - before;
+    Row { what, keys: keys.len(), bytes, value_keys: keys.len(), footprint: Some(store.footprint()) }
+}
+
+/// Keys homed on the other node that moved here.
+fn moved_in() -> Row {
+    let keys = homed(1);
+    let values = [0.5f32; LEN];
+    let before = live();
+    let store = Store::new(&config(), NodeId(0));
+    for &k in &keys {
+        store.install(k, Epoch(1), Version(3), &values, false).unwrap();
+    }
+    let bytes = live() - before;
+    Row {
+        what: "owned, moved in",
+        keys: keys.len(),
+        bytes,
+        value_keys: keys.len(),
+        footprint: Some(store.footprint()),
+    }
+}
+
+/// The home node's record of keys that moved away: every key homed here was created, then
+/// handed to the other node. The arenas keep the freed ranges for the keys that come next.
+fn directory() -> (Row, Row) {
+    let keys = homed(1);
+    let mut buf = [0f32; LEN];
+    let mut out = Vec::with_capacity(LEN);
+    let before = live();
+    let store = Store::new(&config(), NodeId(1));
+    for &k in &keys {
+        assert!(store.read(k, &mut buf));
+    }
+    for &k in &keys {
+        out.clear();
+        store.take(k, NodeId(0), &mut out).unwrap();
+    }
+    let bytes = live() - before;
+    let f = store.footprint();
+    let all = Row {
+        what: "away (home's record), arenas kept",
+        keys: keys.len(),
+        bytes,
+        value_keys: 0,
+        footprint: Some(f),
+    };
+    let records = Row {
+        what: "away (home's record), without arenas",
+        keys: keys.len(),
+        bytes: bytes - f.arenas,
+        value_keys: 0,
+        footprint: None,
+    };
+    (all, records)
+}
+
+/// Replicas of keys homed on the other node: a replica keeps its value and the unsent delta.
+fn replicas() -> Row {
+    let keys = homed(1);
+    let values = [0.5f32; LEN];
+    let mut cfg = config();
+    cfg.replicas_max = keys.len();
+    let before = live();
+    let store = Store::new(&cfg, NodeId(0));
+    for &k in &keys {
+        store.install_replica(k, NodeId(1), Version(3), &values).unwrap();
+    }
+    let bytes = live() - before;
+    Row {
+        what: "replica (value and delta)",
+        keys: keys.len(),
+        bytes,
+        value_keys: keys.len(),
+        footprint: Some(store.footprint()),
+    }
+}
+
+/// A node's state for keys with an acted, unexpired intent: every key homed here is in one of
+/// 1,000 intents, all acted on in one round. Keys untouched by workers, so the store is empty.
+fn intents() -> Row {
+    let keys = homed(0);
+    let mut node = Node::new(config(), NodeId(0)).unwrap();
+    let before = live();
+    for chunk in keys.chunks(keys.len().div_ceil(1000)) {
+        node.intent(Instant(0), WorkerId(0), chunk, Clock(1), Clock(1000), IntentKind::ReadWrite).unwrap();
+    }
+    node.handle_timeout(Instant(1));
+    while node.poll_transmit().is_some() {}
+    assert_eq!(node.intents_kept().1, keys.len());
+    assert!(keys.iter().all(|k| node.has_intent(*k)));
+    let bytes = live() - before;
+    Row {
+        what: "intent state (acted intent, local key)",
+        keys: keys.len(),
+        bytes,
+        value_keys: 0,
+        footprint: None,
+    }
+}
+
+/// What a node allocates before it holds any key (the location cache is most of it).
+fn fixed() -> usize {
+    let before = live();
+    let node = Node::new(config(), NodeId(0)).unwrap();
+    let bytes = live() - before;
+    drop(node);
+    bytes
+}
+
+fn main() {
+    // `cargo bench -- --test` (CI) runs the same rows; they take a few seconds.
+    println!("bytes per key beyond its value ({LEN} floats = {} B), about 1,000,000 keys per row", LEN * 4);
+    println!("{:<40} {:>9} {:>12} {:>8} {:>8} {:>8}", "what", "keys", "B/key", "slots", "arena+", "free");
+    home_keys("owned, homed here", KEY_SPACE).print();
+    // The same with 1.8 times the keys: the slot tables have the same number of buckets, so
+    // they are fuller (hash tables double when 7/8 full).
+    home_keys("owned, homed here (1.8 M keys)", KEY_SPACE * 9 / 5).print();
+    moved_in().print();
+    let (all, records) = directory();
+    all.print();
+    records.print();
+    replicas().print();
+    intents().print();
+    let f = fixed();
+    println!(
+        "a node with no keys: {f} B (location cache, shards, queues), {:.2} B per key at 1,000,000 keys",
+        f as f64 / 1e6
+    );
+}

@@ -4,15 +4,18 @@
 //!
 //! This crate holds what runs on top of parma: the `parma` binary and the workloads it starts.
 //! It uses only the public APIs of `parma-core` (configuration, layout, ids, counters),
-//! `parma-runtime` (nodes and worker handles) and the transports; it never reaches into the
-//! protocol's internals.
+//! `parma-runtime` (nodes and worker handles), the transports and the simulator of
+//! `parma-conformance`; it never reaches into the protocol's internals.
 //!
 //! - [`demo`]: a skewed random workload on an in-process cluster, with a report of where the
 //!   key accesses were served and what the network carried (`parma demo`).
 //! - [`verify`]: the simulator's seeds (`parma sim`) and the conformance suite on the loopback
 //!   transports (`parma conformance`).
+//! - [`techniques`]: a skewed, training-like workload under every technique on the
+//!   deterministic simulated cluster of `parma-conformance`, with a table (`parma techniques`).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod demo;
+pub mod techniques;
 pub mod verify;

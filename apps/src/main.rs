@@ -2,9 +2,10 @@
 
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use parma_apps::demo::{self, DemoOptions};
-use parma_apps::verify;
+use parma_apps::{techniques, verify};
+use parma_conformance::skew::{Kge, Mf, SkewOptions, Task};
 use parma_core::Technique;
 
 #[derive(Parser, Debug)]
@@ -24,6 +25,136 @@ enum Command {
     Sim(SimArgs),
     /// Run the conformance traces on loopback transports and print a pass/fail table.
     Conformance(ConformanceArgs),
+    /// Run a skewed, training-like workload (KGE-like, MF-like) under every technique on the
+    /// deterministic simulated cluster, and print a table of remote accesses, bytes sent,
+    /// relocations, replicas and staleness.
+    Techniques(TechniquesArgs),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum TaskArg {
+    /// Knowledge-graph embeddings: Zipf entities and relations, uniform negatives.
+    Kge,
+    /// Matrix factorization with row-partitioned data: own rows, Zipf columns.
+    Mf,
+    /// Both, one after the other.
+    Both,
+}
+
+#[derive(Args, Debug)]
+struct TechniquesArgs {
+    /// Which task.
+    #[arg(long, value_enum, default_value_t = TaskArg::Both)]
+    task: TaskArg,
+    /// Run only this technique (default: every one).
+    #[arg(long, value_parser = parse_technique)]
+    technique: Option<Technique>,
+    /// Seed of the key draws, the nodes and the compute times (the same for every technique).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Nodes of the simulated cluster.
+    #[arg(long, default_value_t = 8)]
+    nodes: u16,
+    /// Workers per node.
+    #[arg(long, default_value_t = 2)]
+    workers: u16,
+    /// Steps (batches) per worker.
+    #[arg(long, default_value_t = 500)]
+    steps: u32,
+    /// How many steps ahead workers signal intent (or localize, under relocation).
+    #[arg(long, default_value_t = 16)]
+    ahead: u32,
+    /// f32 values per key.
+    #[arg(long, default_value_t = 16)]
+    len: u32,
+    /// Virtual compute time per step, in µs.
+    #[arg(long, default_value_t = 500)]
+    compute_us: u64,
+    /// One-way network delay, in µs.
+    #[arg(long, default_value_t = 100)]
+    delay_us: u64,
+    /// Most sync rounds per second per node, for every technique (0: back to back).
+    #[arg(long, default_value_t = 1000)]
+    rounds_per_sec: u32,
+    /// KGE: entities.
+    #[arg(long, default_value_t = 50_000)]
+    entities: u64,
+    /// KGE: relations.
+    #[arg(long, default_value_t = 200)]
+    relations: u64,
+    /// KGE: triples per batch.
+    #[arg(long, default_value_t = 16)]
+    triples: u32,
+    /// KGE: uniform negative entities per batch.
+    #[arg(long, default_value_t = 32)]
+    negatives: u32,
+    /// MF: rows.
+    #[arg(long, default_value_t = 32_000)]
+    rows: u64,
+    /// MF: columns.
+    #[arg(long, default_value_t = 8_000)]
+    cols: u64,
+    /// MF: cells per batch.
+    #[arg(long, default_value_t = 64)]
+    cells: u32,
+    /// Also print where the bytes went: by message kind, replica refreshes and deltas, and
+    /// forwarded keys.
+    #[arg(long)]
+    details: bool,
+}
+
+impl TechniquesArgs {
+    fn options(&self) -> Vec<SkewOptions> {
+        let kge = Task::Kge(Kge {
+            entities: self.entities,
+            relations: self.relations,
+            triples: self.triples,
+            negatives: self.negatives,
+            ..Kge::default()
+        });
+        let mf = Task::Mf(Mf { rows: self.rows, cols: self.cols, cells: self.cells, ..Mf::default() });
+        let tasks = match self.task {
+            TaskArg::Kge => vec![kge],
+            TaskArg::Mf => vec![mf],
+            TaskArg::Both => vec![kge, mf],
+        };
+        tasks
+            .into_iter()
+            .map(|task| SkewOptions {
+                nodes: self.nodes,
+                workers: self.workers,
+                steps: self.steps,
+                ahead: self.ahead,
+                len: self.len,
+                compute_us: self.compute_us,
+                delay_us: self.delay_us,
+                sync_rounds_per_sec_max: (self.rounds_per_sec > 0).then_some(self.rounds_per_sec),
+                seed: self.seed,
+                ..SkewOptions::new(task)
+            })
+            .collect()
+    }
+
+    fn techniques(&self) -> Vec<Technique> {
+        self.technique.map_or(Technique::ALL.to_vec(), |t| vec![t])
+    }
+}
+
+fn run_techniques(args: &TechniquesArgs) -> Result<(), String> {
+    let mut progress = |r: &parma_conformance::skew::SkewReport, took: std::time::Duration| {
+        eprintln!(
+            "{} / {}: {:.1} s wall; {} simulation steps, {} sync rounds, {} replica staleness samples",
+            r.task,
+            r.technique.name(),
+            took.as_secs_f64(),
+            r.sim_steps,
+            r.sync_rounds,
+            r.staleness_samples
+        );
+    };
+    let out = techniques::run(&args.options(), &args.techniques(), args.details, &mut progress)?;
+    println!("{out}");
+    Ok(())
 }
 
 #[derive(Args, Debug)]
@@ -169,6 +300,7 @@ fn main() -> ExitCode {
         Command::Demo(args) => run_demo(args).map_err(|e| e.to_string()).map(|()| true),
         Command::Sim(args) => Ok(run_sim(args)),
         Command::Conformance(args) => run_conformance(args),
+        Command::Techniques(args) => run_techniques(args).map(|()| true),
     };
     match ok {
         Ok(true) => ExitCode::SUCCESS,
@@ -203,6 +335,42 @@ mod tests {
         let a = demo_args(&[]);
         assert_eq!(a.options(), DemoOptions::default());
         assert!(!a.compare);
+    }
+
+    fn techniques_args(args: &[&str]) -> TechniquesArgs {
+        let cli = Cli::try_parse_from(["parma", "techniques"].iter().chain(args)).unwrap();
+        match cli.command {
+            Command::Techniques(a) => a,
+            _ => panic!("not techniques"),
+        }
+    }
+
+    #[test]
+    fn techniques_defaults_match_the_library() {
+        let a = techniques_args(&[]);
+        let opts = a.options();
+        assert_eq!(opts.len(), 2);
+        assert_eq!(opts[0], SkewOptions::new(Task::Kge(Kge::default())));
+        assert_eq!(opts[1], SkewOptions::new(Task::Mf(Mf::default())));
+        assert_eq!(a.techniques(), Technique::ALL.to_vec());
+    }
+
+    #[test]
+    fn techniques_options_parse() {
+        let a = techniques_args(&[
+            "--task",
+            "mf",
+            "--technique",
+            "adaptive-no-relocation",
+            "--rounds-per-sec",
+            "0",
+        ]);
+        assert_eq!(a.techniques(), vec![Technique::AdaptiveNoRelocation]);
+        let opts = a.options();
+        assert_eq!(opts.len(), 1);
+        assert_eq!(opts[0].task.name(), "mf");
+        assert_eq!(opts[0].sync_rounds_per_sec_max, None);
+        assert!(Cli::try_parse_from(["parma", "techniques", "--technique", "nope"]).is_err());
     }
 
     #[test]

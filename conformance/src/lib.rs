@@ -4,8 +4,12 @@
 //! deterministic cluster simulator, and (in `traces/`) the conformance traces with the harness
 //! that runs them. This crate depends on no particular real transport; the simulator uses the
 //! loopback crate's simulated network, which is part of the test bench, not a product.
+//!
+//! [`skew`] runs skewed, training-like workloads on the simulator to compare the techniques on
+//! the same accesses (`parma techniques` prints its tables).
 
 pub mod rng;
 pub mod sim;
+pub mod skew;
 pub mod suite;
 pub mod trace;

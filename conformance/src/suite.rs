@@ -116,12 +116,7 @@ pub fn run_suite(
     Ok(results)
 }
 
-fn run_one(
-    text: &str,
-    make: &mut MakeExecutor<'_>,
-    path: &Path,
-    rewrite: bool,
-) -> Outcome {
+fn run_one(text: &str, make: &mut MakeExecutor<'_>, path: &Path, rewrite: bool) -> Outcome {
     // `run_trace` takes an infallible maker: remember a start-up error and report it.
     let mut start_error = None;
     let mut maker = |s: &Setup| -> Box<dyn Executor> {

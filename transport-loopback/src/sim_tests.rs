@@ -164,6 +164,19 @@ fn no_faults_deliver_at_once_including_to_self() {
 }
 
 #[test]
+fn fixed_delay_is_the_same_on_every_pair() {
+    let net = SimNet::new(3, Faults::fixed_delay(70), 9);
+    let mut nodes = net.endpoints();
+    send(&mut nodes[0], 1, b"a").unwrap();
+    send(&mut nodes[2], 0, b"b").unwrap();
+    net.advance_to(Instant(69));
+    assert!(!net.ready(NodeId(0)) && !net.ready(NodeId(1)));
+    net.advance_to(Instant(70));
+    assert_eq!(recv_all(&mut nodes[1]), vec![(0, b"a".to_vec())]);
+    assert_eq!(recv_all(&mut nodes[0]), vec![(2, b"b".to_vec())]);
+}
+
+#[test]
 fn frames_wait_for_their_delivery_time() {
     let net = SimNet::new(2, Faults::none(), 0);
     net.set_delay(NodeId(0), NodeId(1), Duration(100));

@@ -17,6 +17,27 @@ use parma_transport_loopback::sim::{SimNet, SimTransport};
 /// Result of a worker operation as the simulated worker sees it.
 pub type OpResult = Result<Completion, OpError>;
 
+/// Keys of worker operations, by where they were served: on the spot from the node's store (its
+/// main copy or a filled replica), or through the node (remote, or waiting for a key on its way).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Accesses {
+    pub pull_local: u64,
+    pub pull_remote: u64,
+    pub write_local: u64,
+    pub write_remote: u64,
+}
+
+impl Accesses {
+    /// Keys of all pulls and writes.
+    pub fn total(&self) -> u64 {
+        self.pull_local + self.pull_remote + self.write_local + self.write_remote
+    }
+    /// Keys of pulls and writes that were not served on the spot.
+    pub fn remote(&self) -> u64 {
+        self.pull_remote + self.write_remote
+    }
+}
+
 /// `n` nodes on a simulated network.
 pub struct Cluster {
     net: SimNet,
@@ -29,6 +50,7 @@ pub struct Cluster {
     steps: u64,
     /// Nodes stopped for good: frozen as they were, never stepped again.
     dead: Vec<bool>,
+    accesses: Accesses,
 }
 
 impl Cluster {
@@ -46,6 +68,7 @@ impl Cluster {
             next_ticket: 0,
             steps: 0,
             dead: vec![false; usize::from(cfg.nodes)],
+            accesses: Accesses::default(),
         })
     }
 
@@ -82,6 +105,10 @@ impl Cluster {
     /// Steps taken so far.
     pub fn steps(&self) -> u64 {
         self.steps
+    }
+    /// Keys of worker pulls and writes so far, by where they were served.
+    pub fn accesses(&self) -> Accesses {
+        self.accesses
     }
 
     fn ticket(&mut self) -> Ticket {
@@ -121,6 +148,8 @@ impl Cluster {
         let ticket = self.ticket();
         let miss_keys: Vec<Key> = missing.iter().map(|i| keys[*i]).collect();
         self.command(node, |n, now| n.pull(now, worker, ticket, &miss_keys))?;
+        self.accesses.pull_remote += missing.len() as u64;
+        self.accesses.pull_local += (keys.len() - missing.len()) as u64;
         Ok((ticket, missing))
     }
 
@@ -155,6 +184,8 @@ impl Cluster {
         }
         let ticket = self.ticket();
         self.command(node, |n, now| n.push(now, worker, ticket, write, &miss_keys, &miss_vals))?;
+        self.accesses.write_remote += miss_keys.len() as u64;
+        self.accesses.write_local += (keys.len() - miss_keys.len()) as u64;
         Ok(ticket)
     }
 

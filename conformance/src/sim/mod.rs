@@ -146,49 +146,9 @@ pub fn run_seed(seed: u64, technique: Technique) -> Result<Report, Failure> {
         work.poll(&mut cluster).map_err(fail)?;
     }
 
-    // Phase 2: heal everything; the cluster must fall quiet within a bound. With replicas that
-    // live for the whole run rounds never stop: then every node must finish three more rounds
-    // with nothing else outstanding (deltas sent and merged, then refreshes everywhere).
-    cluster.net().heal();
-    let start = cluster.steps();
-    // Stage 1: every delta taken (at most two rounds each); stage 2: two more rounds everywhere,
-    // all of them after the last merge, so every replica is refreshed to the final value.
-    let mut target: Vec<u64> = cluster.nodes().iter().map(|n| n.sync_rounds_done() + 2).collect();
+    // Phase 2: heal everything; the cluster must fall quiet within a bound.
+    settle(&mut cluster, technique, |c| check_step(c, keys, &mut moves)).map_err(fail)?;
     let killed = kill.map(|(v, _)| v).filter(|v| cluster.is_dead(*v));
-    let live = |c: &Cluster, n: &parma_core::Node| !c.is_dead(n.id());
-    let mut stage = 1;
-    let mut settled = |c: &Cluster| {
-        if !permanent_replicas(technique) {
-            return c.quiet();
-        }
-        let reached = c.stalled() == 0
-            && c.nodes().iter().zip(&target).filter(|(n, _)| live(c, n)).all(|(n, t)| {
-                n.sync_rounds_done() >= *t
-                    && n.pending_requests() == 0
-                    // After a node stopped, keys may never arrive, and pointers to it stay.
-                    && (killed.is_some() || n.keys_incoming() == 0 && n.forwarding_pointers() == 0)
-            });
-        if reached && stage == 1 {
-            stage = 2;
-            target = c.nodes().iter().map(|n| n.sync_rounds_done() + 2).collect();
-            return false;
-        }
-        reached
-    };
-    while !settled(&cluster) {
-        if cluster.steps() - start > HEAL_STEPS_MAX {
-            return Err(fail(format!(
-                "did not converge after healing{}; stalled {}, in flight {}{}",
-                killed.map_or(String::new(), |v| format!(" (node {v} stopped)")),
-                cluster.stalled(),
-                cluster.net().in_flight(),
-                checks::summary(cluster.nodes())
-            )));
-        }
-        let t = cluster.next_due().unwrap_or(cluster.now());
-        cluster.run_until(t.max(cluster.now()));
-        check_step(&cluster, keys, &mut moves).map_err(fail)?;
-    }
 
     // Phase 3: the end state.
     if let Some(victim) = killed {
@@ -209,13 +169,8 @@ pub fn run_seed(seed: u64, technique: Technique) -> Result<Report, Failure> {
             trace_hash: cluster.net().trace_hash(),
         });
     }
+    end_state(&cluster, technique).map_err(fail)?;
     let nodes = cluster.nodes();
-    checks::nothing_left(nodes).map_err(fail)?;
-    checks::exactly_one_copy(nodes, keys).map_err(fail)?;
-    checks::replicas_converged(nodes).map_err(fail)?;
-    if !permanent_replicas(technique) {
-        checks::no_replicas(nodes).map_err(fail)?;
-    }
     for k in 0..keys {
         let key = Key(k);
         let v = checks::value_of(nodes, key).ok_or_else(|| fail(format!("key {k} has no value")))?;
@@ -394,9 +349,75 @@ fn check_after_failure(
     Ok((lost, probe_failed))
 }
 
+/// Heals the network and runs `cluster` until it has settled, calling `each_step` after every
+/// step; fails if that takes more than a bound of steps. Settled means quiet; under techniques
+/// whose replicas live for the whole run (rounds never stop) it means that every node finished
+/// rounds with nothing else outstanding: first until every delta was taken (at most two rounds
+/// each), then two more everywhere, all after the last merge, so every replica is refreshed to
+/// the final value.
+pub fn settle(
+    cluster: &mut Cluster,
+    technique: Technique,
+    mut each_step: impl FnMut(&Cluster) -> Result<(), String>,
+) -> Result<(), String> {
+    cluster.net().heal();
+    let start = cluster.steps();
+    let mut target: Vec<u64> = cluster.nodes().iter().map(|n| n.sync_rounds_done() + 2).collect();
+    // After a node stopped for good, keys may never arrive, and pointers to it stay.
+    let stopped = cluster.nodes().iter().any(|n| cluster.is_dead(n.id()));
+    let mut stage = 1;
+    let mut settled = |c: &Cluster| {
+        if !permanent_replicas(technique) {
+            return c.quiet();
+        }
+        let reached = c.stalled() == 0
+            && c.nodes().iter().zip(&target).filter(|(n, _)| !c.is_dead(n.id())).all(|(n, t)| {
+                n.sync_rounds_done() >= *t
+                    && n.pending_requests() == 0
+                    && (stopped || n.keys_incoming() == 0 && n.forwarding_pointers() == 0)
+            });
+        if reached && stage == 1 {
+            stage = 2;
+            target = c.nodes().iter().map(|n| n.sync_rounds_done() + 2).collect();
+            return false;
+        }
+        reached
+    };
+    while !settled(cluster) {
+        if cluster.steps() - start > HEAL_STEPS_MAX {
+            return Err(format!(
+                "did not converge after healing{}; stalled {}, in flight {}{}",
+                if stopped { " (a node stopped)" } else { "" },
+                cluster.stalled(),
+                cluster.net().in_flight(),
+                checks::summary(cluster.nodes())
+            ));
+        }
+        let t = cluster.next_due().unwrap_or(cluster.now());
+        cluster.run_until(t.max(cluster.now()));
+        each_step(cluster)?;
+    }
+    Ok(())
+}
+
+/// The checks of a settled cluster (see [`settle`]): nothing left outstanding, every key has
+/// exactly one main copy, every replica equals it, and no replica is left unless `technique`
+/// keeps replicas for the whole run.
+pub fn end_state(cluster: &Cluster, technique: Technique) -> Result<(), String> {
+    let nodes = cluster.nodes();
+    let keys = nodes.first().map_or(0, |n| n.config().layout.key_end());
+    checks::nothing_left(nodes)?;
+    checks::exactly_one_copy(nodes, keys)?;
+    checks::replicas_converged(nodes)?;
+    if !permanent_replicas(technique) {
+        checks::no_replicas(nodes)?;
+    }
+    Ok(())
+}
+
 /// Checks after every step: each node's own invariants, and (whenever a key moved) that no
-/// key has two main copies.
-fn check_step(cluster: &Cluster, keys: u64, moves: &mut u64) -> Result<(), String> {
+/// key has two main copies. `moves` carries the count of moves seen so far between calls.
+pub fn check_step(cluster: &Cluster, keys: u64, moves: &mut u64) -> Result<(), String> {
     let nodes = cluster.nodes();
     checks::node_invariants(nodes)?;
     let now_moves: u64 = nodes.iter().map(|n| n.stats().relocations_in + n.stats().relocations_out).sum();

@@ -46,6 +46,12 @@ impl Faults {
         }
     }
 
+    /// A calm network for measurements: every frame takes exactly `delay_us` on every pair; no
+    /// jitter, no pause, the default capacities.
+    pub const fn fixed_delay(delay_us: u64) -> Faults {
+        Faults { delay_min_us: delay_us, delay_max_us: delay_us, ..Faults::none() }
+    }
+
     /// Every setting derived from `seed`: delays from none to 100 ms, jitter from none to 10 ms,
     /// pauses in half the seeds, small pair capacities (back-pressure) in a quarter of them.
     /// `frame_len_max` stays the default, since it is configuration rather than a fault.

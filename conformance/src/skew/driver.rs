@@ -1,0 +1,313 @@
+//! The simulated workers of a skewed workload and the loop that drives them with the cluster.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use parma_core::wire::WriteKind;
+use parma_core::{
+    Clock, Completion, Config, Duration, Instant, Key, Layout, NodeId, Technique, Ticket, WorkerId,
+};
+use parma_transport_loopback::sim::{Faults, SimNet};
+
+use super::{Plan, SkewOptions, SkewReport};
+use crate::rng::Rng;
+use crate::sim::{check_step, checks, end_state, settle, Cluster};
+
+/// Pushes and localizes one worker may have outstanding besides the `ahead` localizes; beyond,
+/// it waits before its next step.
+const ASYNC_SLACK: usize = 4;
+
+/// Most simulation steps per worker step before a run counts as stuck.
+const SIM_STEPS_PER_STEP_MAX: u64 = 10_000;
+
+/// Where a worker is in its step.
+#[derive(Clone, Copy, Debug)]
+enum Phase {
+    /// Starts its next step at `at`.
+    Ready { at: Instant },
+    /// Waits for the pull of its step.
+    Pulling { ticket: Ticket },
+    /// Computes until `at`, then pushes.
+    Computing { at: Instant },
+    /// Ran every step.
+    Done,
+}
+
+struct SimWorker {
+    node: NodeId,
+    id: WorkerId,
+    /// Index into the plan's batches.
+    index: usize,
+    rng: Rng,
+    step: u32,
+    phase: Phase,
+    /// Pushes and localizes sent and not yet completed, oldest first.
+    pending: VecDeque<Ticket>,
+}
+
+/// Runs the workload of `opts` under `technique`.
+pub(super) fn run(opts: &SkewOptions, technique: Technique) -> Result<SkewReport, String> {
+    let workers_total = usize::from(opts.nodes) * usize::from(opts.workers);
+    let plan = Plan::new(&opts.task, workers_total, opts.steps, opts.seed);
+    let cfg = config(opts, technique, &plan)?;
+    let net = SimNet::new(opts.nodes, Faults::fixed_delay(opts.delay_us), opts.seed);
+    let mut cluster = Cluster::new(&cfg, net).map_err(|e| format!("config: {e}"))?;
+    let mut seeder = Rng::new(opts.seed ^ 0x77);
+    let mut workers: Vec<SimWorker> = (0..workers_total)
+        .map(|index| SimWorker {
+            node: NodeId((index / usize::from(opts.workers)) as u16),
+            id: WorkerId((index % usize::from(opts.workers)) as u16),
+            index,
+            rng: Rng::new(seeder.next_u64()),
+            step: 0,
+            phase: Phase::Ready { at: Instant(opts.warmup_us) },
+            pending: VecDeque::new(),
+        })
+        .collect();
+    let mut pushes = vec![0u32; plan.keys as usize];
+    let mut checker = Checker { every: opts.check_every, since: 0, keys: plan.keys, moves: 0 };
+    let mut driver = Driver { opts, technique, plan: &plan, pushes: &mut pushes };
+    driver.train(&mut cluster, &mut workers, &mut checker)?;
+    let report = report(opts, technique, &cluster);
+
+    settle(&mut cluster, technique, |c| checker.step(c))?;
+    checks::node_invariants(cluster.nodes())?;
+    end_state(&cluster, technique)?;
+    check_values(&cluster, &pushes)?;
+    Ok(report)
+}
+
+/// The checks during a run, every `every` simulation steps (never if 0).
+struct Checker {
+    every: u64,
+    since: u64,
+    keys: u64,
+    moves: u64,
+}
+
+impl Checker {
+    fn step(&mut self, cluster: &Cluster) -> Result<(), String> {
+        if self.every == 0 {
+            return Ok(());
+        }
+        self.since += 1;
+        if self.since < self.every {
+            return Ok(());
+        }
+        self.since = 0;
+        check_step(cluster, self.keys, &mut self.moves)
+    }
+}
+
+/// The cluster configuration: the defaults, with room for every key as a replica or a moved
+/// main copy, and NuPS's hot keys from the plan's access counts.
+fn config(opts: &SkewOptions, technique: Technique, plan: &Plan) -> Result<Config, String> {
+    let layout = Layout::uniform(plan.keys, opts.len).map_err(|e| format!("layout: {e}"))?;
+    let mut cfg = Config::new(opts.nodes, opts.workers, layout);
+    cfg.technique = technique;
+    cfg.seed = opts.seed;
+    let keys = usize::try_from(plan.keys).unwrap_or(usize::MAX);
+    cfg.store_keys_max = keys;
+    cfg.replicas_max = keys;
+    cfg.sync_rounds_per_sec_max = opts.sync_rounds_per_sec_max;
+    if technique == Technique::MultiTechnique {
+        let hot = Config::hot_keys_from_frequencies(plan.frequencies(), plan.keys, 100.0);
+        cfg.hot_keys = Arc::new(hot);
+    }
+    Ok(cfg)
+}
+
+struct Driver<'a> {
+    opts: &'a SkewOptions,
+    technique: Technique,
+    plan: &'a Plan,
+    /// Pushes issued, per key.
+    pushes: &'a mut [u32],
+}
+
+impl Driver<'_> {
+    /// The training loop: the warm-up, then every worker's steps, until every step ran and
+    /// every push and localize completed.
+    fn train(
+        &mut self,
+        cluster: &mut Cluster,
+        workers: &mut [SimWorker],
+        checker: &mut Checker,
+    ) -> Result<(), String> {
+        for w in workers.iter_mut() {
+            for step in 0..self.opts.ahead.min(self.opts.steps) {
+                self.prepare(cluster, w, step)?;
+            }
+        }
+        let steps_max = SIM_STEPS_PER_STEP_MAX.saturating_mul(u64::from(self.opts.steps) + 1);
+        loop {
+            for w in workers.iter_mut() {
+                self.poll(cluster, w)?;
+            }
+            if workers.iter().all(|w| matches!(w.phase, Phase::Done) && w.pending.is_empty()) {
+                return Ok(());
+            }
+            if cluster.steps() > steps_max {
+                return Err(format!("stuck at {:?}{}", cluster.now(), checks::summary(cluster.nodes())));
+            }
+            let due = workers.iter().filter_map(|w| self.due(w));
+            match due.chain(cluster.next_due()).min() {
+                Some(t) => cluster.run_until(t.max(cluster.now())),
+                None => return Err("workers wait but nothing is due: a request was lost".into()),
+            }
+            checker.step(cluster)?;
+        }
+    }
+
+    fn batch(&self, w: &SimWorker, step: u32) -> &[Key] {
+        &self.plan.batches[w.index][step as usize]
+    }
+
+    /// Whether `w` has too many pushes and localizes outstanding to start a step.
+    fn blocked(&self, w: &SimWorker) -> bool {
+        w.pending.len() > self.opts.ahead as usize + ASYNC_SLACK
+    }
+
+    /// When `w` wants to go on by itself (not waiting for the cluster).
+    fn due(&self, w: &SimWorker) -> Option<Instant> {
+        match w.phase {
+            Phase::Ready { at } if !self.blocked(w) => Some(at),
+            Phase::Computing { at } => Some(at),
+            _ => None,
+        }
+    }
+
+    /// Signals intent for (or localizes) the keys of `step`.
+    fn prepare(&self, cluster: &mut Cluster, w: &mut SimWorker, step: u32) -> Result<(), String> {
+        if step >= self.opts.steps {
+            return Ok(());
+        }
+        let keys = self.batch(w, step).to_vec();
+        let who = format!("node {} worker {}", w.node, w.id);
+        if self.technique.uses_rounds() {
+            let (start, end) = (Clock(u64::from(step)), Clock(u64::from(step) + 1));
+            cluster.intent(w.node, w.id, &keys, start, end).map_err(|e| format!("{who}: intent: {e}"))?;
+        } else if self.technique.uses_localize() {
+            let t = cluster.localize(w.node, w.id, &keys).map_err(|e| format!("{who}: localize: {e}"))?;
+            w.pending.push_back(t);
+        }
+        Ok(())
+    }
+
+    /// Collects what finished and moves the worker on as far as it can now.
+    fn poll(&mut self, cluster: &mut Cluster, w: &mut SimWorker) -> Result<(), String> {
+        loop {
+            // Pushes and localizes may complete at once, within the call that issued them.
+            self.collect_pending(cluster, w)?;
+            let now = cluster.now();
+            match w.phase {
+                Phase::Ready { at } if at <= now && !self.blocked(w) => {
+                    self.prepare(cluster, w, w.step + self.opts.ahead)?;
+                    let keys = self.batch(w, w.step).to_vec();
+                    let mut vals = vec![0.0; keys.len() * self.opts.len as usize];
+                    let (ticket, _) = cluster
+                        .pull(w.node, w.id, &keys, &mut vals)
+                        .map_err(|e| format!("node {} worker {}: pull: {e}", w.node, w.id))?;
+                    w.phase = Phase::Pulling { ticket };
+                }
+                Phase::Pulling { ticket } => {
+                    let Some(result) = cluster.take_result(w.node, w.id, ticket) else { return Ok(()) };
+                    match result {
+                        Ok(Completion::Pull(_)) => {}
+                        other => {
+                            return Err(format!("node {} worker {}: pull ended {other:?}", w.node, w.id))
+                        }
+                    }
+                    let jitter = w.rng.range(0, self.opts.compute_us / 5);
+                    let at = now + Duration(self.opts.compute_us - self.opts.compute_us / 10 + jitter);
+                    w.phase = Phase::Computing { at };
+                }
+                Phase::Computing { at } if at <= now => {
+                    self.push(cluster, w)?;
+                    w.step += 1;
+                    w.phase = if w.step == self.opts.steps { Phase::Done } else { Phase::Ready { at: now } };
+                }
+                _ => return Ok(()),
+            }
+        }
+    }
+
+    /// Pushes +1 to every key of the worker's step and advances its clock.
+    fn push(&mut self, cluster: &mut Cluster, w: &mut SimWorker) -> Result<(), String> {
+        let keys = self.plan.batches[w.index][w.step as usize].clone();
+        let vals = vec![1.0; keys.len() * self.opts.len as usize];
+        let who = format!("node {} worker {}", w.node, w.id);
+        let t = cluster
+            .write(w.node, w.id, WriteKind::Add, &keys, &vals)
+            .map_err(|e| format!("{who}: push: {e}"))?;
+        for k in &keys {
+            self.pushes[k.0 as usize] += 1;
+        }
+        w.pending.push_back(t);
+        cluster.advance_clock(w.node, w.id).map_err(|e| format!("{who}: clock: {e}"))?;
+        Ok(())
+    }
+
+    /// Takes the results of finished pushes and localizes; any error ends the run.
+    fn collect_pending(&self, cluster: &mut Cluster, w: &mut SimWorker) -> Result<(), String> {
+        let mut failed = None;
+        w.pending.retain(|t| match cluster.take_result(w.node, w.id, *t) {
+            None => true,
+            Some(Ok(_)) => false,
+            Some(Err(e)) => {
+                failed.get_or_insert(e);
+                false
+            }
+        });
+        match failed {
+            Some(e) => Err(format!("node {} worker {}: push or localize failed: {e}", w.node, w.id)),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The figures of the training loop, from the nodes' counters and the cluster's access counts.
+fn report(opts: &SkewOptions, technique: Technique, cluster: &Cluster) -> SkewReport {
+    let nodes = cluster.nodes();
+    let sum = |f: &dyn Fn(&parma_core::Stats) -> u64| nodes.iter().map(|n| f(n.stats())).sum::<u64>();
+    let samples = sum(&|s| s.staleness_samples);
+    let accesses = cluster.accesses();
+    SkewReport {
+        task: opts.task.name(),
+        technique,
+        keys: opts.task.keys(),
+        key_accesses: accesses.total(),
+        remote_accesses: accesses.remote(),
+        remote_pulls: accesses.pull_remote,
+        bytes_sent: sum(&|s| s.bytes_sent_total()),
+        messages_sent: sum(&|s| s.messages_sent_total()),
+        bytes_by_kind: core::array::from_fn(|k| sum(&|s| s.bytes_sent[k])),
+        refreshes_sent: sum(&|s| s.refreshes_sent),
+        deltas_sent: sum(&|s| s.deltas_sent),
+        keys_forwarded: sum(&|s| s.keys_forwarded),
+        relocations: sum(&|s| s.relocations_in),
+        replicas_created: sum(&|s| s.replicas_created),
+        staleness_mean_us: if samples == 0 {
+            0.0
+        } else {
+            sum(&|s| s.staleness_sum_us) as f64 / samples as f64
+        },
+        staleness_max_us: nodes.iter().map(|n| n.stats().staleness_max_us).max().unwrap_or(0),
+        staleness_samples: samples,
+        sync_rounds: sum(&|s| s.sync_rounds),
+        run_time_us: cluster.now().as_micros(),
+        sim_steps: cluster.steps(),
+    }
+}
+
+/// Every key's main copy holds, in every element, the number of pushes to it.
+fn check_values(cluster: &Cluster, pushes: &[u32]) -> Result<(), String> {
+    for (k, n) in pushes.iter().enumerate() {
+        let key = Key(k as u64);
+        let v = checks::value_of(cluster.nodes(), key).ok_or_else(|| format!("key {k} has no value"))?;
+        if v.iter().any(|x| *x != *n as f32) {
+            return Err(format!("key {k} ends as {:?}…, expected {n} pushes", &v[..v.len().min(4)]));
+        }
+    }
+    Ok(())
+}

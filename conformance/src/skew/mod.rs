@@ -1,0 +1,332 @@
+//! Skewed, training-like workloads on the simulated cluster, to compare the techniques on the
+//! same accesses (adapm-cikm23.txt §5: remote accesses, communication and staleness).
+//!
+//! Every worker runs `steps` steps. A step pulls the keys of its batch, computes for
+//! `compute_us` of virtual time (±10 %, from the seed), pushes an update (+1 in every element)
+//! to the same keys without waiting for it, and advances the worker's clock. The batches come
+//! from a [`Plan`] (KGE-like or MF-like, see [`plan`]) drawn up front from the seed, so every
+//! technique sees exactly the same accesses. How a worker prepares its batches depends on the
+//! technique:
+//!
+//! - the techniques with sync rounds: at step `t` the worker signals intent for the keys of step
+//!   `t + ahead` (window `[t + ahead, t + ahead + 1)` of its clock);
+//! - relocation (Lapse): at step `t` the worker localizes the keys of step `t + ahead`, without
+//!   waiting for it;
+//! - static partitioning: nothing.
+//!
+//! Before step 0 every worker signals (or localizes) its first `ahead` steps and waits
+//! `warmup_us`; there are no key accesses in the warm-up, but everything sent in it counts. The
+//! network is calm: every frame takes `delay_us`, no faults. A key access is local when the
+//! node's store serves it on the spot (main copy or filled replica); otherwise it is remote.
+//!
+//! The figures are those of the training loop: from time zero until every worker has finished
+//! its last step and every push has been applied. After that the cluster settles (see
+//! [`crate::sim::settle`]), and the run checks the end state: the cluster's invariants, and
+//! every key's value equals the number of pushes to it.
+
+mod driver;
+pub mod plan;
+
+use std::fmt::Write as _;
+
+use parma_core::Technique;
+
+pub use plan::{Kge, Mf, Plan, Task, Zipf};
+
+/// What a workload runs. [`SkewOptions::new`] gives the defaults of `parma techniques`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SkewOptions {
+    pub task: Task,
+    pub nodes: u16,
+    /// Workers per node.
+    pub workers: u16,
+    /// Steps per worker.
+    pub steps: u32,
+    /// How many steps ahead workers signal intent (or localize).
+    pub ahead: u32,
+    /// `f32`s per key.
+    pub len: u32,
+    /// Virtual compute time of one step, in µs.
+    pub compute_us: u64,
+    /// One-way network delay of every frame, in µs.
+    pub delay_us: u64,
+    /// Virtual time between the first intents (or localizes) and step 0, in µs.
+    pub warmup_us: u64,
+    /// Most sync rounds per second a node starts (the same for every technique); `None`: back
+    /// to back.
+    pub sync_rounds_per_sec_max: Option<u32>,
+    /// Seed of the plan, the nodes and the compute times.
+    pub seed: u64,
+    /// Check every node's invariants after every this many simulation steps (0: only at the
+    /// end). Checking is O(keys), so only small runs check often.
+    pub check_every: u64,
+}
+
+impl SkewOptions {
+    /// The defaults for `task`: 8 nodes × 2 workers, 500 steps, intents 16 steps ahead, 16
+    /// floats per key, 500 µs of compute per step, 100 µs network delay, 1,000 sync rounds per
+    /// second at most.
+    pub fn new(task: Task) -> SkewOptions {
+        SkewOptions {
+            task,
+            nodes: 8,
+            workers: 2,
+            steps: 500,
+            ahead: 16,
+            len: 16,
+            compute_us: 500,
+            delay_us: 100,
+            warmup_us: 5_000,
+            sync_rounds_per_sec_max: Some(1_000),
+            seed: 1,
+            check_every: 0,
+        }
+    }
+
+    /// Checks that the options describe a workload that can run.
+    pub fn check(&self) -> Result<(), String> {
+        let zipf_ok = |s: f64| s.is_finite() && s >= 0.0;
+        let shape_ok = match &self.task {
+            Task::Kge(k) => {
+                k.entities >= 1
+                    && k.relations >= 1
+                    && k.triples + k.negatives >= 1
+                    && zipf_ok(k.entity_zipf)
+                    && zipf_ok(k.relation_zipf)
+            }
+            Task::Mf(m) => {
+                m.rows >= u64::from(self.nodes) * u64::from(self.workers)
+                    && m.cols >= 1
+                    && m.cells >= 1
+                    && zipf_ok(m.col_zipf)
+            }
+        };
+        if !shape_ok {
+            return Err(format!(
+                "the {} task's shape is empty or invalid: {:?}",
+                self.task.name(),
+                self.task
+            ));
+        }
+        if self.nodes == 0 || self.workers == 0 || self.steps == 0 || self.len == 0 {
+            return Err("nodes, workers, steps and len must be at least 1".into());
+        }
+        if self.task.keys() > 1 << 27 {
+            return Err("at most 2^27 keys".into());
+        }
+        Ok(())
+    }
+}
+
+/// What a run under one technique measured.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SkewReport {
+    pub task: &'static str,
+    pub technique: Technique,
+    /// Keys of the model.
+    pub keys: u64,
+    /// Keys of all pulls and pushes of the training loop.
+    pub key_accesses: u64,
+    /// Those not served on the spot from the node's store.
+    pub remote_accesses: u64,
+    /// Of which pulls.
+    pub remote_pulls: u64,
+    /// Bytes and messages sent by all nodes.
+    pub bytes_sent: u64,
+    pub messages_sent: u64,
+    /// Bytes sent by all nodes, by wire kind (index: `parma_core::wire::Kind as usize`).
+    pub bytes_by_kind: [u64; parma_core::node::KINDS],
+    /// Keys moved between nodes (arrivals).
+    pub relocations: u64,
+    /// Replicas created (filled), over all nodes.
+    pub replicas_created: u64,
+    /// Replica refreshes owners sent (a value each), and replica deltas holders sent.
+    pub refreshes_sent: u64,
+    pub deltas_sent: u64,
+    /// Keys of requests and sync entries forwarded by a node that did not hold them.
+    pub keys_forwarded: u64,
+    /// Replica staleness, sampled for every replica at the start of every round: mean and
+    /// maximum in µs, and the number of samples.
+    pub staleness_mean_us: f64,
+    pub staleness_max_us: u64,
+    pub staleness_samples: u64,
+    /// Sync rounds run, over all nodes.
+    pub sync_rounds: u64,
+    /// Virtual time of the training loop, warm-up included, in µs.
+    pub run_time_us: u64,
+    /// Simulation steps the training loop took.
+    pub sim_steps: u64,
+}
+
+impl SkewReport {
+    /// Remote accesses over all accesses (0 without accesses).
+    pub fn remote_share(&self) -> f64 {
+        ratio(self.remote_accesses, self.key_accesses)
+    }
+    /// Bytes sent per key access.
+    pub fn bytes_per_access(&self) -> f64 {
+        ratio(self.bytes_sent, self.key_accesses)
+    }
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+/// Runs the workload of `opts` under `technique` and checks the end state.
+pub fn run(opts: &SkewOptions, technique: Technique) -> Result<SkewReport, String> {
+    opts.check()?;
+    driver::run(opts, technique).map_err(|e| format!("{} under {}: {e}", opts.task.name(), technique.name()))
+}
+
+/// A markdown table of `reports` (one row each).
+pub fn table(reports: &[SkewReport]) -> String {
+    let mut out = String::from(
+        "| technique | remote accesses | remote share | bytes sent | bytes / access | messages \
+         | relocations | replicas created | staleness mean / max | virtual time |\n\
+         | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+    );
+    for r in reports {
+        let staleness = if r.staleness_samples == 0 {
+            "–".to_string()
+        } else {
+            format!("{:.2} / {:.1} ms", r.staleness_mean_us / 1000.0, r.staleness_max_us as f64 / 1000.0)
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} of {} | {} | {} | {:.1} | {} | {} | {} | {} | {:.0} ms |",
+            r.technique.name(),
+            thousands(r.remote_accesses),
+            thousands(r.key_accesses),
+            percent(r.remote_share()),
+            megabytes(r.bytes_sent),
+            r.bytes_per_access(),
+            thousands(r.messages_sent),
+            thousands(r.relocations),
+            thousands(r.replicas_created),
+            staleness,
+            r.run_time_us as f64 / 1000.0,
+        );
+    }
+    out
+}
+
+/// Where the bytes went: MB sent by message kind (the kinds sent at all), then the counters of
+/// replica and routing work, one row per report.
+pub fn details(reports: &[SkewReport]) -> String {
+    const NAMES: [&str; 14] = [
+        "?",
+        "pull",
+        "pull reply",
+        "push",
+        "push reply",
+        "localize",
+        "relocate",
+        "owner update",
+        "pointer release",
+        "request failed",
+        "barrier enter",
+        "barrier release",
+        "sync",
+        "sync reply",
+    ];
+    let used: Vec<usize> =
+        (0..NAMES.len()).filter(|k| reports.iter().any(|r| r.bytes_by_kind[*k] > 0)).collect();
+    let mut out = String::from("MB sent by message kind:\n\n| technique |");
+    for k in &used {
+        let _ = write!(out, " {} |", NAMES[*k]);
+    }
+    out.push_str("\n| --- |");
+    out.push_str(&" --- |".repeat(used.len()));
+    out.push('\n');
+    for r in reports {
+        let _ = write!(out, "| {} |", r.technique.name());
+        for k in &used {
+            let _ = write!(out, " {:.1} |", r.bytes_by_kind[*k] as f64 / 1e6);
+        }
+        out.push('\n');
+    }
+    out.push_str(
+        "\nReplica and routing work:\n\n| technique | replica refreshes | replica deltas | keys forwarded |\n\
+         | --- | --- | --- | --- |\n",
+    );
+    for r in reports {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} |",
+            r.technique.name(),
+            thousands(r.refreshes_sent),
+            thousands(r.deltas_sent),
+            thousands(r.keys_forwarded)
+        );
+    }
+    out
+}
+
+/// The ratios the papers state expectations for: bytes of adaptive over the other techniques,
+/// and remote share of adaptive. Lines for techniques missing from `reports` are left out.
+pub fn ratios(reports: &[SkewReport]) -> String {
+    let find = |t: Technique| reports.iter().find(|r| r.technique == t);
+    let Some(a) = find(Technique::Adaptive) else { return String::new() };
+    let mut out = String::new();
+    for t in [Technique::AdaptiveNoRelocation, Technique::StaticPartitioning, Technique::FullReplication] {
+        if let Some(o) = find(t) {
+            let _ = writeln!(
+                out,
+                "bytes(adaptive) / bytes({}) = {:.3}",
+                t.name(),
+                ratio(a.bytes_sent, o.bytes_sent)
+            );
+        }
+    }
+    let _ = writeln!(out, "remote share (adaptive) = {}", percent(a.remote_share()));
+    out
+}
+
+/// `x` (a share) as a percentage with enough digits for tiny shares.
+fn percent(x: f64) -> String {
+    let p = 100.0 * x;
+    if p == 0.0 {
+        "0 %".into()
+    } else if p >= 0.1 {
+        format!("{p:.1} %")
+    } else {
+        format!("{p:.2e} %")
+    }
+}
+
+fn megabytes(b: u64) -> String {
+    format!("{:.1} MB", b as f64 / 1e6)
+}
+
+/// `n` with thousands separators.
+fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_print_for_people() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(1_234_567), "1,234,567");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(percent(0.0), "0 %");
+        assert_eq!(percent(0.125), "12.5 %");
+        assert_eq!(percent(0.000_001), "1.00e-4 %");
+    }
+}

@@ -242,9 +242,9 @@ impl Node {
         crate::time::Duration((self.cfg.request_timeout.as_micros() / 8).max(1))
     }
 
-    /// Keys this node knows were lost with a failed peer, with the failed node that held
-    /// them, in key order: keys homed here whose recorded owner failed, and keys this node
-    /// gave to a node that failed (before the move reached the home node's records).
+    /// Keys homed here whose recorded owner failed, with that node, in key order: they were
+    /// lost with it. (Once the live nodes have run a sync round after the failure, their own
+    /// moves are recorded here, so a key that had moved on to a live node is not listed.)
     ///
     /// Keys homed at a failed node are lost too unless a live node holds them, but no live
     /// node can list them: their home was the only node that knew where they were. Requests
@@ -260,14 +260,22 @@ impl Node {
                 lost.push((k, owner));
             }
         });
-        for (k, (to, _)) in &self.pointers {
-            if self.failed_peers.contains(to) {
-                lost.push((*k, *to));
-            }
-        }
         lost.sort_unstable();
-        lost.dedup_by_key(|(k, _)| *k);
         lost
+    }
+
+    /// Keys this node gave to a node that failed before the move reached the key's home, with
+    /// that node, in key order. Each was lost, unless it had moved on to a live node before
+    /// the failure (then that node holds it, and the home learns so).
+    pub fn keys_maybe_lost(&self) -> Vec<(Key, NodeId)> {
+        let mut maybe: Vec<(Key, NodeId)> = self
+            .pointers
+            .iter()
+            .filter(|(_, (to, _))| self.failed_peers.contains(to))
+            .map(|(k, (to, _))| (*k, *to))
+            .collect();
+        maybe.sort_unstable();
+        maybe
     }
 
     /// Peers reported failed, in id order.

@@ -666,10 +666,34 @@ fn add_local(v: &mut [f32], unsent: Option<&mut [f32]>, slot: &mut Slot, delta: 
     true
 }
 
-/// `dst[i] += src[i]` over equal lengths known only at run time, in fixed-width chunks the
-/// compiler turns into vector adds.
+/// `dst[i] += src[i]` over equal lengths known only at run time. The usual embedding widths
+/// (powers of two from 8 to 128) get a kernel with the width as a constant, which the compiler
+/// unrolls into straight vector adds, as it would for a model compiled for one width; other
+/// widths go through fixed-width chunks. The `match` costs one well-predicted branch per value.
 #[inline(always)]
 fn add_into(dst: &mut [f32], src: &[f32]) {
+    debug_assert_eq!(dst.len(), src.len());
+    match dst.len() {
+        8 => add_fixed::<8>(dst, src),
+        16 => add_fixed::<16>(dst, src),
+        32 => add_fixed::<32>(dst, src),
+        64 => add_fixed::<64>(dst, src),
+        128 => add_fixed::<128>(dst, src),
+        _ => add_chunked(dst, src),
+    }
+}
+
+#[inline(always)]
+fn add_fixed<const N: usize>(dst: &mut [f32], src: &[f32]) {
+    if let (Ok(d), Ok(s)) = (<&mut [f32; N]>::try_from(dst), <&[f32; N]>::try_from(src)) {
+        for i in 0..N {
+            d[i] += s[i];
+        }
+    }
+}
+
+#[inline(always)]
+fn add_chunked(dst: &mut [f32], src: &[f32]) {
     const W: usize = 16;
     let mut d = dst.chunks_exact_mut(W);
     let mut s = src.chunks_exact(W);

@@ -109,3 +109,15 @@ fn uniform_init_is_deterministic_and_bounded() {
         }
     }
 }
+
+#[test]
+fn add_kernels_match_a_plain_loop_at_every_width() {
+    // Widths with a fixed kernel (8..=128, powers of two), their neighbours, and odd ones.
+    for len in 0..=260usize {
+        let src: Vec<f32> = (0..len).map(|i| (i % 7) as f32 - 3.0).collect();
+        let mut dst: Vec<f32> = (0..len).map(|i| (i * 3) as f32).collect();
+        let want: Vec<f32> = dst.iter().zip(&src).map(|(a, b)| a + b).collect();
+        add_into(&mut dst, &src);
+        assert_eq!(dst, want, "width {len}");
+    }
+}

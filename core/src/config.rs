@@ -80,6 +80,23 @@ impl Technique {
         !matches!(self, Technique::StaticPartitioning | Technique::Relocation)
     }
 
+    /// Whether nodes may hold replicas of keys they do not own.
+    pub const fn uses_replicas(self) -> bool {
+        matches!(
+            self,
+            Technique::Adaptive
+                | Technique::AdaptiveNoRelocation
+                | Technique::FullReplication
+                | Technique::MultiTechnique
+        )
+    }
+
+    /// Whether some replicas live for the whole run, whatever the intents (sync rounds then
+    /// never stop).
+    pub const fn keeps_replicas(self) -> bool {
+        matches!(self, Technique::FullReplication | Technique::MultiTechnique)
+    }
+
     /// Whether workers' `localize` moves keys (only under [`Technique::Relocation`]).
     pub const fn uses_localize(self) -> bool {
         matches!(self, Technique::Relocation)

@@ -94,7 +94,7 @@ pub fn config_for(seed: u64, technique: Technique) -> Config {
 /// Whether `technique` keeps some replicas for the whole run (they never drop, so rounds
 /// never stop).
 fn permanent_replicas(technique: Technique) -> bool {
-    matches!(technique, Technique::FullReplication | Technique::MultiTechnique)
+    technique.keeps_replicas()
 }
 
 /// Runs the workload of `seed` under `technique` and checks everything.

@@ -3,8 +3,10 @@
 //!
 //! # The byte language
 //!
-//! Two header bytes. `h0`: `2 + h0 % 3` nodes; [`Technique::StaticPartitioning`] if
-//! `(h0 >> 2) & 7 == 7`, else [`Technique::Relocation`]. `h1`: `1 + (h1 & 1)` workers per node,
+//! Two header bytes. `h0`: `2 + h0 % 3` nodes; the technique is `Technique::ALL[(h0 >> 2) & 7]`,
+//! and [`Technique::Relocation`] for 7; bit 5 makes action timing act on every intent at once
+//! ([`crate::config::Timing::immediate`]); under [`Technique::MultiTechnique`], key `h0 >> 6` is
+//! the hot key. `h1`: `1 + (h1 & 1)` workers per node,
 //! `keys_per_message_max = 1 + (h1 >> 1) % 3`, `requests_pending_max = 2 + (h1 >> 3) % 4`, and
 //! if `h1 >> 5 == 7` a tight store (`store_keys_max` = the most keys homed on one node, plus one),
 //! else room for every key. The layout has [`KEYS`] keys of [`LEN`] floats; frames hold two keys.
@@ -17,10 +19,11 @@
 //! | 6, 7 | a worker pulls |
 //! | 8, 9 | a worker pushes (adds) |
 //! | 10 | a worker sets |
-//! | 11, 12 | a worker localizes |
+//! | 11 | a worker localizes |
+//! | 12 | a worker signals intent: keys as for a pull, then a byte `x`: the window is `[c + x % 8, c + x % 8 + 1 + (x >> 3) % 8)` for the worker's clock `c` |
 //! | 13 | a node's clock advances (next byte: by `x/1024` of the request timeout, or for `x >= 0xf0` by the whole timeout) and it handles its timers |
 //! | 14 | deliver up to 15 frames from one queue (a burst) |
-//! | 15 | nothing (a pause) |
+//! | 15 | a worker's clock step, by a byte `p` (node `p % n`, worker `(p >> 2) % workers`), by `(p >> 4) % 4`: nothing (a pause), `advance_clock`, `wait_sync`, `end_intents` |
 //!
 //! A worker step reads a parameter byte `p` (node `p % n`, worker `(p >> 2) % workers`, `1 +
 //! ((p >> 4) & 7) % 3` keys, and if bit 7 is set the worker first tries its keys in the store, as the
@@ -35,16 +38,22 @@
 //! frame; no request outlives its deadline by more than one timer scan; every completion is of an
 //! operation that was issued, at the node and worker that issued it, once, of the right kind;
 //! the only failure is a `Timeout`, and only once the node's clock passed the deadline; a pull of
-//! a key that only ever received adds sees every add completed before the pull was issued and
-//! nothing that was not issued before it completed (values are small integers, so sums are
-//! exact). A command is refused only as `Busy` at the request bound or, for localize,
-//! `StoreFull`.
+//! a key that only ever received adds sees nothing that was not issued before it completed, and
+//! (under techniques without replicas, whose reads may be a round old) every add completed
+//! before the pull was issued (values are small integers, so sums are exact). A command is
+//! refused only as `Busy` at a bound or, for localize, `StoreFull`.
 //!
-//! Then the heal: every queue is delivered until all are empty (at most
-//! [`HEAL_DELIVERIES_MAX`] deliveries), and then every node must be idle with no forwarding
-//! pointer and nothing waiting, every issued operation must have completed, every key must be
-//! held by exactly one node, whose epoch its home node records, and each key that only received
-//! adds, none of which failed, must hold exactly the sum of them.
+//! Then the heal: every worker ends its intents, every queue is delivered until all are empty,
+//! and, while sync rounds have work left, every node's clock moves to its next timer and the
+//! queues are delivered again (at most [`HEAL_DELIVERIES_MAX`] deliveries and
+//! [`HEAL_TIMER_STEPS_MAX`] timer steps). Settled means every node idle; under techniques that
+//! keep replicas for the whole run, it means every node completed two rounds with nothing else
+//! outstanding, and then two more. Then every node must be idle (or, with permanent replicas,
+//! have nothing pending, incoming or waiting) with no forwarding pointer, every issued
+//! operation must have completed, every key must be held by exactly one node, whose epoch its
+//! home node records, every replica must equal its main copy and have no unsent delta, no
+//! replica may remain unless the technique keeps them, and each key that only received adds,
+//! none of which failed, must hold exactly the sum of them.
 
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
@@ -54,8 +63,10 @@ use hashbrown::HashMap;
 use super::Bytes;
 use crate::config::{Config, Technique};
 use crate::error::OpError;
+use crate::ids::Clock;
 use crate::ids::{Key, NodeId, Ticket, WorkerId};
 use crate::layout::Layout;
+use crate::node::IntentKind;
 use crate::node::{Completion, Event, Node};
 use crate::store::{home_of, Whereabouts};
 use crate::time::{Duration, Instant};
@@ -71,6 +82,8 @@ const QUEUE_MAX: usize = 64;
 const FRAMES_MAX: usize = 1 << 14;
 /// Most deliveries the heal may take.
 pub const HEAL_DELIVERIES_MAX: usize = 1 << 16;
+/// Most timer steps (each to every node's next timer) the heal may take.
+pub const HEAL_TIMER_STEPS_MAX: usize = 1 << 12;
 /// Timer rounds one clock advance may take before the timers count as stuck.
 const TIMER_ROUNDS_MAX: usize = 1 << 12;
 
@@ -79,7 +92,12 @@ pub fn cluster_config(h0: u8, h1: u8) -> Config {
     let nodes = 2 + u16::from(h0 % 3);
     let layout = Layout::uniform(KEYS, LEN as u32).unwrap_or_else(|_| unreachable!());
     let mut cfg = Config::new(nodes, 1 + u16::from(h1 & 1), layout);
-    cfg.technique = if (h0 >> 2) & 7 == 7 { Technique::StaticPartitioning } else { Technique::Relocation };
+    cfg.technique = Technique::ALL.get(usize::from((h0 >> 2) & 7)).copied().unwrap_or(Technique::Relocation);
+    cfg.timing.immediate = h0 & 0x20 != 0;
+    if cfg.technique == Technique::MultiTechnique {
+        cfg.hot_keys = alloc::sync::Arc::new([Key(u64::from(h0 >> 6))].into_iter().collect());
+    }
+    cfg.replicas_max = KEYS as usize;
     cfg.keys_per_message_max = 1 + usize::from((h1 >> 1) % 3);
     cfg.requests_pending_max = 2 + usize::from((h1 >> 3) % 4);
     cfg.store_keys_max = if h1 >> 5 == 7 {
@@ -130,6 +148,7 @@ enum OpKind {
     Localize {
         keys: Vec<Key>,
     },
+    Sync,
 }
 
 #[derive(Debug)]
@@ -166,6 +185,8 @@ struct Cluster {
     next_ticket: u64,
     ops: HashMap<Ticket, Op>,
     keys: Vec<KeyModel>,
+    /// The heal has begun: nothing may time out any more (every frame is delivered).
+    healing: bool,
 }
 
 impl Cluster {
@@ -186,6 +207,7 @@ impl Cluster {
             next_ticket: 0,
             ops: HashMap::new(),
             keys: alloc::vec![KeyModel::default(); KEYS as usize],
+            healing: false,
             cfg,
         }
     }
@@ -210,7 +232,7 @@ impl Cluster {
                 let count = usize::from(b.u8() % 16);
                 self.deliver_some(sel, count);
             }
-            _ => {}
+            _ => self.clock_step(b.u8()),
         }
     }
 
@@ -258,6 +280,7 @@ impl Cluster {
             );
             let relocated: Vec<Key> = match t.message() {
                 Message::Relocate { moved, .. } => moved.iter().map(|m| m.key).collect(),
+                Message::SyncReply { relocated, .. } => relocated.iter().map(|m| m.key).collect(),
                 _ => Vec::new(),
             };
             for k in &relocated {
@@ -291,6 +314,7 @@ impl Cluster {
             10 => Some(WriteKind::Set),
             _ => None,
         };
+        let window = (kind == 12).then(|| b.u8());
         let values: Vec<f32> = match write {
             Some(_) => keys
                 .iter()
@@ -306,10 +330,61 @@ impl Cluster {
         if blocked || !self.nodes[i].wants_input() {
             return;
         }
-        match (kind, write) {
-            (6 | 7, _) => self.pull(i, worker, keys, local_first),
-            (_, Some(write)) => self.push(i, worker, write, keys, values, local_first),
+        match (kind, write, window) {
+            (6 | 7, _, _) => self.pull(i, worker, keys, local_first),
+            (_, Some(write), _) => self.push(i, worker, write, keys, values, local_first),
+            (_, _, Some(x)) => self.intent(i, worker, &keys, x),
             _ => self.localize(i, worker, keys),
+        }
+        self.drain(i);
+    }
+
+    /// Worker intent for `keys` in a window that byte `x` places from the worker's clock.
+    fn intent(&mut self, i: usize, worker: WorkerId, keys: &[Key], x: u8) {
+        let c = self.nodes[i].clock(worker).0;
+        let start = c.saturating_add(u64::from(x % 8));
+        let end = start.saturating_add(1 + u64::from((x >> 3) % 8));
+        let now = self.now[i];
+        match self.nodes[i].intent(now, worker, keys, Clock(start), Clock(end), IntentKind::ReadWrite) {
+            Ok(()) => {}
+            Err(OpError::Busy) => {
+                let (intents, intent_keys) = self.nodes[i].intents_kept();
+                assert!(
+                    intents >= self.cfg.intents_max || intent_keys + keys.len() > self.cfg.intent_keys_max,
+                    "node {i} refused an intent as Busy below its bounds"
+                );
+            }
+            Err(e) => panic!("node {i} refused an intent for {keys:?} with {e:?}"),
+        }
+    }
+
+    /// A worker's clock step (see the module docs).
+    fn clock_step(&mut self, p: u8) {
+        let i = usize::from(p) % self.n;
+        let worker = WorkerId(u16::from(p >> 2) % self.cfg.workers_per_node);
+        let now = self.now[i];
+        match (p >> 4) % 4 {
+            1 => {
+                let before = self.nodes[i].clock(worker);
+                let r = self.nodes[i].advance_clock(now, worker);
+                assert_eq!(r, Ok(Clock(before.0 + 1)), "node {i}: advance_clock of {worker}");
+            }
+            2 => {
+                if !self.nodes[i].wants_input() {
+                    return;
+                }
+                let ticket = self.ticket();
+                let r = self.nodes[i].wait_sync(now, worker, ticket);
+                if r == Err(OpError::Busy) {
+                    return;
+                }
+                self.issued(i, worker, ticket, r, OpKind::Sync);
+            }
+            3 => {
+                let r = self.nodes[i].end_intents(now, worker);
+                assert_eq!(r, Ok(()), "node {i}: end_intents of {worker}");
+            }
+            _ => return,
         }
         self.drain(i);
     }
@@ -410,9 +485,11 @@ impl Cluster {
             return;
         }
         let lower = lower.unwrap_or(&m.done);
+        // A replica may be a round old: only the upper bound holds for what it shows.
+        let replicas = self.cfg.technique.uses_replicas();
         for e in 0..LEN {
             assert!(
-                lower[e] <= v[e] && v[e] <= m.issued[e],
+                (replicas || lower[e] <= v[e]) && v[e] <= m.issued[e],
                 "key {k} read as {v:?}: adds completed before the read began sum to {lower:?}, adds issued \
                  before it ended to {:?}",
                 m.issued
@@ -430,6 +507,10 @@ impl Cluster {
         match (&op.kind, &result) {
             (_, Err(OpError::Timeout)) => {
                 assert!(self.now[i] >= op.issued + timeout, "{op:?} timed out at {:?}, early", self.now[i]);
+                assert!(
+                    !self.healing,
+                    "{op:?} timed out during the heal, with every frame delivered: it was stuck"
+                );
                 if let OpKind::Write { keys, .. } = &op.kind {
                     for k in keys {
                         self.keys[k.0 as usize].uncertain = true;
@@ -454,6 +535,7 @@ impl Cluster {
                     }
                 }
             }
+            (OpKind::Sync, Ok(Completion::Sync)) => {}
             (OpKind::Localize { keys }, Ok(Completion::Localize)) => {
                 // A key that arrived is here when the localize completes (it may leave again
                 // later, so only a localize of one key says where that key is).
@@ -516,25 +598,48 @@ impl Cluster {
         }
     }
 
-    /// Delivers everything, then checks that the cluster has settled with every operation done
-    /// and every sum exact.
+    /// Ends every intent, delivers everything and runs the timers until the cluster has
+    /// settled, then checks that every operation is done, every replica agrees and every sum
+    /// is exact.
     fn heal(&mut self) {
+        self.healing = true;
+        for i in 0..self.n {
+            for w in 0..self.cfg.workers_per_node {
+                let now = self.now[i];
+                assert_eq!(self.nodes[i].end_intents(now, WorkerId(w)), Ok(()), "node {i}: end_intents");
+            }
+            self.drain(i);
+        }
+        let permanent = self.cfg.technique.keeps_replicas();
         let mut deliveries = 0;
-        while self.frames > 0 {
-            for q in 0..self.queues.len() {
-                if self.deliver(q) {
-                    deliveries += 1;
-                    self.check();
+        let mut settle = Settle { stage: 0, target: Vec::new() };
+        let mut steps = 0;
+        loop {
+            self.deliver_all(&mut deliveries);
+            if self.settled(permanent, &mut settle) {
+                break;
+            }
+            steps += 1;
+            assert!(
+                steps <= HEAL_TIMER_STEPS_MAX,
+                "the cluster did not settle within {HEAL_TIMER_STEPS_MAX} timer steps: {}",
+                self.summary()
+            );
+            for i in 0..self.n {
+                if let Some(t) = self.nodes[i].poll_timeout() {
+                    let d = Duration(t.0.saturating_sub(self.now[i].0));
+                    self.advance(i, d);
                 }
             }
-            assert!(
-                deliveries <= HEAL_DELIVERIES_MAX,
-                "the cluster did not settle within {HEAL_DELIVERIES_MAX} deliveries"
-            );
         }
         for (i, node) in self.nodes.iter().enumerate() {
+            let idle = if permanent {
+                node.pending_requests() == 0 && node.keys_incoming() == 0 && node.waiting_ops() == 0
+            } else {
+                node.is_idle()
+            };
             assert!(
-                node.is_idle(),
+                idle,
                 "node {i} is not idle after the heal: {} pending, {} incoming, {} waiting",
                 node.pending_requests(),
                 node.keys_incoming(),
@@ -569,6 +674,7 @@ impl Cluster {
                 values.insert(k, v.to_vec());
             });
         }
+        self.check_replicas(&values, permanent);
         for k in 0..KEYS {
             let m = &self.keys[k as usize];
             if m.sets > 0 || m.uncertain {
@@ -583,6 +689,102 @@ impl Cluster {
                 m.issued
             );
         }
+    }
+}
+
+/// Where the heal's settling stands under techniques that keep replicas: `stage` 0 before the
+/// first check, 1 while every node runs its first two rounds, 2 while it runs two more.
+struct Settle {
+    stage: u8,
+    target: Vec<u64>,
+}
+
+impl Cluster {
+    /// Delivers every queue until all are empty, checking after each delivery.
+    fn deliver_all(&mut self, deliveries: &mut usize) {
+        while self.frames > 0 {
+            for q in 0..self.queues.len() {
+                if self.deliver(q) {
+                    *deliveries += 1;
+                    self.check();
+                }
+            }
+            assert!(
+                *deliveries <= HEAL_DELIVERIES_MAX,
+                "the cluster did not settle within {HEAL_DELIVERIES_MAX} deliveries"
+            );
+        }
+    }
+
+    /// Whether the heal may stop (see the module docs); nothing is in flight when it is asked.
+    fn settled(&self, permanent: bool, s: &mut Settle) -> bool {
+        if !permanent {
+            // A `wait_sync` waits for rounds, which idle nodes still run on their timers.
+            return self.ops.is_empty() && self.nodes.iter().all(|n| n.is_idle());
+        }
+        let rounds = || self.nodes.iter().map(|n| n.sync_rounds_done() + 2).collect::<Vec<_>>();
+        if s.stage == 0 {
+            s.stage = 1;
+            s.target = rounds();
+            return false;
+        }
+        let reached = self.nodes.iter().zip(&s.target).all(|(n, t)| {
+            n.sync_rounds_done() >= *t
+                && n.pending_requests() == 0
+                && n.keys_incoming() == 0
+                && n.forwarding_pointers() == 0
+                && n.waiting_ops() == 0
+        }) && self.ops.is_empty();
+        if reached && s.stage == 1 {
+            s.stage = 2;
+            s.target = rounds();
+            return false;
+        }
+        reached
+    }
+
+    /// Every replica equals its main copy in `values` and has no unsent delta; none is left
+    /// unless the technique keeps replicas for the whole run.
+    fn check_replicas(&self, values: &HashMap<Key, Vec<f32>>, permanent: bool) {
+        for (i, node) in self.nodes.iter().enumerate() {
+            let mut replicas = Vec::new();
+            node.store().for_each_replica(|k, _, v, d| replicas.push((k, v.to_vec(), d.to_vec())));
+            assert!(
+                permanent || replicas.is_empty(),
+                "node {i} keeps replicas of {:?} after every intent ended",
+                replicas.iter().map(|r| r.0).collect::<Vec<_>>()
+            );
+            for (k, v, d) in replicas {
+                assert!(
+                    d.iter().all(|x| *x == 0.0),
+                    "node {i}: replica of key {k} keeps an unsent delta {d:?}"
+                );
+                let main = values.get(&k).cloned().unwrap_or(alloc::vec![0.0; LEN]);
+                assert_eq!(v, main, "node {i}: replica of key {k} differs from its main copy");
+            }
+        }
+    }
+
+    /// A line per node, for failure messages.
+    fn summary(&self) -> alloc::string::String {
+        use core::fmt::Write as _;
+        let mut out = alloc::string::String::new();
+        for (i, n) in self.nodes.iter().enumerate() {
+            let _ = write!(
+                out,
+                "\n node {i}: idle {}, {} pending, {} incoming, {} waiting, {} pointers, {} rounds, \
+                 sync outstanding {:?}, replicas {:?}",
+                n.is_idle(),
+                n.pending_requests(),
+                n.keys_incoming(),
+                n.waiting_ops(),
+                n.forwarding_pointers(),
+                n.sync_rounds_done(),
+                n.sync_outstanding(),
+                n.replica_keys()
+            );
+        }
+        out
     }
 }
 

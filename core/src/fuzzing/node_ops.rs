@@ -4,9 +4,10 @@
 //!
 //! # The byte language
 //!
-//! The first byte is a header: if its low nibble is `0xf` the node runs
-//! [`Technique::StaticPartitioning`], else [`Technique::Relocation`]; if bit 4 is set the harness
-//! drains every output after every input (the drain contract), else only when an op says so.
+//! The first byte is a header: the node runs `Technique::ALL[header >> 5]`, and
+//! [`Technique::Relocation`] for 7 (under [`Technique::MultiTechnique`], keys 0 and 1 are hot);
+//! if bit 4 is set the harness drains every output after every input (the drain contract), else
+//! only when an op says so.
 //! Then, until the bytes run out, one op per byte `op`, by `op % 16`, each reading its fields
 //! from the bytes that follow (reads past the end give zeros):
 //!
@@ -18,7 +19,7 @@
 //! | 4, 5 | a peer's plausible answer to one of the last 16 messages the node sent (a reply, a relocation, a pointer release, a forward back...) |
 //! | 6, 7, 8 | a worker's pull, push (add), push (set): key count and keys (a few outside the layout), values |
 //! | 9 | a worker's localize |
-//! | 10 | a worker's barrier |
+//! | 10 | a worker's clock command, by the next byte `c % 5`: barrier; intent (keys as for a pull, then a byte `x`: the window `[clock + x % 8, clock + x % 8 + 1 + (x >> 3) % 8)`, or an empty one for `x >= 0xf8`); `advance_clock`; `wait_sync`; `end_intents` |
 //! | 11 | time advances (a little, or past the request timeout), then `handle_timeout` |
 //! | 12 | the transport reports a peer (or a stranger, or the node itself) failed |
 //! | 13 | drain up to `n` transmits |
@@ -33,15 +34,17 @@
 //! After every input: [`Node::check_invariants`]; every table within its configured bound
 //! (pending requests, waiting operations, keys held; keys incoming and forwarding pointers at
 //! most `store_keys_max`); the outbox grows by at most what one input can add (two frames per key
-//! or entry the input names, plus one per node; timers and peer failures add none), and a worker
+//! or entry the input names, plus one per node; peer failures add none, and timers none but
+//! where they start a sync round: two frames per key of the layout plus one per node), and a worker
 //! command is accepted only while the outbox is under `outbox_frames_max`, so the outbox exceeds
 //! that bound only through peer frames the driver did not drain after; each command's result is
 //! one its arguments and the node's state allow; every transmitted message is addressed to a
 //! peer, fits `frame_len_max` and `keys_per_message_max` (or relays no more keys than a peer sent
 //! in one message), and names only keys of the layout; every event answers a command accepted
-//! earlier, exactly once, with a completion of the right kind and length. At the end, time passes
-//! the request timeout: every accepted pull, push and localize has completed, and nothing is
-//! pending.
+//! earlier, exactly once, with a completion of the right kind and length; intents, clock
+//! advances and `end_intents` are accepted or refused as their arguments say, and a clock moves
+//! by exactly one. At the end, time passes the request timeout: every accepted pull, push,
+//! localize and `wait_sync` has completed, and nothing is pending.
 
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
@@ -51,9 +54,10 @@ use hashbrown::{HashMap, HashSet};
 use super::{message, Bytes};
 use crate::config::{Config, Technique};
 use crate::error::OpError;
+use crate::ids::Clock;
 use crate::ids::{Epoch, Key, NodeId, RequestId, Ticket, Version, WorkerId};
 use crate::layout::Layout;
-use crate::node::{Completion, Node, HOPS_MAX};
+use crate::node::{Completion, IntentKind, Node, HOPS_MAX};
 use crate::store::home_of;
 use crate::time::{Duration, Instant};
 use crate::wire::{self, FailReason, Message, Moved, OwnerChange, Release, WriteKind, HEADER_LEN};
@@ -76,6 +80,10 @@ pub fn node_ops_config(technique: Technique) -> Config {
     let mut cfg = Config::new(NODES, WORKERS, layout);
     let homed = (0..KEYS).filter(|k| home_of(Key(*k), NODES) == ME).count();
     cfg.technique = technique;
+    if technique == Technique::MultiTechnique {
+        cfg.hot_keys = alloc::sync::Arc::new([Key(0), Key(1)].into_iter().collect());
+    }
+    cfg.replicas_max = KEYS as usize;
     cfg.outbox_frames_max = 16;
     cfg.requests_pending_max = 8;
     cfg.waiting_ops_max = 8;
@@ -94,7 +102,7 @@ pub fn node_ops_config(technique: Technique) -> Config {
 pub fn node_ops(data: &[u8]) {
     let mut b = Bytes { data };
     let header = b.u8();
-    let technique = if header & 0x0f == 0x0f { Technique::StaticPartitioning } else { Technique::Relocation };
+    let technique = Technique::ALL.get(usize::from(header >> 5)).copied().unwrap_or(Technique::Relocation);
     let mut h = Harness::new(node_ops_config(technique), header & 0x10 != 0);
     while !b.is_empty() {
         h.op(&mut b);
@@ -110,6 +118,7 @@ enum Cmd {
     Write,
     Localize,
     Barrier { worker: WorkerId },
+    Sync,
 }
 
 struct Harness {
@@ -181,7 +190,8 @@ impl Harness {
                     self.deliver(from, msg, twist);
                 }
             }
-            6..=10 => self.command(op, b),
+            6..=9 => self.command(op, b),
+            10 => self.clock_command(op, b),
             11 => {
                 let step = b.u8();
                 let d = if step >= 0xf0 {
@@ -191,7 +201,7 @@ impl Harness {
                 };
                 self.now = self.now + Duration(d);
                 self.node.handle_timeout(self.now);
-                self.after_input(0);
+                self.after_input(self.round_growth());
             }
             12 => {
                 let p = NodeId(u16::from(b.u8() % 4));
@@ -279,6 +289,10 @@ impl Harness {
                 let r = self.node.barrier(now, worker, ticket);
                 ("barrier", Vec::new(), r)
             }
+            11 => {
+                let r = self.node.wait_sync(now, worker, ticket);
+                ("wait_sync", Vec::new(), r)
+            }
             k => {
                 let keys = self.command_keys(b);
                 let r = match k {
@@ -297,13 +311,16 @@ impl Harness {
         match result {
             Ok(()) => {
                 assert!(worker.0 < WORKERS, "{kind} of worker {worker}, which does not exist, was accepted");
-                assert!(wanted_input, "{kind} was accepted while the outbox was full");
+                // `wait_sync` sends nothing, so a full outbox does not hold it back.
+                let sends = kind != "wait_sync";
+                assert!(wanted_input || !sends, "{kind} was accepted while the outbox was full");
                 let cmd = match kind {
                     "barrier" => {
                         assert!(!self.any_peer_failed, "a barrier was entered after a peer failed");
                         *self.in_barrier.entry(worker).or_default() += 1;
                         Cmd::Barrier { worker }
                     }
+                    "wait_sync" => Cmd::Sync,
                     _ => {
                         let Ok(values_len) = expected_len else {
                             panic!("{kind} of keys outside the layout was accepted: {keys:?}")
@@ -326,8 +343,10 @@ impl Harness {
                     }
                 };
                 self.open.insert(ticket, cmd);
-                // The outbox held fewer than its bound frames when the command was accepted.
-                self.outbox_max = self.outbox_max.min(self.cfg.outbox_frames_max - 1);
+                if sends {
+                    // The outbox held fewer than its bound frames when the command was accepted.
+                    self.outbox_max = self.outbox_max.min(self.cfg.outbox_frames_max - 1);
+                }
                 self.after_input(growth(keys.len()));
             }
             Err(e) => {
@@ -343,6 +362,10 @@ impl Harness {
                         matches!(kind, "push" | "set") && expected_len == Ok(expected)
                     }
                     OpError::DuplicateKey { key } => keys.iter().filter(|k| **k == key).count() > 1,
+                    OpError::Busy if kind == "wait_sync" => {
+                        self.open.values().filter(|c| matches!(c, Cmd::Sync)).count()
+                            >= 4 * usize::from(WORKERS)
+                    }
                     OpError::Busy => !wanted_input || pending >= self.cfg.requests_pending_max,
                     OpError::StoreFull => kind == "localize",
                     OpError::PeerFailed { node } => kind == "barrier" && node != ME && node.0 < NODES,
@@ -352,6 +375,57 @@ impl Harness {
                 // A refused command changes nothing, so it adds nothing to the outbox.
                 self.after_input(0);
             }
+        }
+    }
+
+    /// A worker's barrier, intent, clock advance, `wait_sync` or `end_intents` (see the module
+    /// docs).
+    fn clock_command(&mut self, op: u8, b: &mut Bytes<'_>) {
+        let worker = if op >= 0xe0 { WorkerId(WORKERS) } else { WorkerId(u16::from(op >> 4) & 1) };
+        let exists = worker.0 < WORKERS;
+        let now = self.now;
+        match b.u8() % 5 {
+            0 => self.command(10 | (op & 0xf0), b),
+            3 => self.command(11 | (op & 0xf0), b),
+            1 => {
+                let keys = self.command_keys(b);
+                let x = b.u8();
+                let clock = self.node.clock(worker).0;
+                let start = clock + u64::from(x % 8);
+                let end = if x >= 0xf8 { start } else { start + 1 + u64::from((x >> 3) % 8) };
+                let r = self.node.intent(now, worker, &keys, Clock(start), Clock(end), IntentKind::ReadWrite);
+                let outside = keys.iter().copied().find(|k| !self.cfg.layout.contains(*k));
+                let want = match (exists, outside) {
+                    (false, _) => Err(OpError::InvalidArgument),
+                    (true, Some(key)) => Err(OpError::KeyOutsideLayout { key }),
+                    (true, None) => Ok(()),
+                };
+                assert_eq!(r, want, "intent {keys:?} [{start}, {end}) of worker {worker}");
+                self.after_input(0);
+            }
+            2 => {
+                let before = self.node.clock(worker);
+                let r = self.node.advance_clock(now, worker);
+                let want = if exists { Ok(Clock(before.0 + 1)) } else { Err(OpError::InvalidArgument) };
+                assert_eq!(r, want, "advance_clock of worker {worker}");
+                self.after_input(0);
+            }
+            _ => {
+                let r = self.node.end_intents(now, worker);
+                let want = if exists { Ok(()) } else { Err(OpError::InvalidArgument) };
+                assert_eq!(r, want, "end_intents of worker {worker}");
+                self.after_input(0);
+            }
+        }
+    }
+
+    /// The most frames a timer may add: a sync round sends at most an entry per key of the
+    /// layout (two frames each, at the worst split) and a message per node.
+    fn round_growth(&self) -> usize {
+        if self.cfg.technique.uses_rounds() {
+            growth(KEYS as usize)
+        } else {
+            0
         }
     }
 
@@ -608,6 +682,20 @@ impl Harness {
             }
             Message::PointerRelease { released } => released.iter().all(|r| layout.contains(r.key)),
             Message::BarrierEnter { .. } => to == NodeId(0),
+            Message::Sync { origin, starts, ends, replicas, owners, .. } => {
+                self.cfg.technique.uses_rounds()
+                    && node_ok(origin)
+                    && keys_ok(starts)
+                    && keys_ok(ends)
+                    && replicas.iter().all(|r| layout.contains(r.key))
+                    && owners.iter().all(|c| layout.contains(c.key))
+            }
+            Message::SyncReply { relocated, refreshed, acks, failed, .. } => {
+                relocated.iter().all(|m| layout.contains(m.key))
+                    && refreshed.iter().all(|r| layout.contains(r.key))
+                    && keys_ok(acks)
+                    && keys_ok(failed)
+            }
             _ => true,
         };
         assert!(ok, "node {ME} sent a message its peer must reject, to {to}: {msg:?}");
@@ -624,7 +712,10 @@ impl Harness {
                 (Cmd::Pull { values_len }, Ok(Completion::Pull(v))) => {
                     assert_eq!(v.len(), *values_len, "a pull completed with the wrong number of values")
                 }
-                (Cmd::Write, Ok(Completion::Write)) | (Cmd::Localize, Ok(Completion::Localize)) => {}
+                (Cmd::Write, Ok(Completion::Write))
+                | (Cmd::Localize, Ok(Completion::Localize))
+                | (Cmd::Sync, Ok(Completion::Sync)) => {}
+                (Cmd::Sync, Err(e)) => assert_eq!(*e, OpError::Timeout, "a wait_sync failed with {e:?}"),
                 (Cmd::Barrier { worker: w }, Ok(Completion::Barrier) | Err(OpError::PeerFailed { .. })) => {
                     assert_eq!(worker, *w, "a barrier completed for another worker");
                     if let Some(n) = self.in_barrier.get_mut(&worker) {
@@ -687,7 +778,7 @@ impl Harness {
         self.drain_all();
         self.now = self.now + Duration(2 * self.cfg.request_timeout.as_micros() + 1);
         self.node.handle_timeout(self.now);
-        self.after_input(0);
+        self.after_input(self.round_growth());
         self.drain_all();
         self.check();
         assert_eq!(self.node.pending_requests(), 0, "requests still pending after their deadline");
@@ -760,6 +851,12 @@ fn entries(msg: &Message) -> usize {
         Message::OwnerUpdate { changes } => changes.len(),
         Message::PointerRelease { released } => released.len(),
         Message::BarrierEnter { .. } | Message::BarrierRelease { .. } => 0,
+        Message::Sync { starts, ends, replicas, owners, .. } => {
+            starts.len() + ends.len() + replicas.len() + owners.len()
+        }
+        Message::SyncReply { relocated, refreshed, acks, failed, .. } => {
+            relocated.len() + refreshed.len() + acks.len() + failed.len()
+        }
         // Kinds added later: every entry takes at least 8 bytes.
         #[allow(unreachable_patterns)]
         _ => msg.body_len() / 8,

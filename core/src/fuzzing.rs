@@ -18,6 +18,7 @@ pub use node_ops::node_ops;
 
 use alloc::vec::Vec;
 
+use crate::config::Technique;
 use crate::error::WireError;
 use crate::ids::{ClusterId, Epoch, Key, NodeId, RequestId, Version};
 use crate::wire::{
@@ -76,6 +77,23 @@ pub fn wire_round_trip(data: &[u8]) {
 
 /// Reads fuzz bytes as fields, little-endian. Past the end every read gives zeros, so any input
 /// builds some message.
+/// The technique a 3-bit field of a fuzz target's header selects: 0 is relocation and 7 static
+/// partitioning (what the targets ran before they knew the others, so older inputs keep their
+/// meaning), the adaptive default twice.
+fn technique_of(x: u8) -> Technique {
+    const TABLE: [Technique; 8] = [
+        Technique::Relocation,
+        Technique::Adaptive,
+        Technique::AdaptiveNoReplication,
+        Technique::AdaptiveNoRelocation,
+        Technique::FullReplication,
+        Technique::MultiTechnique,
+        Technique::Adaptive,
+        Technique::StaticPartitioning,
+    ];
+    TABLE[usize::from(x & 7)]
+}
+
 struct Bytes<'a> {
     data: &'a [u8],
 }
@@ -503,6 +521,15 @@ mod tests {
         pub const MANUAL: u8 = 0x00;
         /// Header: static partitioning, draining after every input.
         pub const STATIC: u8 = 0x1f;
+        /// Header: adaptive, draining after every input.
+        pub const ADAPTIVE: u8 = 0x30;
+        /// Header: full replication, draining after every input.
+        pub const FULL: u8 = 0x90;
+        /// Clock commands (op 10 with the command in bits 5 and 6; bit 4 picks worker 1).
+        pub const INTENT: u8 = 0x2a;
+        pub const ADVANCE: u8 = 0x4a;
+        pub const WAIT_SYNC: u8 = 0x6a;
+        pub const END_INTENTS: u8 = 0x8a;
     }
 
     /// A seed from its ops, one slice each.
@@ -586,6 +613,39 @@ mod tests {
             ),
             // Both workers enter the barrier; the coordinator releases it.
             ("barrier", ops(&[&[CONTRACT], &[BARRIER], &[BARRIER | 0x10], &[ANSWER, 0, 0, 0]])),
+            // Adaptive: intents for a key homed elsewhere and one homed here, a round starts
+            // (time passes), the owner answers the round; the worker advances past the window,
+            // waits for two rounds, and ends what is left.
+            (
+                "adaptive-intents-and-rounds",
+                ops(&[
+                    &[ADAPTIVE],
+                    &[INTENT, 2, 0, 2, 0x08],
+                    &[INTENT | 0x10, 1, 5, 0x00],
+                    &[TIME, 0x02],
+                    &[ANSWER, 0, 0, 0],
+                    &[ANSWER, 1, 0x20, 0],
+                    &[PULL, 2, 0, 2],
+                    &[ADVANCE, ADVANCE, ADVANCE],
+                    &[WAIT_SYNC | 0x10],
+                    &[TIME, 0x02, TIME, 0x02],
+                    &[END_INTENTS],
+                    &[TIME, 0xf1],
+                ]),
+            ),
+            // Full replication: every key is replicated; rounds carry deltas of local pushes.
+            (
+                "full-replication-rounds",
+                ops(&[
+                    &[FULL],
+                    &[TIME, 0x02],
+                    &[PUSH, 2, 0, 5, 0, 1, 2, 3, 4],
+                    &[TIME, 0x02],
+                    &[ANSWER, 0, 0, 0],
+                    &[PULL, 1, 0],
+                    &[WAIT_SYNC, TIME, 0x02, TIME, 0x02],
+                ]),
+            ),
             // Static partitioning: localize completes at once; a relocation is refused.
             (
                 "static",
@@ -671,6 +731,26 @@ mod tests {
         pub const ROOMY: u8 = 0x0a;
         /// Header: two workers, 1 key a message, 2 requests, a tight store.
         pub const TIGHT: u8 = 0xe1;
+        /// Header: three nodes, adaptive.
+        pub const ADAPTIVE: u8 = 0x04;
+        /// Header: three nodes, full replication.
+        pub const FULL: u8 = 0x10;
+        /// Header: four nodes, multi-technique with key 0 hot.
+        pub const MULTI: u8 = 0x14;
+        /// A worker signals intent (parameter byte, keys, window byte).
+        pub const INTENT: u8 = 12;
+        /// A worker's clock step (parameter byte: node, worker, what).
+        pub const CLOCK: u8 = 15;
+        /// A clock step's parameter byte: node `n`, worker 0; advance, wait for rounds, end.
+        pub fn advance(n: u8) -> u8 {
+            n | 0x10
+        }
+        pub fn wait_sync(n: u8) -> u8 {
+            n | 0x20
+        }
+        pub fn end(n: u8) -> u8 {
+            n | 0x30
+        }
         /// A worker parameter byte: node `n`, `k` keys, the local path first.
         pub fn at(n: u8, k: u8, local_first: bool) -> u8 {
             n | ((k - 1) << 4) | if local_first { 0x80 } else { 0 }
@@ -747,6 +827,65 @@ mod tests {
                     &[DELIVER, 0, DELIVER, 0],
                     &[LOCALIZE, at(1, 3, false), 5, 7, 0],
                     &[DELIVER, 0],
+                ]),
+            ),
+            // Adaptive: nodes 1 and 2 both intend keys 0 and 5, so each key gets a replica on the
+            // node that does not own it; both push through the store; the clocks pass the
+            // windows and the replicas go with their final deltas.
+            (
+                "adaptive-shared-intent",
+                ops(&[
+                    &[ADAPTIVE, ROOMY],
+                    &[INTENT, at(1, 2, false), 0, 5, 0x10],
+                    &[INTENT, at(2, 2, false), 0, 5, 0x10],
+                    &[TIME, 1, 0x08, TIME, 2, 0x08],
+                    &[BURST, 0, 15, BURST, 1, 15, BURST, 2, 15],
+                    &[TIME, 0, 0x08, TIME, 1, 0x08, TIME, 2, 0x08],
+                    &[BURST, 0, 15, BURST, 1, 15, BURST, 2, 15],
+                    &[PUSH, at(1, 2, true), 0, 5, 0x09, 0x12],
+                    &[PUSH, at(2, 2, true), 0, 5, 0x01, 0x01],
+                    &[PULL, at(1, 2, true), 0, 5],
+                    &[CLOCK, advance(1), CLOCK, advance(1), CLOCK, advance(1)],
+                    &[CLOCK, wait_sync(2), CLOCK, end(2)],
+                    &[TIME, 1, 0x08, TIME, 2, 0x08],
+                ]),
+            ),
+            // Adaptive: only node 2 intends key 0 (homed on node 0): the key moves there.
+            (
+                "adaptive-relocation",
+                ops(&[
+                    &[ADAPTIVE, ROOMY],
+                    &[INTENT, at(2, 1, false), 0, 0x08],
+                    &[TIME, 2, 0x08, BURST, 0, 15, BURST, 1, 15],
+                    &[TIME, 0, 0x08, BURST, 0, 15, BURST, 1, 15],
+                    &[PUSH, at(2, 1, true), 0, 0x3f],
+                    &[PULL, at(0, 1, false), 0],
+                ]),
+            ),
+            // Full replication: pushes on every node, rounds in between, then pulls.
+            (
+                "full-replication",
+                ops(&[
+                    &[FULL, ROOMY],
+                    &[TIME, 0, 0x04, TIME, 1, 0x04, TIME, 2, 0x04],
+                    &[BURST, 0, 15, BURST, 1, 15, BURST, 2, 15],
+                    &[PUSH, at(0, 2, true), 2, 5, 0x09, 0x09],
+                    &[PUSH, at(1, 2, true), 0, 5, 0x01, 0x02],
+                    &[TIME, 1, 0x04, BURST, 0, 15, BURST, 1, 15],
+                    &[PULL, at(2, 3, true), 0, 2, 5],
+                ]),
+            ),
+            // Multi-technique on four nodes: key 0 is hot (replicated), key 3 moves by intent.
+            (
+                "multi-technique",
+                ops(&[
+                    &[MULTI, ROOMY],
+                    &[INTENT, at(1, 2, false), 0, 3, 0x08],
+                    &[INTENT, at(2, 1, false), 0, 0x08],
+                    &[TIME, 1, 0x04, TIME, 2, 0x04, TIME, 0, 0x04],
+                    &[BURST, 0, 15, BURST, 1, 15, BURST, 2, 15, BURST, 3, 15],
+                    &[PUSH, at(1, 2, true), 0, 3, 0x09, 0x09],
+                    &[PUSH, at(3, 1, false), 0, 0x01],
                 ]),
             ),
             // Static partitioning: sets, adds and pulls at the home; localize does nothing.

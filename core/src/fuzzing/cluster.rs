@@ -3,8 +3,9 @@
 //!
 //! # The byte language
 //!
-//! Two header bytes. `h0`: `2 + h0 % 3` nodes; the technique is `Technique::ALL[(h0 >> 2) & 7]`,
-//! and [`Technique::Relocation`] for 7; bit 5 makes action timing act on every intent at once
+//! Two header bytes. `h0`: `2 + h0 % 3` nodes; the technique by `(h0 >> 2) & 7`: 0 relocation,
+//! 1 and 6 adaptive, 2 adaptive without replication, 3 adaptive without relocation, 4 full
+//! replication, 5 multi-technique, 7 static partitioning; bit 5 makes action timing act on every intent at once
 //! ([`crate::config::Timing::immediate`]); under [`Technique::MultiTechnique`], key `h0 >> 6` is
 //! the hot key. `h1`: `1 + (h1 & 1)` workers per node,
 //! `keys_per_message_max = 1 + (h1 >> 1) % 3`, `requests_pending_max = 2 + (h1 >> 3) % 4`, and
@@ -60,7 +61,7 @@ use alloc::vec::Vec;
 
 use hashbrown::HashMap;
 
-use super::Bytes;
+use super::{technique_of, Bytes};
 use crate::config::{Config, Technique};
 use crate::error::OpError;
 use crate::ids::Clock;
@@ -92,7 +93,7 @@ pub fn cluster_config(h0: u8, h1: u8) -> Config {
     let nodes = 2 + u16::from(h0 % 3);
     let layout = Layout::uniform(KEYS, LEN as u32).unwrap_or_else(|_| unreachable!());
     let mut cfg = Config::new(nodes, 1 + u16::from(h1 & 1), layout);
-    cfg.technique = Technique::ALL.get(usize::from((h0 >> 2) & 7)).copied().unwrap_or(Technique::Relocation);
+    cfg.technique = technique_of(h0 >> 2);
     cfg.timing.immediate = h0 & 0x20 != 0;
     if cfg.technique == Technique::MultiTechnique {
         cfg.hot_keys = alloc::sync::Arc::new([Key(u64::from(h0 >> 6))].into_iter().collect());

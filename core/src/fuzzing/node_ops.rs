@@ -4,8 +4,10 @@
 //!
 //! # The byte language
 //!
-//! The first byte is a header: the node runs `Technique::ALL[header >> 5]`, and
-//! [`Technique::Relocation`] for 7 (under [`Technique::MultiTechnique`], keys 0 and 1 are hot);
+//! The first byte is a header: if its low nibble is `0xf` the node runs static partitioning,
+//! else the technique `header >> 5` selects: 0 relocation, 1 and 6 adaptive, 2 adaptive without
+//! replication, 3 adaptive without relocation, 4 full replication, 5 multi-technique, 7 static
+//! partitioning (under multi-technique, keys 0 and 1 are hot);
 //! if bit 4 is set the harness drains every output after every input (the drain contract), else
 //! only when an op says so.
 //! Then, until the bytes run out, one op per byte `op`, by `op % 16`, each reading its fields
@@ -19,7 +21,7 @@
 //! | 4, 5 | a peer's plausible answer to one of the last 16 messages the node sent (a reply, a relocation, a pointer release, a forward back...) |
 //! | 6, 7, 8 | a worker's pull, push (add), push (set): key count and keys (a few outside the layout), values |
 //! | 9 | a worker's localize |
-//! | 10 | a worker's clock command, by the next byte `c % 5`: barrier; intent (keys as for a pull, then a byte `x`: the window `[clock + x % 8, clock + x % 8 + 1 + (x >> 3) % 8)`, or an empty one for `x >= 0xf8`); `advance_clock`; `wait_sync`; `end_intents` |
+//! | 10 | a worker's clock command, by `(op >> 5) % 5` (for `op >= 0xe0`, by the next byte `% 5`): barrier; intent (keys as for a pull, then a byte `x`: the window `[clock + x % 8, clock + x % 8 + 1 + (x >> 3) % 8)`, or an empty one for `x >= 0xf8`); `advance_clock`; `wait_sync`; `end_intents` |
 //! | 11 | time advances (a little, or past the request timeout), then `handle_timeout` |
 //! | 12 | the transport reports a peer (or a stranger, or the node itself) failed |
 //! | 13 | drain up to `n` transmits |
@@ -51,7 +53,7 @@ use alloc::vec::Vec;
 
 use hashbrown::{HashMap, HashSet};
 
-use super::{message, Bytes};
+use super::{message, technique_of, Bytes};
 use crate::config::{Config, Technique};
 use crate::error::OpError;
 use crate::ids::Clock;
@@ -102,7 +104,8 @@ pub fn node_ops_config(technique: Technique) -> Config {
 pub fn node_ops(data: &[u8]) {
     let mut b = Bytes { data };
     let header = b.u8();
-    let technique = Technique::ALL.get(usize::from(header >> 5)).copied().unwrap_or(Technique::Relocation);
+    let technique =
+        if header & 0x0f == 0x0f { Technique::StaticPartitioning } else { technique_of(header >> 5) };
     let mut h = Harness::new(node_ops_config(technique), header & 0x10 != 0);
     while !b.is_empty() {
         h.op(&mut b);
@@ -384,7 +387,8 @@ impl Harness {
         let worker = if op >= 0xe0 { WorkerId(WORKERS) } else { WorkerId(u16::from(op >> 4) & 1) };
         let exists = worker.0 < WORKERS;
         let now = self.now;
-        match b.u8() % 5 {
+        let which = if op >= 0xe0 { b.u8() } else { op >> 5 };
+        match which % 5 {
             0 => self.command(10 | (op & 0xf0), b),
             3 => self.command(11 | (op & 0xf0), b),
             1 => {

@@ -190,7 +190,11 @@ fn message(selector: u8, b: &mut Bytes<'_>) -> Message {
             let (starts, ends) = (b.keys(), b.keys());
             let n = b.count(17);
             let replicas = (0..n)
-                .map(|_| ReplicaSync { key: Key(b.u64()), version: Version(b.u64()), flags: b.u8() & 3 })
+                .map(|_| ReplicaSync {
+                    key: Key(b.u64()),
+                    version: Version(b.u64()),
+                    flags: b.u8() & ReplicaSync::ALL,
+                })
                 .collect();
             let deltas = b.values();
             let n = b.count(14);

@@ -90,7 +90,7 @@ pub struct ReplicaSync {
     pub key: Key,
     /// The owner's version the replica was last refreshed to.
     pub version: Version,
-    /// [`ReplicaSync::DELTA`] and [`ReplicaSync::FINAL`].
+    /// [`ReplicaSync::DELTA`], [`ReplicaSync::FINAL`] and [`ReplicaSync::ROOM`].
     pub flags: u8,
 }
 
@@ -99,6 +99,12 @@ impl ReplicaSync {
     pub const DELTA: u8 = 1;
     /// The holder's intent ended: it dropped the replica; the delta, if any, is its last.
     pub const FINAL: u8 = 2;
+    /// The holder has a slot reserved for the key's main copy: the owner may hand the key
+    /// over in its answer (AdaPM's upgrade of the last replica). Without it the owner keeps
+    /// the key, since a node must never be sent a key it has no room for.
+    pub const ROOM: u8 = 4;
+    /// Every flag a record may carry.
+    pub const ALL: u8 = Self::DELTA | Self::FINAL | Self::ROOM;
     /// Whether the entry carries a delta.
     pub fn has_delta(&self) -> bool {
         self.flags & Self::DELTA != 0
@@ -106,6 +112,10 @@ impl ReplicaSync {
     /// Whether the holder dropped its replica.
     pub fn is_final(&self) -> bool {
         self.flags & Self::FINAL != 0
+    }
+    /// Whether the holder has room for the key's main copy.
+    pub fn has_room(&self) -> bool {
+        self.flags & Self::ROOM != 0
     }
 }
 
@@ -468,7 +478,7 @@ pub fn decode(
             let mut replicas = Vec::with_capacity(n);
             for _ in 0..n {
                 let (key, version, flags) = (Key(r.u64()?), Version(r.u64()?), r.u8()?);
-                if flags & !(ReplicaSync::DELTA | ReplicaSync::FINAL) != 0 {
+                if flags & !ReplicaSync::ALL != 0 {
                     return Err(WireError::BadField);
                 }
                 replicas.push(ReplicaSync { key, version, flags });

@@ -583,7 +583,12 @@ impl Cluster {
     fn check(&self) {
         for (i, node) in self.nodes.iter().enumerate() {
             if let Err(v) = node.check_invariants() {
-                panic!("node {i}: {v}");
+                panic!(
+                    "node {i}: {v} stats {:?} replica_keys {:?} store replicas {}",
+                    node.stats(),
+                    node.replica_keys(),
+                    node.store().replicas_held()
+                );
             }
             let s = node.stats();
             assert_eq!(s.frames_dropped, 0, "node {i} dropped a frame");

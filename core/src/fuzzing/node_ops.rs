@@ -678,8 +678,7 @@ impl Harness {
             Message::PushReply { keys, .. } | Message::RequestFailed { keys, .. } => keys_ok(keys),
             Message::Relocate { moved, values } => {
                 let keys: Vec<Key> = moved.iter().map(|m| m.key).collect();
-                self.cfg.technique != Technique::StaticPartitioning
-                    && layout.total_len(&keys) == Ok(values.len())
+                self.cfg.technique.moves_keys() && layout.total_len(&keys) == Ok(values.len())
             }
             Message::OwnerUpdate { changes } => {
                 changes.iter().all(|c| layout.contains(c.key) && home_of(c.key, NODES) == to && c.prev != ME)
@@ -735,6 +734,7 @@ impl Harness {
                             | OpError::RoutingLoop
                             | OpError::Unreachable
                             | OpError::Busy
+                            | OpError::StoreFull
                     ),
                     "a command failed with {e:?}"
                 ),

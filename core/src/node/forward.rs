@@ -14,7 +14,7 @@ use alloc::vec::Vec;
 
 use super::{Node, WaitingOp, HOPS_MAX};
 use crate::ids::{Epoch, Key, NodeId, RequestId};
-use crate::store::Whereabouts;
+use crate::store::{InstallError, Whereabouts};
 use crate::time::Instant;
 use crate::wire::{FailReason, Message, Moved, OwnerChange, Release, WriteKind, HEADER_LEN};
 
@@ -114,7 +114,9 @@ impl Node {
             }
             Message::Relocate { moved, values } => {
                 let keys: Vec<Key> = moved.iter().map(|m| m.key).collect();
-                self.cfg.technique.uses_localize() && vals_ok(&keys, values)
+                // Under localize, or any technique that moves keys: a key that arrives where
+                // there is no room for it goes on to its home in a `Relocate`.
+                self.cfg.technique.moves_keys() && vals_ok(&keys, values)
             }
             Message::OwnerUpdate { changes } => self.cfg.technique.moves_keys() && self.changes_ok(changes),
             Message::Sync { origin, hops, starts, ends, replicas, deltas, owners, .. } => {
@@ -408,9 +410,13 @@ impl Node {
     }
 
     /// Installs a key handed over by `from` (into a slot reserved for it if `reserved`) and
-    /// returns the ownership change to report to its home. With slots reserved for every key
-    /// this node asks for, only a bug (ours or a peer's) makes it fail; then the copy already
-    /// here is kept and the failure counted.
+    /// returns the ownership change to report to its home. A node reserves a slot for every key
+    /// it asks for, but an answer can outlive its reservation: a sync round that was given up
+    /// still gets its late answers, and the key may come in one of them after the slot went
+    /// back. A key that does not fit is never dropped (its old owner gave it away): it goes on
+    /// to its home node, which always has room for the keys homed there (see
+    /// [`Node::send_home`]). A second main copy, or values of the wrong length (a peer's bug),
+    /// are refused and counted; the copy already here is kept.
     pub(super) fn install_moved(
         &mut self,
         from: NodeId,
@@ -418,17 +424,50 @@ impl Node {
         values: &[f32],
         reserved: bool,
     ) -> Option<(NodeId, OwnerChange)> {
-        if self.store.install(m.key, m.epoch, m.version, values, reserved).is_err() {
-            if reserved {
-                self.store.unreserve_slots(1);
+        match self.store.install(m.key, m.epoch, m.version, values, reserved) {
+            Ok(()) => {}
+            Err(e) => {
+                if reserved {
+                    self.store.unreserve_slots(1);
+                }
+                if matches!(e, InstallError::Full | InstallError::ArenaFull) && self.home(m.key) != self.me {
+                    self.send_home(from, m, values);
+                } else {
+                    self.stats.installs_failed += 1;
+                }
+                return None;
             }
-            self.stats.installs_failed += 1;
-            return None;
         }
         self.stats.relocations_in += 1;
         self.pointers.remove(&m.key);
         self.cache.forget(m.key);
         Some((self.home(m.key), OwnerChange { key: m.key, epoch: m.epoch, prev: from }))
+    }
+
+    /// A key that arrived from `from` without room here goes on to its home. The home first
+    /// hears that this node owned it (epoch `m.epoch`, so that `from` drops its pointer), then
+    /// gets the key itself one epoch later; both on the same FIFO path, so every request this
+    /// node forwards toward the home afterwards finds the key there. A replica of the key held
+    /// here goes too: its unsent updates travel in the value.
+    fn send_home(&mut self, from: NodeId, m: &Moved, values: &[f32]) {
+        let home = self.home(m.key);
+        let mut value = values.to_vec();
+        let mut version = m.version;
+        let mut delta = Vec::new();
+        if let Some(t) = self.store.drop_replica(m.key, &mut delta) {
+            self.sync_forget_replica(m.key);
+            self.stats.replicas_destroyed += 1;
+            if t.nonzero && delta.len() == value.len() {
+                value.iter_mut().zip(&delta).for_each(|(v, d)| *v += *d);
+                version = version.next();
+            }
+        }
+        self.stats.installs_sent_home += 1;
+        self.cache.put(m.key, home);
+        let change = OwnerChange { key: m.key, epoch: m.epoch, prev: from };
+        self.send(home, Message::OwnerUpdate { changes: alloc::vec![change] });
+        let moved = Moved { key: m.key, epoch: m.epoch.next(), version };
+        self.send(home, Message::Relocate { moved: alloc::vec![moved], values: value });
     }
 
     /// `key` is held here now: complete local localizes and run what waited for it, in order.

@@ -44,9 +44,12 @@ pub struct Stats {
     /// Keys this node kept instead of giving them away, because its table of forwarding
     /// pointers was full.
     pub moves_refused: u64,
-    /// Keys that arrived but could not be installed (no room, or a second main copy): always a
-    /// bug or a misconfiguration; see the node's log of the key.
+    /// Keys that arrived but could not be installed (a second main copy, or values of the
+    /// wrong length): always a bug, ours or a peer's.
     pub installs_failed: u64,
+    /// Keys that arrived after the slot reserved for them had been given back (a late answer
+    /// to a sync round that was given up) and found the store full: passed on to their home.
+    pub installs_sent_home: u64,
     /// Most hops any request travelled to reach this node.
     pub hops_max: u8,
     /// Intents signaled by this node's workers, and the keys in them.

@@ -488,6 +488,23 @@ impl Node {
         }
     }
 
+    /// [`ReplicaSync::ROOM`] if the owner may upgrade this node's replica of `key` to the main
+    /// copy: the key is managed adaptively, this node still has intent, and a store slot is
+    /// reserved for it (taken now if need be; the answer gives it back unless it brings the
+    /// key). Otherwise 0: the owner keeps the key, and the next round asks again.
+    fn room_for_upgrade(&mut self, key: Key) -> u8 {
+        if self.policy(key) != Policy::Adaptive || self.local_count(key) == 0 {
+            return 0;
+        }
+        if !self.sync.reserved.contains(&key) {
+            if !self.store.reserve_slots(1) {
+                return 0;
+            }
+            self.sync.reserved.insert(key);
+        }
+        ReplicaSync::ROOM
+    }
+
     fn local_count(&self, key: Key) -> u32 {
         self.sync.local.get(&key).map_or(0, |l| l.count)
     }
@@ -591,9 +608,10 @@ impl Node {
             if self.sync.outstanding.contains(&k) {
                 continue;
             }
+            let room = self.room_for_upgrade(k);
             let o = out.entry(owner).or_default();
             if let Some(t) = self.store.take_delta(k, &mut o.deltas) {
-                let flags = if t.nonzero { ReplicaSync::DELTA } else { 0 };
+                let flags = if t.nonzero { ReplicaSync::DELTA } else { 0 } | room;
                 o.replicas.push(ReplicaSync { key: k, version: t.version, flags });
                 self.sync.outstanding.insert(k);
                 self.stats.deltas_sent += u64::from(t.nonzero);
@@ -645,6 +663,10 @@ impl Node {
         let mut scratch = Vec::new();
         for k in gone {
             self.sync.replicas.remove(&k);
+            // Its owner can no longer hand the key over: the slot kept for that goes back.
+            if self.sync.reserved.remove(&k) {
+                self.store.unreserve_slots(1);
+            }
             scratch.clear();
             if let Some(t) = self.store.drop_replica(k, &mut scratch) {
                 self.stats.replicas_destroyed += 1;
@@ -982,10 +1004,12 @@ impl Node {
             return;
         }
         if self.policy(key) == Policy::Adaptive
+            && r.has_room()
             && self.local_count(key) == 0
             && self.only_holder_is(key, origin)
         {
-            // The holder is the only node left with intent: its replica becomes the main copy.
+            // The holder is the only node left with intent, and has room for the key: its
+            // replica becomes the main copy.
             self.relocate_to(origin, key, reply);
             return;
         }
@@ -1155,6 +1179,15 @@ impl Node {
         let keys: Vec<Key> =
             starts.iter().chain(ends).copied().chain(replicas.iter().map(|r| r.key)).collect();
         self.sync_answered(now, self.me, *round, &[], &[], &[], &keys, &[]);
+    }
+
+    /// The replica of `key` left the store (its main copy passed through here on its way to
+    /// the key's home): forget it; a round asks again while intent remains.
+    pub(super) fn sync_forget_replica(&mut self, key: Key) {
+        self.sync.replicas.remove(&key);
+        if self.local_count(key) > 0 {
+            self.sync.touched.push(key);
+        }
     }
 
     /// Where this node's sync entries and requests for a replicated key go: its owner.

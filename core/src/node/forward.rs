@@ -441,6 +441,7 @@ impl Node {
         self.stats.relocations_in += 1;
         self.pointers.remove(&m.key);
         self.cache.forget(m.key);
+        self.sync_key_installed(m.key);
         Some((self.home(m.key), OwnerChange { key: m.key, epoch: m.epoch, prev: from }))
     }
 

@@ -1095,11 +1095,8 @@ impl Node {
             let v = values.get(at..at + len).unwrap_or(&[]);
             at += len;
             answered.push(m.key);
-            let was_replica = self.sync.replicas.remove(&m.key).is_some();
             let reserved = self.sync.reserved.remove(&m.key);
             let Some(change) = self.install_moved(from, m, v, reserved) else { continue };
-            self.stats.replicas_upgraded += u64::from(was_replica);
-            self.sync.arrived.insert(m.key, (self.sync.rounds_done, now));
             // Reported to the home node with the next round's grouped request.
             self.sync.owner_updates.push(change);
             self.arrived(now, m.key);
@@ -1179,6 +1176,19 @@ impl Node {
         let keys: Vec<Key> =
             starts.iter().chain(ends).copied().chain(replicas.iter().map(|r| r.key)).collect();
         self.sync_answered(now, self.me, *round, &[], &[], &[], &keys, &[]);
+    }
+
+    /// The main copy of `key` was installed here (in a sync answer or a `Relocate`): a replica
+    /// held here became it, and the key stays at least a round and `relocation_hold` before it
+    /// moves on (without the hold, a key bounced to its home for want of room could be handed
+    /// straight back by a stale entry, again and again, with requests chasing it).
+    pub(super) fn sync_key_installed(&mut self, key: Key) {
+        if self.sync.replicas.remove(&key).is_some() {
+            self.stats.replicas_upgraded += 1;
+        }
+        if self.cfg.technique.uses_rounds() {
+            self.sync.arrived.insert(key, (self.sync.rounds_done, self.sync.now));
+        }
     }
 
     /// The replica of `key` left the store (its main copy passed through here on its way to

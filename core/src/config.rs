@@ -7,6 +7,7 @@ use hashbrown::HashSet;
 use crate::error::ConfigError;
 use crate::ids::{ClusterId, Key, NodeId};
 use crate::layout::Layout;
+use crate::sampling::SamplingOptions;
 use crate::time::Duration;
 use crate::timing::TimingParams;
 
@@ -166,6 +167,8 @@ pub struct Config {
     pub replicas_max: usize,
     /// Keys replicated on every node under [`Technique::MultiTechnique`]; the same on all nodes.
     pub hot_keys: Arc<HashSet<Key>>,
+    /// The sampling manager's pool size, use frequency, replacement and bounds.
+    pub sampling: SamplingOptions,
 }
 
 impl Config {
@@ -199,6 +202,7 @@ impl Config {
             intent_keys_max: 1 << 26,
             replicas_max: usize::try_from(keys_homed.saturating_mul(4)).unwrap_or(usize::MAX),
             hot_keys: Arc::new(HashSet::new()),
+            sampling: SamplingOptions::default(),
         }
     }
 
@@ -258,6 +262,9 @@ impl Config {
         let t = &self.timing;
         if !(t.alpha > 0.0 && t.alpha <= 1.0 && t.p > 0.0 && t.p < 1.0 && t.lambda0 >= 0.0) {
             return Err(ConfigError::Bound { name: "timing" });
+        }
+        if !self.sampling.is_valid() {
+            return Err(ConfigError::Bound { name: "sampling" });
         }
         if self.technique == Technique::FullReplication {
             let keys = usize::try_from(self.layout.key_end()).unwrap_or(usize::MAX);

@@ -7,6 +7,7 @@ mod forward;
 mod invariants;
 mod keymap;
 mod origin;
+mod sample;
 mod stats;
 mod sync;
 
@@ -18,6 +19,7 @@ use hashbrown::{HashMap, HashSet};
 
 pub use event::{Completion, Event, Transmit};
 pub use invariants::InvariantViolation;
+pub use sample::distinct;
 pub use stats::{Stats, KINDS};
 pub use sync::IntentKind;
 
@@ -81,6 +83,7 @@ pub struct Node {
     failed_peers: HashSet<NodeId>,
     stats: Stats,
     sync: SyncState,
+    registry: Arc<crate::sampling::Registry>,
 }
 
 impl Node {
@@ -93,6 +96,7 @@ impl Node {
     /// Node `me` with a store created by the caller (shared with worker threads).
     pub fn with_store(cfg: Config, me: NodeId, store: Arc<Store>) -> Result<Node, ConfigError> {
         cfg.validate(me)?;
+        let (cfg_sampling, layout) = (cfg.sampling, cfg.layout.clone());
         Ok(Node {
             sync: SyncState::new(&cfg),
             cache: LocationCache::new(cfg.location_cache_slots),
@@ -111,6 +115,7 @@ impl Node {
             events: VecDeque::new(),
             failed_peers: HashSet::new(),
             stats: Stats::default(),
+            registry: Arc::new(crate::sampling::Registry::new(cfg_sampling, layout)),
         })
     }
 

@@ -1,0 +1,98 @@
+//! The node's side of the sampling manager: the registry of distributions, and samplers for
+//! its workers. See [`crate::sampling`].
+
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+
+use super::Node;
+use crate::error::OpError;
+use crate::ids::{Clock, DistId, Key, SampleHandle, WorkerId};
+use crate::sampling::{Conformity, Distribution, Registry, SampleRng, Sampler};
+use crate::time::Instant;
+
+impl Node {
+    /// Registers `dist` under `conformity`. Every node must register the same distributions
+    /// in the same order; ids count from 0.
+    pub fn register_distribution(
+        &mut self,
+        dist: Distribution,
+        conformity: Conformity,
+    ) -> Result<DistId, OpError> {
+        Ok(self.registry.register(dist, conformity)?)
+    }
+
+    /// The distributions registered here, shared with the workers' samplers.
+    pub fn sampling_registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
+    /// A new sampler for `worker`, seeded from the configuration's seed, this node and the
+    /// worker (so a simulation replays exactly).
+    pub fn sampler(&self, worker: WorkerId) -> Result<Sampler, OpError> {
+        if worker.0 >= self.cfg.workers_per_node {
+            return Err(OpError::InvalidArgument);
+        }
+        let rng = SampleRng::new(self.cfg.seed, self.me.0, worker.0);
+        Ok(Sampler::new(Arc::clone(&self.registry), rng))
+    }
+
+    /// Prepares `n` samples of `dist` with `worker`'s `sampler`, and signals the worker's
+    /// intent for the drawn keys over `[start, end)` so that they are local in time. Returns at
+    /// once. On an error nothing changed.
+    #[allow(clippy::too_many_arguments)]
+    pub fn prepare_sample(
+        &mut self,
+        now: Instant,
+        sampler: &mut Sampler,
+        worker: WorkerId,
+        dist: DistId,
+        n: u64,
+        start: Clock,
+        end: Clock,
+    ) -> Result<SampleHandle, OpError> {
+        if worker.0 >= self.cfg.workers_per_node {
+            return Err(OpError::InvalidArgument);
+        }
+        let (handle, keys) = sampler.prepare(dist, n)?;
+        if let Err(e) = self.signal_sample_intent(now, worker, &keys, start, end) {
+            let _ = sampler.finish(handle);
+            return Err(e);
+        }
+        Ok(handle)
+    }
+
+    fn signal_sample_intent(
+        &mut self,
+        now: Instant,
+        worker: WorkerId,
+        keys: &[Key],
+        start: Clock,
+        end: Clock,
+    ) -> Result<(), OpError> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        self.stats.sample_intent_keys += keys.len() as u64;
+        self.intent(now, worker, keys, start, end, super::IntentKind::ReadWrite)
+    }
+
+    /// Fills `keys` with the next samples of `handle` (see [`Sampler::pull`]); locality is
+    /// this node's store now. The caller then reads the values: local ones from the store,
+    /// the rest with [`Node::pull`].
+    pub fn pull_sample_keys(
+        &self,
+        sampler: &mut Sampler,
+        handle: SampleHandle,
+        keys: &mut [Key],
+        values_len: usize,
+    ) -> Result<(), OpError> {
+        let store = &self.store;
+        Ok(sampler.pull(handle, keys, values_len, &self.cfg.layout, |k| store.is_local(k))?)
+    }
+}
+
+/// Distinct keys of `keys`, in first-seen order (a pull may not name a key twice).
+pub fn distinct(keys: &[Key]) -> Vec<Key> {
+    let mut seen = hashbrown::HashSet::with_capacity(keys.len());
+    keys.iter().copied().filter(|k| seen.insert(*k)).collect()
+}

@@ -93,6 +93,11 @@ impl Sampler {
         }
     }
 
+    /// The distributions this sampler draws from (its node's).
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
     /// Counters.
     pub fn stats(&self) -> SamplingStats {
         self.stats

@@ -40,6 +40,19 @@ pub struct SamplingStats {
     pub local_scans: u64,
 }
 
+impl core::ops::AddAssign for SamplingStats {
+    fn add_assign(&mut self, o: SamplingStats) {
+        self.handles_prepared += o.handles_prepared;
+        self.iid_draws += o.iid_draws;
+        self.pools_drawn += o.pools_drawn;
+        self.samples_pulled += o.samples_pulled;
+        self.samples_local += o.samples_local;
+        self.samples_remote += o.samples_remote;
+        self.samples_postponed += o.samples_postponed;
+        self.local_scans += o.local_scans;
+    }
+}
+
 /// The state of one prepared sample.
 #[derive(Clone, Debug)]
 struct Handle {

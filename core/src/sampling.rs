@@ -12,7 +12,9 @@
 //! **Pools.** A pool is `G` iid draws; the pool stream traverses it `U` times, each time in a
 //! fresh random order, then draws the next pool. Every position of a pool is therefore used
 //! exactly `U` times, and draws more than `U·G` apart come from different pools, hence are
-//! independent (BOUNDED with `B = U·G`).
+//! independent (BOUNDED with `B = U·G` at the node). As in NuPS, a node has one pool stream per
+//! distribution, shared by its workers: the node localizes `G` keys per pool, not `G` per
+//! worker.
 //!
 //! **Localization.** The keys of a handle are announced as an intent of the worker for the
 //! handle's clock window `[start, end)`, through the node's intent machinery
@@ -27,6 +29,7 @@
 //! worker, so a simulation replays exactly.
 
 mod dist;
+mod pool;
 mod registry;
 mod rng;
 mod sampler;

@@ -97,6 +97,7 @@ impl Node {
     pub fn with_store(cfg: Config, me: NodeId, store: Arc<Store>) -> Result<Node, ConfigError> {
         cfg.validate(me)?;
         let (cfg_sampling, layout) = (cfg.sampling, cfg.layout.clone());
+        let pool_seed = crate::sampling::SampleRng::new(cfg.seed ^ 0x706f_6f6c, me.0, 0);
         Ok(Node {
             sync: SyncState::new(&cfg),
             cache: LocationCache::new(cfg.location_cache_slots),
@@ -115,7 +116,7 @@ impl Node {
             events: VecDeque::new(),
             failed_peers: HashSet::new(),
             stats: Stats::default(),
-            registry: Arc::new(crate::sampling::Registry::new(cfg_sampling, layout)),
+            registry: Arc::new(crate::sampling::Registry::new(cfg_sampling, layout, pool_seed)),
         })
     }
 

@@ -5,6 +5,8 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU32, Ordering};
 
+use super::pool::Pool;
+use super::rng::SampleRng;
 use super::{Conformity, Distribution, SampleError, SamplingOptions};
 use crate::ids::{mix, DistId, Key, NodeId};
 use crate::layout::Layout;
@@ -20,6 +22,8 @@ pub struct Registered {
     pub fingerprint: u64,
     /// 0, or 1 + the first node found to disagree.
     mismatch: AtomicU32,
+    /// The node's pool stream (pool reuse schemes), shared by its workers.
+    pub(super) pool: spin::Mutex<Pool>,
 }
 
 impl Registered {
@@ -38,12 +42,14 @@ pub struct Registry {
     entries: spin::Mutex<Vec<Arc<Registered>>>,
     opts: SamplingOptions,
     layout: Layout,
+    /// Seeds each distribution's pool stream.
+    seeder: spin::Mutex<SampleRng>,
 }
 
 impl Registry {
-    /// An empty registry for keys of `layout`.
-    pub fn new(opts: SamplingOptions, layout: Layout) -> Registry {
-        Registry { entries: spin::Mutex::new(Vec::new()), opts, layout }
+    /// An empty registry for keys of `layout`; `seeder` seeds the pool streams.
+    pub fn new(opts: SamplingOptions, layout: Layout, seeder: SampleRng) -> Registry {
+        Registry { entries: spin::Mutex::new(Vec::new()), opts, layout, seeder: spin::Mutex::new(seeder) }
     }
 
     /// The options every sampler of this node uses.
@@ -65,7 +71,8 @@ impl Registry {
         if e.len() >= self.opts.distributions_max {
             return Err(SampleError::TooManyDistributions);
         }
-        e.push(Arc::new(Registered { dist, conformity, fingerprint, mismatch: AtomicU32::new(0) }));
+        let pool = spin::Mutex::new(Pool::new(self.seeder.lock().fork()));
+        e.push(Arc::new(Registered { dist, conformity, fingerprint, mismatch: AtomicU32::new(0), pool }));
         Ok(DistId((e.len() - 1) as u32))
     }
 

@@ -18,6 +18,11 @@ impl SampleRng {
         r
     }
 
+    /// A generator for another stream, seeded from this one.
+    pub fn fork(&mut self) -> SampleRng {
+        SampleRng::new(self.next_u64(), 0, 0)
+    }
+
     /// Uniform in `0..n` (`n > 0`), without modulo bias (Lemire's multiply-and-reject).
     pub fn below(&mut self, n: u64) -> u64 {
         debug_assert!(n > 0);

@@ -6,6 +6,7 @@ use alloc::vec::Vec;
 
 use hashbrown::HashSet;
 
+use super::pool::Pool;
 use super::rng::SampleRng;
 use super::{Registered, Registry, SampleError, SamplingOptions, Scheme};
 use crate::ids::{DistId, Key, SampleHandle};
@@ -66,18 +67,6 @@ struct Handle {
     seen: HashSet<Key>,
 }
 
-/// A pool stream of one distribution: `G` iid draws traversed `U` times, each time in a fresh
-/// random order.
-#[derive(Debug, Default)]
-struct Pool {
-    keys: Vec<Key>,
-    order: Vec<u32>,
-    pos: usize,
-    pass: u32,
-    /// Without replacement: stream keys a handle already had, kept for the next handles.
-    carry: VecDeque<Key>,
-}
-
 /// One worker's sampling state. See the module docs of [`crate::sampling`].
 #[derive(Debug)]
 pub struct Sampler {
@@ -85,7 +74,6 @@ pub struct Sampler {
     opts: SamplingOptions,
     rng: SampleRng,
     handles: BTreeMap<SampleHandle, Handle>,
-    pools: BTreeMap<DistId, Pool>,
     next: u64,
     stats: SamplingStats,
 }
@@ -95,15 +83,7 @@ impl Sampler {
     /// generator (see [`SampleRng::new`]).
     pub fn new(registry: Arc<Registry>, rng: SampleRng) -> Sampler {
         let opts = registry.options();
-        Sampler {
-            registry,
-            opts,
-            rng,
-            handles: BTreeMap::new(),
-            pools: BTreeMap::new(),
-            next: 0,
-            stats: SamplingStats::default(),
-        }
+        Sampler { registry, opts, rng, handles: BTreeMap::new(), next: 0, stats: SamplingStats::default() }
     }
 
     /// The distributions this sampler draws from (its node's).
@@ -143,7 +123,7 @@ impl Sampler {
         }
         let keys = match reg.conformity.scheme() {
             Scheme::Independent => self.draw_independent(&reg, n as usize),
-            Scheme::PoolReuse | Scheme::PoolReusePostpone => self.draw_pooled(dist, &reg, n as usize),
+            Scheme::PoolReuse | Scheme::PoolReusePostpone => self.draw_pooled(&reg, n as usize),
             _ => Vec::new(),
         };
         let mut intent = keys.clone();
@@ -324,40 +304,47 @@ impl Sampler {
             .unwrap_or(Key(0))
     }
 
-    /// BOUNDED and LONG-TERM: the next `n` keys of the distribution's pool stream. Without
+    /// BOUNDED and LONG-TERM: the next `n` keys of the node's pool stream of `reg`. Without
     /// replacement, stream keys the handle has already are carried over to later handles (up
     /// to `G` of them), and the stream is abandoned for independent draws if it cannot fill
     /// the handle in `4n + 2·U·G` steps.
-    fn draw_pooled(&mut self, dist: DistId, reg: &Registered, n: usize) -> Vec<Key> {
+    fn draw_pooled(&mut self, reg: &Registered, n: usize) -> Vec<Key> {
+        let (g, u) = (self.opts.pool_size, self.opts.reuse);
         let mut out = Vec::with_capacity(n);
+        let mut pool = reg.pool.lock();
+        let stats = &mut self.stats;
+        let mut next = |pool: &mut Pool| {
+            let (k, drawn) = pool.next(&reg.dist, g, u);
+            stats.pools_drawn += u64::from(drawn);
+            stats.iid_draws += if drawn { u64::from(g) } else { 0 };
+            k
+        };
         if self.opts.with_replacement {
-            (0..n).for_each(|_| out.push(self.next_pooled(dist, reg)));
+            (0..n).for_each(|_| out.push(next(&mut pool)));
             return out;
         }
         let mut seen = HashSet::with_capacity(n);
-        let carry = core::mem::take(&mut self.pools.entry(dist).or_default().carry);
         let mut kept = VecDeque::new();
-        for k in carry {
+        for k in core::mem::take(&mut pool.carry) {
             if out.len() < n && seen.insert(k) {
                 out.push(k);
             } else {
                 kept.push_back(k);
             }
         }
-        let g = self.opts.pool_size as usize;
-        let steps = 4 * n + 2 * g * self.opts.reuse as usize;
-        for _ in 0..steps {
+        for _ in 0..4 * n + 2 * (g * u) as usize {
             if out.len() == n {
                 break;
             }
-            let k = self.next_pooled(dist, reg);
+            let k = next(&mut pool);
             if seen.insert(k) {
                 out.push(k);
-            } else if kept.len() < g {
+            } else if kept.len() < g as usize {
                 kept.push_back(k);
             }
         }
-        self.pools.entry(dist).or_default().carry = kept;
+        pool.carry = kept;
+        drop(pool);
         while out.len() < n {
             let k = self.draw_distinct(reg, &seen);
             self.stats.iid_draws += 1;
@@ -365,27 +352,5 @@ impl Sampler {
             out.push(k);
         }
         out
-    }
-
-    /// The next key of the pool stream of `dist`.
-    fn next_pooled(&mut self, dist: DistId, reg: &Registered) -> Key {
-        let (g, u) = (self.opts.pool_size, self.opts.reuse);
-        let pool = self.pools.entry(dist).or_default();
-        if pool.pos == pool.order.len() {
-            pool.pos = 0;
-            pool.pass += 1;
-            if pool.keys.is_empty() || pool.pass >= u {
-                pool.keys.clear();
-                pool.keys.extend((0..g).map(|_| reg.dist.draw(&mut self.rng).0));
-                pool.order = (0..g).collect();
-                pool.pass = 0;
-                self.stats.pools_drawn += 1;
-                self.stats.iid_draws += u64::from(g);
-            }
-            self.rng.shuffle(&mut pool.order);
-        }
-        let k = pool.keys[pool.order[pool.pos] as usize];
-        pool.pos += 1;
-        k
     }
 }

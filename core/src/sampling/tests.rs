@@ -35,7 +35,7 @@ fn skewed() -> Distribution {
 }
 
 fn sampler_with(o: SamplingOptions, dist: Distribution, level: Conformity, seed: u64) -> (Sampler, DistId) {
-    let reg = Arc::new(Registry::new(o, layout()));
+    let reg = Arc::new(Registry::new(o, layout(), SampleRng::new(seed, 0, 99)));
     let id = reg.register(dist, level).unwrap();
     (Sampler::new(reg, SampleRng::new(seed, 0, 0)), id)
 }
@@ -186,7 +186,7 @@ fn long_term_frequencies_match_on_every_node_despite_postponing() {
     let (g, u) = (25u32, 4u32);
     for (name, dist) in both() {
         for node in 0..3u16 {
-            let reg = Arc::new(Registry::new(opts(g, u, true), layout()));
+            let reg = Arc::new(Registry::new(opts(g, u, true), layout(), SampleRng::new(31, node, 99)));
             let id = reg.register(dist.clone(), Conformity::LongTerm).unwrap();
             let mut s = Sampler::new(reg, SampleRng::new(31, node, 0));
             // Keys are local on a moving third of the key space.
@@ -251,6 +251,34 @@ fn each_level_runs_its_own_scheme() {
 }
 
 #[test]
+fn the_workers_of_a_node_share_its_pools() {
+    let wide = Distribution::uniform(Key(0), Key(1 << 40)).unwrap();
+    let (g, u) = (25u32, 4u32);
+    let reg = Arc::new(Registry::new(opts(g, u, true), layout(), SampleRng::new(3, 0, 99)));
+    let id = reg.register(wide, Conformity::Bounded).unwrap();
+    let mut a = Sampler::new(Arc::clone(&reg), SampleRng::new(3, 0, 0));
+    let mut b = Sampler::new(reg, SampleRng::new(3, 0, 1));
+    let mut all = Vec::new();
+    for _ in 0..10 {
+        // Two workers take turns: between them, every pool key is used exactly U times.
+        for s in [&mut a, &mut b] {
+            let (h, keys) = s.prepare(id, u64::from(g * u / 2)).unwrap();
+            assert!(keys.len() <= g as usize);
+            let mut k = vec![Key(0); (g * u / 2) as usize];
+            s.pull(h, &mut k, (g * u / 2) as usize, &layout(), |_| true).unwrap();
+            all.extend(k);
+        }
+    }
+    for block in all.chunks_exact((g * u) as usize) {
+        let mut c: HashMap<Key, u32> = HashMap::new();
+        block.iter().for_each(|k| *c.entry(*k).or_default() += 1);
+        assert_eq!(c.len(), g as usize);
+        assert!(c.values().all(|n| *n == u));
+    }
+    assert_eq!(a.stats().pools_drawn + b.stats().pools_drawn, 10);
+}
+
+#[test]
 fn without_replacement_every_handle_has_distinct_keys() {
     for level in Conformity::ALL {
         let (mut s, id) = sampler_with(opts(25, 4, false), uniform(), level, 61);
@@ -309,7 +337,7 @@ fn bad_input_is_an_error_that_changes_nothing() {
 #[test]
 fn buffer_lengths_per_key_are_checked_after_the_draw_and_undone() {
     let l = Layout::ranges(1 << 41, vec![(0, 1), (120, 3)]).unwrap();
-    let reg = Arc::new(Registry::new(opts(25, 4, true), l.clone()));
+    let reg = Arc::new(Registry::new(opts(25, 4, true), l.clone(), SampleRng::new(1, 0, 99)));
     let id = reg.register(uniform(), Conformity::NonConform).unwrap();
     let mut s = Sampler::new(reg, SampleRng::new(81, 0, 0));
     let (h, _) = s.prepare(id, 50).unwrap();
@@ -328,7 +356,11 @@ fn buffer_lengths_per_key_are_checked_after_the_draw_and_undone() {
 
 #[test]
 fn registration_checks_distributions() {
-    let reg = Registry::new(SamplingOptions { distributions_max: 1, ..SamplingOptions::default() }, layout());
+    let reg = Registry::new(
+        SamplingOptions { distributions_max: 1, ..SamplingOptions::default() },
+        layout(),
+        SampleRng::new(1, 0, 99),
+    );
     assert_eq!(Distribution::uniform(Key(5), Key(5)).err(), Some(SampleError::BadDistribution));
     assert!(Distribution::weighted(&[Key(1), Key(1)], &[1.0, 1.0]).is_err());
     assert!(Distribution::weighted(&[Key(1)], &[f64::NAN]).is_err());
@@ -345,7 +377,10 @@ fn registration_checks_distributions() {
 
 #[test]
 fn a_mismatch_is_reported_on_prepare() {
-    let (a, b) = (Registry::new(opts(25, 4, true), layout()), Registry::new(opts(25, 4, true), layout()));
+    let (a, b) = (
+        Registry::new(opts(25, 4, true), layout(), SampleRng::new(1, 0, 99)),
+        Registry::new(opts(25, 4, true), layout(), SampleRng::new(1, 0, 99)),
+    );
     a.register(uniform(), Conformity::Bounded).unwrap();
     b.register(uniform(), Conformity::Conform).unwrap();
     let fp = b.get(DistId(0)).unwrap().fingerprint;

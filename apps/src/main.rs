@@ -106,6 +106,12 @@ struct TechniquesArgs {
     /// forwarded keys.
     #[arg(long)]
     details: bool,
+    /// Sampling: iid draws per pool (G).
+    #[arg(long, default_value_t = 250)]
+    pool: u32,
+    /// Sampling: how often each pool is traversed (U).
+    #[arg(long, default_value_t = 16)]
+    reuse: u32,
 }
 
 impl TechniquesArgs {
@@ -135,6 +141,11 @@ impl TechniquesArgs {
                 delay_us: self.delay_us,
                 sync_rounds_per_sec_max: (self.rounds_per_sec > 0).then_some(self.rounds_per_sec),
                 seed: self.seed,
+                sampling: parma_core::SamplingOptions {
+                    pool_size: self.pool,
+                    reuse: self.reuse,
+                    ..parma_core::SamplingOptions::default()
+                },
                 ..SkewOptions::new(task)
             })
             .collect()

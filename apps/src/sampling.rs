@@ -31,7 +31,7 @@ pub fn run(
         reports.push(r);
     }
     let mut out = crate::techniques::heading(opts);
-    let o = parma_core::SamplingOptions::default();
+    let o = opts.sampling;
     let _ = writeln!(
         out,
         "\nTechnique {}; sampling pool size G = {}, use frequency U = {}, with replacement: {}.\n",

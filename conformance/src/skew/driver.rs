@@ -140,6 +140,7 @@ fn config(opts: &SkewOptions, technique: Technique, plan: &Plan) -> Result<Confi
     cfg.store_keys_max = keys;
     cfg.replicas_max = keys;
     cfg.sync_rounds_per_sec_max = opts.sync_rounds_per_sec_max;
+    cfg.sampling = opts.sampling;
     if technique == Technique::MultiTechnique {
         let hot = Config::hot_keys_from_frequencies(plan.frequencies(), plan.keys, 100.0);
         cfg.hot_keys = Arc::new(hot);

@@ -62,6 +62,8 @@ pub struct SkewOptions {
     pub check_every: u64,
     /// Where the KGE task's negatives come from.
     pub negatives: Negatives,
+    /// Pool size, use frequency and replacement of the sampling manager.
+    pub sampling: parma_core::SamplingOptions,
 }
 
 /// Where the negative entities of the KGE task come from.
@@ -110,6 +112,7 @@ impl SkewOptions {
             seed: 1,
             check_every: 0,
             negatives: Negatives::Plan,
+            sampling: parma_core::SamplingOptions::default(),
         }
     }
 

@@ -111,3 +111,37 @@ fn bad_sampling_calls_change_nothing() {
     finalize_all(workers);
     shutdown_all(c.nodes);
 }
+
+#[test]
+fn nodes_that_register_different_distributions_are_told() {
+    let c = start(&cfg(Technique::Adaptive), Options::default(), ThreadedOptions::default());
+    let mut workers = c.workers;
+    let same = Distribution::uniform(Key(0), Key(50)).unwrap();
+    // Node 0 registers two distributions; node 1 the same first one, then another level.
+    workers[0].register_distribution(same.clone(), Conformity::Bounded).unwrap();
+    workers[0].register_distribution(same.clone(), Conformity::Bounded).unwrap();
+    workers[2].register_distribution(same.clone(), Conformity::Bounded).unwrap();
+    workers[2].register_distribution(same, Conformity::Conform).unwrap();
+    // The barrier's messages travel behind the fingerprints (per-pair FIFO).
+    let out = run_all(workers, |_, w| {
+        w.barrier().unwrap();
+        let first = w.prepare_sample(DistId(0), 2, Clock(0), Clock(1)).map(|_| ());
+        let second = w.prepare_sample(DistId(1), 2, Clock(0), Clock(1)).map(|_| ());
+        (first, second)
+    });
+    for (i, (_, (first, second))) in out.iter().enumerate() {
+        assert_eq!(*first, Ok(()), "worker {i}");
+        let peer = parma_core::NodeId(1 - (i / 2) as u16);
+        assert_eq!(
+            *second,
+            Err(OpError::Sampling(SampleError::DistributionMismatch { dist: DistId(1), node: peer })),
+            "worker {i}"
+        );
+    }
+    let stats = {
+        let (workers, _): (Vec<_>, Vec<_>) = out.into_iter().unzip();
+        finalize_all(workers);
+        shutdown_all(c.nodes)
+    };
+    assert!(stats.iter().all(|s| s.node.distribution_mismatches == 1), "{stats:?}");
+}

@@ -237,12 +237,17 @@ impl Cluster {
         dist: &Distribution,
         level: Conformity,
     ) -> Result<DistId, OpError> {
-        let ids: Vec<DistId> = self
-            .nodes
-            .iter_mut()
-            .map(|n| n.register_distribution(dist.clone(), level))
-            .collect::<Result<_, _>>()?;
-        Ok(ids[0])
+        let mut ids = Vec::new();
+        for i in 0..self.nodes.len() {
+            let node = NodeId(i as u16);
+            if self.dead[i] {
+                continue;
+            }
+            let now = self.now();
+            ids.push(self.nodes[i].register_distribution(now, dist.clone(), level)?);
+            self.drain(node);
+        }
+        ids.first().copied().ok_or(OpError::Closed)
     }
 
     /// A worker's sampler.

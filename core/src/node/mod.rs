@@ -84,6 +84,10 @@ pub struct Node {
     stats: Stats,
     sync: SyncState,
     registry: Arc<crate::sampling::Registry>,
+    /// Distributions of the registry whose fingerprints were sent to the peers.
+    dists_announced: usize,
+    /// Peers' fingerprints of distributions not registered here yet.
+    dist_checks: Vec<(NodeId, crate::ids::DistId, u64)>,
 }
 
 impl Node {
@@ -117,6 +121,8 @@ impl Node {
             failed_peers: HashSet::new(),
             stats: Stats::default(),
             registry: Arc::new(crate::sampling::Registry::new(cfg_sampling, layout, pool_seed)),
+            dists_announced: 0,
+            dist_checks: Vec::new(),
         })
     }
 

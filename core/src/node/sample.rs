@@ -6,19 +6,75 @@ use alloc::vec::Vec;
 
 use super::Node;
 use crate::error::OpError;
-use crate::ids::{Clock, DistId, Key, SampleHandle, WorkerId};
+use crate::ids::{Clock, DistId, Key, NodeId, SampleHandle, WorkerId};
 use crate::sampling::{Conformity, Distribution, Registry, SampleRng, Sampler};
 use crate::time::Instant;
+use crate::wire::Message;
 
 impl Node {
-    /// Registers `dist` under `conformity`. Every node must register the same distributions
-    /// in the same order; ids count from 0.
+    /// Registers `dist` under `conformity` and tells the peers its fingerprint. Every node must
+    /// register the same distributions in the same order; ids count from 0. A node that finds
+    /// a peer's distribution of the same id different records it
+    /// ([`Node::distribution_mismatch`]), and preparing samples of it then fails with
+    /// `SampleError::DistributionMismatch`.
     pub fn register_distribution(
         &mut self,
+        now: Instant,
         dist: Distribution,
         conformity: Conformity,
     ) -> Result<DistId, OpError> {
-        Ok(self.registry.register(dist, conformity)?)
+        let id = self.registry.register(dist, conformity)?;
+        self.announce_distributions(now);
+        Ok(id)
+    }
+
+    /// Tells the peers the fingerprints of distributions registered in the shared registry
+    /// since the last call (a driver whose workers register directly calls this after them),
+    /// and checks them against what the peers said.
+    pub fn announce_distributions(&mut self, now: Instant) {
+        let len = self.registry.len();
+        for i in self.dists_announced..len {
+            let dist = DistId(i as u32);
+            let Ok(r) = self.registry.get(dist) else { continue };
+            let me = self.me;
+            for n in (0..self.cfg.nodes).map(NodeId).filter(|n| *n != me) {
+                self.send(n, Message::DistCheck { dist, fingerprint: r.fingerprint });
+            }
+            let (ready, rest): (Vec<_>, Vec<_>) =
+                self.dist_checks.drain(..).partition(|(_, d, _)| *d == dist);
+            self.dist_checks = rest;
+            for (from, _, fingerprint) in ready {
+                self.check_distribution(from, dist, fingerprint);
+            }
+        }
+        self.dists_announced = len;
+        self.drain_loopback(now);
+    }
+
+    /// The first distribution found to differ on a peer, and that peer.
+    pub fn distribution_mismatch(&self) -> Option<(DistId, NodeId)> {
+        (0..self.registry.len() as u32)
+            .filter_map(|i| Some((DistId(i), self.registry.get(DistId(i)).ok()?.mismatch()?)))
+            .next()
+    }
+
+    /// Peer `from` registered `dist` with `fingerprint`.
+    pub(super) fn check_distribution(&mut self, from: NodeId, dist: DistId, fingerprint: u64) {
+        match self.registry.check(dist, fingerprint, from) {
+            Some(true) => {}
+            Some(false) => self.stats.distribution_mismatches += 1,
+            None if dist.0 as usize >= self.cfg.sampling.distributions_max => {
+                self.stats.distribution_mismatches += 1
+            }
+            None => {
+                let max = usize::from(self.cfg.nodes) * self.cfg.sampling.distributions_max;
+                if self.dist_checks.len() < max {
+                    self.dist_checks.push((from, dist, fingerprint));
+                } else {
+                    self.stats.messages_rejected += 1;
+                }
+            }
+        }
     }
 
     /// The distributions registered here, shared with the workers' samplers.

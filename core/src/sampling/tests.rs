@@ -411,7 +411,7 @@ fn the_node_signals_intent_for_prepared_keys() {
     let mut cfg = Config::new(2, 1, Layout::uniform(1000, 2).unwrap());
     cfg.sampling = opts(25, 4, true);
     let mut node = Node::new(cfg, NodeId(0)).unwrap();
-    let id = node.register_distribution(uniform(), Conformity::Bounded).unwrap();
+    let id = node.register_distribution(Instant(0), uniform(), Conformity::Bounded).unwrap();
     let mut s = node.sampler(WorkerId(0)).unwrap();
     assert_eq!(node.sampler(WorkerId(1)).err(), Some(crate::OpError::InvalidArgument));
     let h = node.prepare_sample(Instant(0), &mut s, WorkerId(0), id, 30, Clock(0), Clock(5)).unwrap();
@@ -425,4 +425,39 @@ fn the_node_signals_intent_for_prepared_keys() {
     let err = node.prepare_sample(Instant(0), &mut s, WorkerId(0), DistId(7), 1, Clock(0), Clock(5));
     assert_eq!(err, Err(crate::OpError::Sampling(SampleError::UnknownDistribution { dist: DistId(7) })));
     assert_eq!(node.intents_kept().0, 1, "a refused prepare signals nothing");
+}
+
+#[test]
+fn nodes_compare_their_distributions_whatever_the_order() {
+    use crate::{Config, Instant, Node};
+    let cfg = Config::new(2, 1, Layout::uniform(1000, 2).unwrap());
+    let mut nodes = [Node::new(cfg.clone(), NodeId(0)).unwrap(), Node::new(cfg, NodeId(1)).unwrap()];
+    let deliver = |nodes: &mut [Node; 2]| {
+        for i in 0..2 {
+            while let Some(t) = nodes[i].poll_transmit() {
+                let frame = t.to_frame();
+                nodes[t.to().index()].handle_frame(Instant(0), NodeId(i as u16), &frame);
+            }
+        }
+    };
+    let now = Instant(0);
+    // Node 0 registers first; node 1 hears of both before registering anything.
+    nodes[0].register_distribution(now, uniform(), Conformity::Bounded).unwrap();
+    nodes[0].register_distribution(now, skewed(), Conformity::Conform).unwrap();
+    deliver(&mut nodes);
+    assert_eq!(nodes[1].distribution_mismatch(), None);
+    nodes[1].register_distribution(now, uniform(), Conformity::Bounded).unwrap();
+    nodes[1].register_distribution(now, skewed(), Conformity::LongTerm).unwrap();
+    deliver(&mut nodes);
+    for (i, n) in nodes.iter().enumerate() {
+        let peer = NodeId(1 - i as u16);
+        assert_eq!(n.distribution_mismatch(), Some((DistId(1), peer)), "node {i}");
+        assert_eq!(n.stats().distribution_mismatches, 1);
+        let mut s = n.sampler(crate::WorkerId(0)).unwrap();
+        assert!(s.prepare(DistId(0), 1).is_ok());
+        assert_eq!(
+            s.prepare(DistId(1), 1),
+            Err(SampleError::DistributionMismatch { dist: DistId(1), node: peer })
+        );
+    }
 }

@@ -7,18 +7,28 @@ use parma_core::sampling::SamplingStats;
 use parma_core::{Clock, Conformity, DistId, Distribution, Key, OpError, SampleHandle};
 
 use super::Worker;
+use crate::driver::Command;
 
 impl Worker {
     /// Registers `dist` under `conformity` for this worker's node and returns its id, usable
     /// by every worker of the node. Every node must register the same distributions in the
-    /// same order (register them from one worker per node, before sampling).
+    /// same order (register them from one worker per node, before sampling); the node tells
+    /// its peers, and a peer that registered something else under the same id is reported:
+    /// preparing samples of it fails with `SampleError::DistributionMismatch` once the nodes
+    /// have heard of each other (a barrier after registering makes sure they have).
     pub fn register_distribution(
         &mut self,
         dist: Distribution,
         conformity: Conformity,
     ) -> Result<DistId, OpError> {
         self.check_open()?;
-        Ok(self.sampler.registry().register(dist, conformity)?)
+        let id = self.sampler.registry().register(dist, conformity)?;
+        // Blocks only while the command queue is full.
+        if self.commands.send(Command::AnnounceDistributions).is_err() {
+            return Err(OpError::Closed);
+        }
+        self.shared.nudge_driver();
+        Ok(id)
     }
 
     /// Prepares `n` samples of `dist` that this worker will use while its clock is in

@@ -263,7 +263,7 @@ impl Config {
         if !(t.alpha > 0.0 && t.alpha <= 1.0 && t.p > 0.0 && t.p < 1.0 && t.lambda0 >= 0.0) {
             return Err(ConfigError::Bound { name: "timing" });
         }
-        if !self.sampling.is_valid() {
+        if !self.sampling.is_valid() || u64::from(self.sampling.pool_size) > self.sampling.sample_size_max {
             return Err(ConfigError::Bound { name: "sampling" });
         }
         if self.technique == Technique::FullReplication {

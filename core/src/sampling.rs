@@ -107,7 +107,7 @@ impl Conformity {
 /// Options of the sampling manager; the same on every node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SamplingOptions {
-    /// `G`: iid draws per pool (NuPS: 250).
+    /// `G`: iid draws per pool (NuPS: 250); at most `sample_size_max`.
     pub pool_size: u32,
     /// `U`: how often each pool is traversed (the use frequency; NuPS "untuned": 16).
     pub reuse: u32,

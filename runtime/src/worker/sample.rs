@@ -55,7 +55,8 @@ impl Worker {
     /// Fills `keys` with the next `keys.len()` samples of `handle` and `values` with their
     /// values (concatenated), remotely where needed. May be called until all `n` samples of
     /// the handle are used. A refused call (unknown handle, more samples than are left, a
-    /// value buffer of the wrong length) changes nothing.
+    /// value buffer of the wrong length) changes nothing. Once the samples are drawn, an
+    /// error of the pull itself (`Closed`, `Timeout`, `PeerFailed`) leaves them used.
     pub fn pull_sample(
         &mut self,
         handle: SampleHandle,

@@ -71,6 +71,13 @@ pub(crate) enum Command {
     },
     /// A worker registered sampling distributions in the node's shared registry.
     AnnounceDistributions,
+    /// A worker prepared samples: make their keys local for the window (`Node::sample_intent`).
+    SampleIntent {
+        worker: WorkerId,
+        keys: Vec<Key>,
+        start: Clock,
+        end: Clock,
+    },
 }
 
 /// Unparks the driver thread: registered with the transport.
@@ -366,6 +373,15 @@ impl<T: Transport> Driver<T> {
             Command::EndIntents { worker } => {
                 let _ = node.end_intents(now, worker);
                 self.stats.commands += 1;
+                return;
+            }
+            Command::SampleIntent { worker, keys, start, end } => {
+                // Like intents, without a ticket: a refused one is counted, not reported.
+                if node.sample_intent(now, worker, &keys, start, end).is_err() {
+                    self.stats.intents_dropped += 1;
+                }
+                self.stats.commands += 1;
+                drain(&mut self.node, &mut self.out, &self.shared, &mut self.stats);
                 return;
             }
             Command::AnnounceDistributions => {

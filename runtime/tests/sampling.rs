@@ -22,7 +22,7 @@ fn cfg(technique: Technique) -> Config {
 
 #[test]
 fn every_level_returns_keys_with_their_values() {
-    for technique in [Technique::Adaptive, Technique::StaticPartitioning] {
+    for technique in [Technique::Adaptive, Technique::StaticPartitioning, Technique::Relocation] {
         let c = start(&cfg(technique), Options::default(), ThreadedOptions::default());
         // Each key's value is (key, -key), written once by worker 0 of node 0.
         let mut workers = c.workers;

@@ -419,6 +419,18 @@ impl Node {
             self.complete(worker, ticket, Ok(Completion::Localize));
             return Ok(());
         }
+        self.localize_as(now, worker, ticket, keys, PendingKind::Localize)
+    }
+
+    /// The body of [`Node::localize`], for a localize of `kind` (checked by the caller).
+    fn localize_as(
+        &mut self,
+        now: Instant,
+        worker: WorkerId,
+        ticket: Ticket,
+        keys: &[Key],
+        kind: PendingKind,
+    ) -> Result<(), OpError> {
         let wanted =
             keys.iter().filter(|k| !self.store.holds(**k) && !self.incoming.contains_key(*k)).count();
         // Room for every key on its way is reserved now, so that it can always be installed.
@@ -426,13 +438,7 @@ impl Node {
             return Err(OpError::StoreFull);
         }
         let req = self.new_request(now);
-        let p = Pending::new(
-            worker,
-            ticket,
-            PendingKind::Localize,
-            keys.to_vec(),
-            now + self.cfg.request_timeout,
-        );
+        let p = Pending::new(worker, ticket, kind, keys.to_vec(), now + self.cfg.request_timeout);
         self.start(req, p);
         let mut ask = Vec::new();
         for &k in keys {
@@ -536,6 +542,7 @@ impl Node {
             PendingKind::Pull { values, .. } => Completion::Pull(values),
             PendingKind::Write => Completion::Write,
             PendingKind::Localize => Completion::Localize,
+            PendingKind::Prefetch => return,
         };
         self.complete(p.worker, p.ticket, Ok(result));
     }
@@ -556,7 +563,9 @@ impl Node {
                 }
             }
             self.stats.ops_failed += 1;
-            self.complete(p.worker, p.ticket, Err(err));
+            if !matches!(p.kind, PendingKind::Prefetch) {
+                self.complete(p.worker, p.ticket, Err(err));
+            }
         }
     }
 

@@ -110,14 +110,19 @@ impl Node {
             return Err(OpError::InvalidArgument);
         }
         let (handle, keys) = sampler.prepare(dist, n)?;
-        if let Err(e) = self.signal_sample_intent(now, worker, &keys, start, end) {
+        if let Err(e) = self.sample_intent(now, worker, &keys, start, end) {
             let _ = sampler.finish(handle);
             return Err(e);
         }
         Ok(handle)
     }
 
-    fn signal_sample_intent(
+    /// `worker` will use the prepared samples `keys` while its clock is in `[start, end)`: the
+    /// node makes them local in time the way its technique does, by intent, or, under
+    /// relocation (Lapse, which ignores intents), by a localize that no worker waits for (as
+    /// NuPS localizes prepared samples). A driver that prepares samples on worker threads
+    /// passes the keys [`Sampler::prepare`] returns here.
+    pub fn sample_intent(
         &mut self,
         now: Instant,
         worker: WorkerId,
@@ -129,6 +134,10 @@ impl Node {
             return Ok(());
         }
         self.stats.sample_intent_keys += keys.len() as u64;
+        if self.cfg.technique.uses_localize() {
+            self.check_command(worker, keys, None)?;
+            return self.localize_as(now, worker, crate::ids::Ticket(0), keys, super::PendingKind::Prefetch);
+        }
         self.intent(now, worker, keys, start, end, super::IntentKind::ReadWrite)
     }
 

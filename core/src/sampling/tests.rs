@@ -461,3 +461,31 @@ fn nodes_compare_their_distributions_whatever_the_order() {
         );
     }
 }
+
+#[test]
+fn under_relocation_prepared_samples_are_localized_silently() {
+    use crate::{Clock, Config, Instant, Node, Technique, WorkerId};
+    let mut cfg = Config::new(2, 1, Layout::uniform(1000, 2).unwrap());
+    cfg.technique = Technique::Relocation;
+    let mut nodes = [Node::new(cfg.clone(), NodeId(0)).unwrap(), Node::new(cfg, NodeId(1)).unwrap()];
+    let now = Instant(0);
+    let wide = Distribution::uniform(Key(0), Key(1000)).unwrap();
+    for n in nodes.iter_mut() {
+        n.register_distribution(now, wide.clone(), Conformity::Conform).unwrap();
+    }
+    let mut s = nodes[0].sampler(WorkerId(0)).unwrap();
+    let h = nodes[0].prepare_sample(now, &mut s, WorkerId(0), DistId(0), 20, Clock(0), Clock(1)).unwrap();
+    for _ in 0..20 {
+        for i in 0..2 {
+            while let Some(t) = nodes[i].poll_transmit() {
+                let frame = t.to_frame();
+                nodes[t.to().index()].handle_frame(now, NodeId(i as u16), &frame);
+            }
+            assert!(nodes[i].poll_event().is_none(), "nobody waits for a prefetch");
+        }
+    }
+    let mut keys = [Key(0); 20];
+    nodes[0].pull_sample_keys(&mut s, h, &mut keys, 40).unwrap();
+    assert!(keys.iter().all(|k| nodes[0].store().holds(*k)), "every prepared key moved here");
+    assert_eq!(nodes[0].pending_requests(), 0);
+}

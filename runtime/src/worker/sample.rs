@@ -7,6 +7,8 @@ use parma_core::sampling::SamplingStats;
 use parma_core::{Clock, Conformity, DistId, Distribution, Key, OpError, SampleHandle};
 
 use super::Worker;
+use std::sync::mpsc::TrySendError;
+
 use crate::driver::Command;
 
 impl Worker {
@@ -32,8 +34,9 @@ impl Worker {
     }
 
     /// Prepares `n` samples of `dist` that this worker will use while its clock is in
-    /// `[start, end)`. Returns at once: the drawn keys become this worker's intent for that
-    /// window, so that the node makes them local in time.
+    /// `[start, end)`. Returns at once: the node makes the drawn keys local in time (they
+    /// become this worker's intent for that window; under relocation, the node localizes
+    /// them).
     pub fn prepare_sample(
         &mut self,
         dist: DistId,
@@ -44,9 +47,16 @@ impl Worker {
         self.check_open()?;
         let (handle, keys) = self.sampler.prepare(dist, n)?;
         if !keys.is_empty() {
-            if let Err(e) = self.intent(&keys, start, end) {
-                let _ = self.sampler.finish(handle);
-                return Err(e);
+            let cmd = Command::SampleIntent { worker: self.id, keys, start, end };
+            match self.commands.try_send(cmd) {
+                Ok(()) => self.shared.nudge_driver(),
+                Err(e) => {
+                    let _ = self.sampler.finish(handle);
+                    return Err(match e {
+                        TrySendError::Full(_) => OpError::Busy,
+                        TrySendError::Disconnected(_) => OpError::Closed,
+                    });
+                }
             }
         }
         Ok(handle)

@@ -62,7 +62,7 @@ pub fn table(reports: &[SkewReport]) -> String {
     for r in reports {
         let scheme = match r.negatives {
             Negatives::Sampled(c) => format!("{:?}", c.scheme()),
-            Negatives::Plan => "drawn by the application, intent ahead".into(),
+            Negatives::Plan => "drawn by the application, made local ahead".into(),
             _ => "–".into(),
         };
         let vs = match (conform, r.negatives) {

@@ -160,9 +160,13 @@ impl Sampler {
             }
         }
         // With lengths per key, the buffer can only be checked once the keys are known.
-        let undo = layout.uniform_len().is_none().then(|| (h.clone(), self.rng, self.stats));
-        self.pull_keys(handle, keys, &mut is_local)?;
-        if let Some((h, rng, stats)) = undo {
+        let undo = layout.uniform_len().is_none().then(|| h.clone());
+        let (rng, stats) = (self.rng, self.stats);
+        if let Err(e) = self.pull_keys(handle, keys, &mut is_local) {
+            (self.rng, self.stats) = (rng, stats);
+            return Err(e);
+        }
+        if let Some(h) = undo {
             let expected = layout.total_len(keys).unwrap_or(usize::MAX);
             if expected != values_len {
                 self.handles.insert(handle, h);

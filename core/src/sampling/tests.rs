@@ -246,8 +246,9 @@ fn each_level_runs_its_own_scheme() {
     let (h, intent) = s.prepare(id, 4).unwrap();
     assert!(intent.is_empty());
     let mut keys = [Key(0); 2];
+    let before = s.stats();
     assert_eq!(s.pull(h, &mut keys, 2, &layout(), |_| false), Err(SampleError::NoLocalKey));
-    assert_eq!(s.left(h), Ok(4));
+    assert_eq!((s.left(h), s.stats()), (Ok(4), before), "a refused pull changes nothing");
 }
 
 #[test]

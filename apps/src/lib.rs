@@ -11,11 +11,14 @@
 //!   key accesses were served and what the network carried (`parma demo`).
 //! - [`verify`]: the simulator's seeds (`parma sim`) and the conformance suite on the loopback
 //!   transports (`parma conformance`).
+//! - [`sampling`]: the KGE-like workload with its negatives drawn by the sampling manager
+//!   under each conformity level, and what sampling cost (`parma sampling`).
 //! - [`techniques`]: a skewed, training-like workload under every technique on the
 //!   deterministic simulated cluster of `parma-conformance`, with a table (`parma techniques`).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod demo;
+pub mod sampling;
 pub mod techniques;
 pub mod verify;

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use parma_apps::demo::{self, DemoOptions};
-use parma_apps::{techniques, verify};
+use parma_apps::{sampling, techniques, verify};
 use parma_conformance::skew::{Kge, Mf, SkewOptions, Task};
 use parma_core::Technique;
 
@@ -29,6 +29,11 @@ enum Command {
     /// deterministic simulated cluster, and print a table of remote accesses, bytes sent,
     /// relocations, replicas and staleness.
     Techniques(TechniquesArgs),
+    /// Run the KGE-like workload of `techniques` (its options apply; `--task` is ignored) with
+    /// its negatives drawn by the sampling manager under each conformity level, and without
+    /// negatives, on the simulated cluster; print bytes and remote accesses due to sampling.
+    /// `--technique` defaults to adaptive.
+    Sampling(TechniquesArgs),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -101,6 +106,12 @@ struct TechniquesArgs {
     /// forwarded keys.
     #[arg(long)]
     details: bool,
+    /// Sampling: iid draws per pool (G).
+    #[arg(long, default_value_t = 250)]
+    pool: u32,
+    /// Sampling: how often each pool is traversed (U).
+    #[arg(long, default_value_t = 16)]
+    reuse: u32,
 }
 
 impl TechniquesArgs {
@@ -130,6 +141,11 @@ impl TechniquesArgs {
                 delay_us: self.delay_us,
                 sync_rounds_per_sec_max: (self.rounds_per_sec > 0).then_some(self.rounds_per_sec),
                 seed: self.seed,
+                sampling: parma_core::SamplingOptions {
+                    pool_size: self.pool,
+                    reuse: self.reuse,
+                    ..parma_core::SamplingOptions::default()
+                },
                 ..SkewOptions::new(task)
             })
             .collect()
@@ -153,6 +169,22 @@ fn run_techniques(args: &TechniquesArgs) -> Result<(), String> {
         );
     };
     let out = techniques::run(&args.options(), &args.techniques(), args.details, &mut progress)?;
+    println!("{out}");
+    Ok(())
+}
+
+fn run_sampling(args: &TechniquesArgs) -> Result<(), String> {
+    let mut progress = |r: &parma_conformance::skew::SkewReport, took: std::time::Duration| {
+        eprintln!(
+            "negatives {}: {:.1} s wall; {} simulation steps",
+            r.negatives.name(),
+            took.as_secs_f64(),
+            r.sim_steps
+        );
+    };
+    let opts = args.options().into_iter().find(|o| o.task.name() == "kge").ok_or("no KGE task")?;
+    let out =
+        sampling::run(&opts, args.technique.unwrap_or(Technique::Adaptive), args.details, &mut progress)?;
     println!("{out}");
     Ok(())
 }
@@ -301,6 +333,7 @@ fn main() -> ExitCode {
         Command::Sim(args) => Ok(run_sim(args)),
         Command::Conformance(args) => run_conformance(args),
         Command::Techniques(args) => run_techniques(args).map(|()| true),
+        Command::Sampling(args) => run_sampling(args).map(|()| true),
     };
     match ok {
         Ok(true) => ExitCode::SUCCESS,

@@ -6,18 +6,20 @@ use parma_core::Technique;
 
 fn run_many(technique: Technique, count: u64) {
     let mut failures = Vec::new();
-    let (mut ops, mut moves) = (0, 0);
+    let (mut ops, mut moves, mut samples) = (0, 0, 0);
     for seed in seeds(1, count) {
         match run_seed(seed, technique) {
             Ok(r) => {
                 ops += r.ops;
                 moves += r.relocations;
+                samples += r.samples - r.samples_nothing_local;
             }
             Err(f) => failures.push(f.to_string()),
         }
     }
     assert!(failures.is_empty(), "{} failing seeds:\n{}", failures.len(), failures.join("\n"));
-    eprintln!("{technique:?}: {ops} operations, {moves} relocations");
+    assert!(samples > count, "sampling hardly ran: {samples} sample operations drew keys");
+    eprintln!("{technique:?}: {ops} operations ({samples} samples), {moves} relocations");
 }
 
 #[test]

@@ -60,3 +60,25 @@ fn same_seed_same_figures() {
         assert_eq!(skew::run(&opts, t).unwrap(), skew::run(&opts, t).unwrap(), "{}", t.name());
     }
 }
+
+#[test]
+fn sampled_negatives_under_every_technique() {
+    use parma_conformance::skew::Negatives;
+    use parma_core::Conformity;
+    for t in Technique::ALL {
+        let run =
+            |negatives| skew::run(&SkewOptions { negatives, ..kge() }, t).unwrap_or_else(|e| panic!("{e}"));
+        let off = run(Negatives::Off);
+        let reports: Vec<SkewReport> = Conformity::ALL.iter().map(|c| run(Negatives::Sampled(*c))).collect();
+        for (c, r) in Conformity::ALL.iter().zip(&reports) {
+            let s = &r.sampling;
+            assert_eq!(s.samples_pulled, 16 * 40 * 8, "{} {c:?}: every negative is drawn", t.name());
+            assert!(r.key_accesses > off.key_accesses, "{} {c:?}", t.name());
+            let pools = matches!(c, Conformity::Bounded | Conformity::LongTerm);
+            assert_eq!(s.pools_drawn > 0, pools, "{} {c:?}: pools only for pool reuse", t.name());
+            if *c == Conformity::NonConform {
+                assert_eq!(s.samples_remote, 0, "{} {c:?}: local sampling drew a remote key", t.name());
+            }
+        }
+    }
+}

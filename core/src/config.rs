@@ -7,6 +7,7 @@ use hashbrown::HashSet;
 use crate::error::ConfigError;
 use crate::ids::{ClusterId, Key, NodeId};
 use crate::layout::Layout;
+use crate::sampling::SamplingOptions;
 use crate::time::Duration;
 use crate::timing::TimingParams;
 
@@ -183,6 +184,8 @@ pub struct Config {
     pub replicas_max: usize,
     /// Keys replicated on every node under [`Technique::MultiTechnique`]; the same on all nodes.
     pub hot_keys: Arc<HashSet<Key>>,
+    /// The sampling manager's pool size, use frequency, replacement and bounds.
+    pub sampling: SamplingOptions,
 }
 
 impl Config {
@@ -216,6 +219,7 @@ impl Config {
             intent_keys_max: 1 << 26,
             replicas_max: usize::try_from(keys_homed.saturating_mul(4)).unwrap_or(usize::MAX),
             hot_keys: Arc::new(HashSet::new()),
+            sampling: SamplingOptions::default(),
         }
     }
 
@@ -275,6 +279,9 @@ impl Config {
         let t = &self.timing;
         if !(t.alpha > 0.0 && t.alpha <= 1.0 && t.p > 0.0 && t.p < 1.0 && t.lambda0 >= 0.0) {
             return Err(ConfigError::Bound { name: "timing" });
+        }
+        if !self.sampling.is_valid() || u64::from(self.sampling.pool_size) > self.sampling.sample_size_max {
+            return Err(ConfigError::Bound { name: "sampling" });
         }
         if self.technique == Technique::FullReplication {
             let keys = usize::try_from(self.layout.key_end()).unwrap_or(usize::MAX);

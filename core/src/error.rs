@@ -80,6 +80,14 @@ pub enum OpError {
     Closed,
     /// The call is not valid in the current state (e.g. a worker id out of range).
     InvalidArgument,
+    /// A sampling call was refused; nothing was changed.
+    Sampling(crate::sampling::SampleError),
+}
+
+impl From<crate::sampling::SampleError> for OpError {
+    fn from(e: crate::sampling::SampleError) -> OpError {
+        OpError::Sampling(e)
+    }
 }
 
 impl fmt::Display for ConfigError {
@@ -108,6 +116,7 @@ impl fmt::Display for OpError {
             OpError::Unreachable => f.write_str("a node on the way has failed"),
             OpError::Closed => f.write_str("the node is shut down"),
             OpError::InvalidArgument => f.write_str("invalid argument"),
+            OpError::Sampling(e) => write!(f, "sampling: {e}"),
         }
     }
 }

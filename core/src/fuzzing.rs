@@ -20,7 +20,7 @@ use alloc::vec::Vec;
 
 use crate::config::Technique;
 use crate::error::WireError;
-use crate::ids::{ClusterId, Epoch, Key, NodeId, RequestId, Version};
+use crate::ids::{ClusterId, DistId, Epoch, Key, NodeId, RequestId, Version};
 use crate::wire::{
     self, FailReason, Header, Message, Moved, OwnerChange, Refresh, Release, ReplicaSync, WriteKind,
     HEADER_LEN,
@@ -149,7 +149,7 @@ fn message(selector: u8, b: &mut Bytes<'_>) -> Message {
         2 => FailReason::Unreachable,
         _ => FailReason::StoreFull,
     };
-    match selector % 13 {
+    match selector % 14 {
         0 => Message::Pull { req: RequestId(b.u64()), origin: NodeId(b.u16()), hops: b.u8(), keys: b.keys() },
         1 => Message::PullReply { req: RequestId(b.u64()), keys: b.keys(), values: b.values() },
         2 => Message::Push {
@@ -205,7 +205,7 @@ fn message(selector: u8, b: &mut Bytes<'_>) -> Message {
             });
             Message::Sync { round, origin, hops, starts, ends, replicas, deltas, owners: owners.collect() }
         }
-        _ => {
+        12 => {
             let round = b.u32();
             let n = b.count(20);
             let relocated =
@@ -223,6 +223,7 @@ fn message(selector: u8, b: &mut Bytes<'_>) -> Message {
                 values: b.values(),
             }
         }
+        _ => Message::DistCheck { dist: DistId(b.u32()), fingerprint: b.u64() },
     }
 }
 
@@ -304,6 +305,7 @@ mod tests {
                     values: vec![1.0, 2.0, 3.0, 4.0],
                 },
             ),
+            ("dist-check", Message::DistCheck { dist: DistId(2), fingerprint: 0x0123_4567_89ab_cdef }),
         ]
     }
 
@@ -334,7 +336,7 @@ mod tests {
             ("reserved-after-sender", patch(0, 14, &[1, 0]), WireError::BadField),
             ("foreign-cluster", patch(0, 8, &[0, 0, 0, 0]), WireError::ForeignCluster { cluster: 0 }),
             ("kind-zero", patch(0, 5, &[0]), WireError::UnknownKind { kind: 0 }),
-            ("kind-unknown", patch(0, 5, &[14]), WireError::UnknownKind { kind: 14 }),
+            ("kind-unknown", patch(0, 5, &[15]), WireError::UnknownKind { kind: 15 }),
             ("key-count-huge", patch(0, HEADER_LEN + 11, &u32::MAX.to_le_bytes()), WireError::CountTooLarge),
             ("write-kind", patch(2, HEADER_LEN + 11, &[2]), WireError::BadField),
             ("fail-reason", patch(8, HEADER_LEN + 8, &[4]), WireError::BadField),

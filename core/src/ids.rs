@@ -51,6 +51,10 @@ id!(
     DistId(u32)
 );
 id!(
+    /// A prepared sample of one worker, numbered from 1 in the order the worker prepared them.
+    SampleHandle(u64)
+);
+id!(
     /// A request issued by one node; unique per origin node for the node's lifetime.
     RequestId(u64)
 );

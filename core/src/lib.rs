@@ -17,6 +17,12 @@
 //! - **getters** (`&self`): [`Node::stats`], [`Node::store`], [`Node::config`], ...;
 //! - nothing else: the core never calls back into its driver.
 //!
+//! Sampling ([`sampling`], nups-sigmod22.txt §4): distributions are registered with the node
+//! ([`Node::register_distribution`]); each worker draws with its own [`Sampler`] (from
+//! [`Node::sampler`]), and [`Node::prepare_sample`] signals intent for the drawn keys through the
+//! node's intent machinery. A driver that keeps samplers on worker threads calls
+//! [`Sampler::prepare`] there and passes the keys it returns to [`Node::intent`].
+//!
 //! Local accesses do not go through the `Node` at all: worker threads read and update the
 //! [`Store`] (shared as an `Arc`) directly, one shard latch per key. Only misses, and everything
 //! that involves another node, become commands.
@@ -84,6 +90,7 @@ pub mod fuzzing;
 pub mod ids;
 pub mod layout;
 pub mod node;
+pub mod sampling;
 pub mod store;
 pub mod time;
 pub mod timing;
@@ -95,6 +102,7 @@ pub use error::{ConfigError, OpError, WireError};
 pub use ids::*;
 pub use layout::Layout;
 pub use node::{Completion, Event, IntentKind, Node, Stats, Transmit};
+pub use sampling::{Conformity, Distribution, SampleError, Sampler, SamplingOptions};
 pub use store::Store;
 pub use time::{Duration, Instant};
 pub use transport::Transport;

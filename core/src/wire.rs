@@ -8,7 +8,7 @@
 use alloc::vec::Vec;
 
 use crate::error::WireError;
-use crate::ids::{ClusterId, Epoch, Key, NodeId, RequestId, Version};
+use crate::ids::{ClusterId, DistId, Epoch, Key, NodeId, RequestId, Version};
 
 /// The first four bytes of every frame.
 pub const MAGIC: [u8; 4] = *b"PRMA";
@@ -181,6 +181,11 @@ pub enum Message {
         failed: Vec<Key>,
         values: Vec<f32>,
     },
+    /// The sender registered a sampling distribution as `dist`, with this fingerprint (a hash
+    /// of the distribution, its conformity level and the sampling options). Every node must
+    /// register the same ones in the same order; a receiver that registered something else
+    /// as `dist` records the mismatch.
+    DistCheck { dist: DistId, fingerprint: u64 },
 }
 
 /// Message kinds as numbered on the wire.
@@ -201,6 +206,7 @@ pub enum Kind {
     BarrierRelease = 11,
     Sync = 12,
     SyncReply = 13,
+    DistCheck = 14,
 }
 
 impl Message {
@@ -220,6 +226,7 @@ impl Message {
             Message::BarrierRelease { .. } => Kind::BarrierRelease,
             Message::Sync { .. } => Kind::Sync,
             Message::SyncReply { .. } => Kind::SyncReply,
+            Message::DistCheck { .. } => Kind::DistCheck,
         }
     }
 
@@ -238,6 +245,7 @@ impl Message {
             Message::PointerRelease { released } => 4 + 12 * released.len(),
             Message::RequestFailed { keys: k, .. } => 8 + 1 + keys(k),
             Message::BarrierEnter { .. } | Message::BarrierRelease { .. } => 8,
+            Message::DistCheck { .. } => 12,
             Message::Sync { starts, ends, replicas, deltas, owners, .. } => {
                 4 + 2
                     + 1
@@ -356,6 +364,10 @@ impl Message {
             Message::BarrierEnter { generation } | Message::BarrierRelease { generation } => {
                 w.u64(*generation)
             }
+            Message::DistCheck { dist, fingerprint } => {
+                w.u32(dist.0);
+                w.u64(*fingerprint);
+            }
             Message::Sync { round, origin, hops, starts, ends, replicas, deltas, owners } => {
                 w.u32(*round);
                 w.u16(origin.0);
@@ -471,6 +483,7 @@ pub fn decode(
         }
         10 => Message::BarrierEnter { generation: r.u64()? },
         11 => Message::BarrierRelease { generation: r.u64()? },
+        14 => Message::DistCheck { dist: DistId(r.u32()?), fingerprint: r.u64()? },
         12 => {
             let (round, origin, hops) = (r.u32()?, NodeId(r.u16()?), r.u8()?);
             let (starts, ends) = (r.keys()?, r.keys()?);

@@ -31,14 +31,53 @@ const DRAIN_RECHECK: StdDuration = StdDuration::from_millis(5);
 /// A worker's operation that needs the node, as it travels through the command queue.
 #[derive(Debug)]
 pub(crate) enum Command {
-    Pull { worker: WorkerId, ticket: Ticket, keys: Vec<Key> },
-    Write { worker: WorkerId, ticket: Ticket, write: WriteKind, keys: Vec<Key>, values: Vec<f32> },
-    Localize { worker: WorkerId, ticket: Ticket, keys: Vec<Key> },
-    Barrier { worker: WorkerId, ticket: Ticket },
-    Intent { worker: WorkerId, keys: Vec<Key>, start: Clock, end: Clock, kind: IntentKind },
-    AdvanceClock { worker: WorkerId },
-    EndIntents { worker: WorkerId },
-    WaitSync { worker: WorkerId, ticket: Ticket },
+    Pull {
+        worker: WorkerId,
+        ticket: Ticket,
+        keys: Vec<Key>,
+    },
+    Write {
+        worker: WorkerId,
+        ticket: Ticket,
+        write: WriteKind,
+        keys: Vec<Key>,
+        values: Vec<f32>,
+    },
+    Localize {
+        worker: WorkerId,
+        ticket: Ticket,
+        keys: Vec<Key>,
+    },
+    Barrier {
+        worker: WorkerId,
+        ticket: Ticket,
+    },
+    Intent {
+        worker: WorkerId,
+        keys: Vec<Key>,
+        start: Clock,
+        end: Clock,
+        kind: IntentKind,
+    },
+    AdvanceClock {
+        worker: WorkerId,
+    },
+    EndIntents {
+        worker: WorkerId,
+    },
+    WaitSync {
+        worker: WorkerId,
+        ticket: Ticket,
+    },
+    /// A worker registered sampling distributions in the node's shared registry.
+    AnnounceDistributions,
+    /// A worker prepared samples: make their keys local for the window (`Node::sample_intent`).
+    SampleIntent {
+        worker: WorkerId,
+        keys: Vec<Key>,
+        start: Clock,
+        end: Clock,
+    },
 }
 
 /// Unparks the driver thread: registered with the transport.
@@ -334,6 +373,21 @@ impl<T: Transport> Driver<T> {
             Command::EndIntents { worker } => {
                 let _ = node.end_intents(now, worker);
                 self.stats.commands += 1;
+                return;
+            }
+            Command::SampleIntent { worker, keys, start, end } => {
+                // Like intents, without a ticket: a refused one is counted, not reported.
+                if node.sample_intent(now, worker, &keys, start, end).is_err() {
+                    self.stats.intents_dropped += 1;
+                }
+                self.stats.commands += 1;
+                drain(&mut self.node, &mut self.out, &self.shared, &mut self.stats);
+                return;
+            }
+            Command::AnnounceDistributions => {
+                node.announce_distributions(now);
+                self.stats.commands += 1;
+                drain(&mut self.node, &mut self.out, &self.shared, &mut self.stats);
                 return;
             }
         };

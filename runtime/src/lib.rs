@@ -13,7 +13,9 @@
 //!
 //! - **Data plane.** A worker's access to a key held here is served by the worker thread
 //!   itself, in the shared [`parma_core::Store`]: one shard latch, a copy or an add in place.
-//!   It never goes through the driver thread and never takes a node-wide lock.
+//!   It never goes through the driver thread and never takes a node-wide lock. Sampling too:
+//!   each worker draws with its own [`parma_core::Sampler`] (the node's pools are shared,
+//!   one latch per distribution), and sampled keys held here are read on the worker thread.
 //! - **Control plane.** Keys that miss, `localize` and barriers become commands in a bounded
 //!   queue that the driver thread feeds to the node. Each worker has a completion slot where
 //!   the driver leaves the results; every wait for one ends (a result, an error, or a

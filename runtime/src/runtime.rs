@@ -60,6 +60,9 @@ impl NodeRuntime {
         }
         let store = Arc::new(Store::new(&cfg, me));
         let node = Node::with_store(cfg.clone(), me, Arc::clone(&store))?;
+        // One sampler per worker, sharing the node's registry of distributions.
+        let samplers: Vec<_> =
+            (0..cfg.workers_per_node).filter_map(|i| node.sampler(WorkerId(i)).ok()).collect();
         let workers = usize::from(cfg.workers_per_node);
         // All workers' operations in flight fit into the node's table of pending requests,
         // and into the command queue: it never refuses a command that respects the bound.
@@ -73,7 +76,8 @@ impl NodeRuntime {
             .map_err(Error::Spawn)?;
         let _ = shared.driver.set(thread.thread().clone());
         let handles = (0..shared.cfg.workers_per_node)
-            .map(|i| Worker::new(WorkerId(i), Arc::clone(&shared), tx.clone(), inflight_max))
+            .zip(samplers)
+            .map(|(i, s)| Worker::new(WorkerId(i), Arc::clone(&shared), tx.clone(), inflight_max, s))
             .collect();
         Ok((NodeRuntime { shared, thread: Some(thread) }, handles))
     }

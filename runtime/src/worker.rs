@@ -18,6 +18,7 @@
 //! anything changed. Errors after validation (`Busy`, `Closed`, `Timeout`, `PeerFailed`) may
 //! leave a push or set partly applied, as a failed remote write always can.
 
+mod sample;
 mod wait;
 
 use std::collections::HashMap;
@@ -27,7 +28,7 @@ use std::sync::Arc;
 
 use parma_core::wire::WriteKind;
 use parma_core::{
-    Clock, Completion, IntentKind, Key, Layout, NodeId, OpError, Ticket as CoreTicket, WorkerId,
+    Clock, Completion, IntentKind, Key, Layout, NodeId, OpError, Sampler, Ticket as CoreTicket, WorkerId,
 };
 
 use crate::driver::Command;
@@ -96,6 +97,7 @@ pub struct Worker {
     inflight_max: usize,
     stats: WorkerStats,
     clock: Clock,
+    sampler: Sampler,
 }
 
 /// Calls `f(key, offset, len)` for every key; offsets are prefix sums of the lengths from
@@ -125,6 +127,7 @@ impl Worker {
         shared: Arc<Shared>,
         commands: SyncSender<Command>,
         inflight_max: usize,
+        sampler: Sampler,
     ) -> Self {
         Worker {
             id,
@@ -136,6 +139,7 @@ impl Worker {
             inflight_max,
             stats: WorkerStats::default(),
             clock: Clock(0),
+            sampler,
         }
     }
 

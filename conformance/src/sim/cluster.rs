@@ -10,7 +10,8 @@ use parma_core::node::Transmit;
 use parma_core::transport::{SendError, Transport, TransportEvent};
 use parma_core::wire::WriteKind;
 use parma_core::{
-    Clock, Completion, Config, Instant, IntentKind, Key, Node, NodeId, OpError, Ticket, WorkerId,
+    Clock, Completion, Config, Conformity, DistId, Distribution, Instant, IntentKind, Key, Node, NodeId,
+    OpError, SampleHandle, Sampler, Ticket, WorkerId,
 };
 use parma_transport_loopback::sim::{SimNet, SimTransport};
 
@@ -51,6 +52,8 @@ pub struct Cluster {
     /// Nodes stopped for good: frozen as they were, never stepped again.
     dead: Vec<bool>,
     accesses: Accesses,
+    /// Each worker's sampler, by node and worker.
+    samplers: Vec<Vec<Sampler>>,
 }
 
 impl Cluster {
@@ -59,7 +62,12 @@ impl Cluster {
         let nodes =
             (0..cfg.nodes).map(|i| Node::new(cfg.clone(), NodeId(i))).collect::<Result<Vec<_>, _>>()?;
         let ends = net.endpoints();
+        let samplers = nodes
+            .iter()
+            .map(|n| (0..cfg.workers_per_node).filter_map(|w| n.sampler(WorkerId(w)).ok()).collect())
+            .collect();
         Ok(Cluster {
+            samplers,
             stalled: (0..cfg.nodes).map(|_| VecDeque::new()).collect(),
             net,
             ends,
@@ -221,6 +229,76 @@ impl Cluster {
         let ticket = self.ticket();
         self.command(node, |n, now| n.wait_sync(now, worker, ticket))?;
         Ok(ticket)
+    }
+
+    /// Registers `dist` under `level` on every node, in node order; returns its id.
+    pub fn register_distribution(
+        &mut self,
+        dist: &Distribution,
+        level: Conformity,
+    ) -> Result<DistId, OpError> {
+        let mut ids = Vec::new();
+        for i in 0..self.nodes.len() {
+            let node = NodeId(i as u16);
+            if self.dead[i] {
+                continue;
+            }
+            let now = self.now();
+            ids.push(self.nodes[i].register_distribution(now, dist.clone(), level)?);
+            self.drain(node);
+        }
+        ids.first().copied().ok_or(OpError::Closed)
+    }
+
+    /// A worker's sampler.
+    pub fn sampler(&self, node: NodeId, worker: WorkerId) -> Option<&Sampler> {
+        self.samplers.get(node.index())?.get(worker.index())
+    }
+
+    /// Prepares a sample through the node (which signals intent for the drawn keys).
+    #[allow(clippy::too_many_arguments)]
+    pub fn prepare_sample(
+        &mut self,
+        node: NodeId,
+        worker: WorkerId,
+        dist: DistId,
+        n: u64,
+        start: Clock,
+        end: Clock,
+    ) -> Result<SampleHandle, OpError> {
+        if self.dead[node.index()] {
+            return Err(OpError::Closed);
+        }
+        let now = self.now();
+        let sampler = self.samplers[node.index()].get_mut(worker.index()).ok_or(OpError::InvalidArgument)?;
+        let h = self.nodes[node.index()].prepare_sample(now, sampler, worker, dist, n, start, end)?;
+        self.drain(node);
+        Ok(h)
+    }
+
+    /// Draws the next `keys.len()` samples of `handle` (their values are then pulled like any
+    /// keys); `values_len` is the length of the caller's value buffer.
+    pub fn sample_keys(
+        &mut self,
+        node: NodeId,
+        worker: WorkerId,
+        handle: SampleHandle,
+        keys: &mut [Key],
+        values_len: usize,
+    ) -> Result<(), OpError> {
+        let sampler = self.samplers[node.index()].get_mut(worker.index()).ok_or(OpError::InvalidArgument)?;
+        self.nodes[node.index()].pull_sample_keys(sampler, handle, keys, values_len)
+    }
+
+    /// Ends a worker's sample handle.
+    pub fn finish_sample(
+        &mut self,
+        node: NodeId,
+        worker: WorkerId,
+        handle: SampleHandle,
+    ) -> Result<(), OpError> {
+        let sampler = self.samplers[node.index()].get_mut(worker.index()).ok_or(OpError::InvalidArgument)?;
+        Ok(sampler.finish(handle)?)
     }
 
     /// Barrier through the node.

@@ -6,6 +6,7 @@
 
 pub mod checks;
 pub mod cluster;
+pub mod sampling;
 pub mod workload;
 
 use parma_core::{Config, Instant, Key, Layout, Technique};
@@ -34,6 +35,9 @@ pub struct Report {
     pub nodes: u16,
     pub keys: u64,
     pub ops: u64,
+    /// Of those, sample operations, and those of local sampling that found no local key.
+    pub samples: u64,
+    pub samples_nothing_local: u64,
     pub steps: u64,
     pub relocations: u64,
     pub messages: u64,
@@ -107,7 +111,12 @@ pub fn run_seed(seed: u64, technique: Technique) -> Result<Report, Failure> {
     let keys = cfg.layout.key_end();
     let mut rng = Rng::new(seed ^ 0xabcdef);
     let net = SimNet::new(cfg.nodes, faults, seed);
+    let mut srng = Rng::new(seed ^ 0x5a4d_706c_6f70_7473);
+    cfg.sampling.pool_size = srng.range(1, 6) as u32;
+    cfg.sampling.reuse = srng.range(1, 4) as u32;
+    cfg.sampling.with_replacement = srng.chance(0.7);
     let mut cluster = Cluster::new(&cfg, net).map_err(|e| fail(format!("config: {e}")))?;
+    let dists = sampling::register(&mut cluster, &cfg.layout, seed).map_err(fail)?;
     let replicates = matches!(
         technique,
         Technique::Adaptive
@@ -118,6 +127,7 @@ pub fn run_seed(seed: u64, technique: Technique) -> Result<Report, Failure> {
     let mix = Mix::draw(&mut rng, technique.uses_localize(), technique.uses_rounds(), !replicates);
     let total_ops = u64::from(mix.ops_per_worker) * u64::from(cfg.nodes) * u64::from(cfg.workers_per_node);
     let mut work = Workload::new(cfg.nodes, cfg.workers_per_node, keys, mix, &mut rng);
+    work.sample_from(dists);
     let kill = kill_plan(seed, cfg.nodes, total_ops);
 
     // Phase 1: the workload, with faults.
@@ -163,6 +173,8 @@ pub fn run_seed(seed: u64, technique: Technique) -> Result<Report, Failure> {
             nodes: cfg.nodes,
             keys,
             ops: work.ledger.ops_done,
+            samples: work.samples,
+            samples_nothing_local: work.samples_nothing_local,
             steps: cluster.steps(),
             relocations: cluster.nodes().iter().map(|n| n.stats().relocations_in).sum(),
             messages: cluster.nodes().iter().map(|n| n.stats().messages_sent_total()).sum(),
@@ -199,6 +211,8 @@ pub fn run_seed(seed: u64, technique: Technique) -> Result<Report, Failure> {
         nodes: cfg.nodes,
         keys,
         ops: work.ledger.ops_done,
+        samples: work.samples,
+        samples_nothing_local: work.samples_nothing_local,
         steps: cluster.steps(),
         relocations,
         messages,

@@ -113,6 +113,11 @@ pub struct Workload {
     failure: bool,
     /// Operations that ended with such an error.
     pub ops_failed: u64,
+    /// Distributions that a share of the pulls sample from instead.
+    dists: Vec<super::sampling::SampleDist>,
+    /// Sample operations issued, and those of local sampling that found nothing local.
+    pub samples: u64,
+    pub samples_nothing_local: u64,
 }
 
 impl Workload {
@@ -158,7 +163,21 @@ impl Workload {
                 });
             }
         }
-        Workload { workers, mix, ledger: Ledger::default(), failure: false, ops_failed: 0 }
+        Workload {
+            workers,
+            mix,
+            ledger: Ledger::default(),
+            failure: false,
+            ops_failed: 0,
+            dists: Vec::new(),
+            samples: 0,
+            samples_nothing_local: 0,
+        }
+    }
+
+    /// From now on, a third of the pulls sample from `dists` (one is picked per operation).
+    pub fn sample_from(&mut self, dists: Vec<super::sampling::SampleDist>) {
+        self.dists = dists;
     }
 
     /// `node` stopped for good: its workers stop (their outstanding operations are abandoned),
@@ -340,7 +359,20 @@ impl Workload {
             }
         }
         let total = layout.total_len(&keys).map_err(|k| format!("key {k} outside layout"))?;
-        if roll < self.mix.p_pull {
+        if roll < self.mix.p_pull / 3.0 && !self.dists.is_empty() {
+            let w = &mut self.workers[i];
+            let d = self.dists[w.rng.range(0, self.dists.len() as u64 - 1) as usize].clone();
+            let keys = super::sampling::draw(cluster, &d, node, id, &mut w.rng)?;
+            self.samples += 1;
+            self.samples_nothing_local += u64::from(keys.is_empty());
+            let total = layout.total_len(&keys).map_err(|k| format!("key {k} outside layout"))?;
+            let mut vals = vec![f32::NAN; total];
+            let (ticket, missing) = cluster.pull(node, id, &keys, &mut vals).map_err(err)?;
+            if d.level == parma_core::Conformity::NonConform && !missing.is_empty() {
+                return Err(format!("node {node} worker {id}: locally sampled keys went remote"));
+            }
+            self.workers[i].current = Some(Outstanding::Pull { ticket, keys, vals, missing });
+        } else if roll < self.mix.p_pull {
             let mut vals = vec![f32::NAN; total];
             let (ticket, missing) = cluster.pull(node, id, &keys, &mut vals).map_err(err)?;
             self.workers[i].current = Some(Outstanding::Pull { ticket, keys, vals, missing });

@@ -5,11 +5,12 @@ use std::sync::Arc;
 
 use parma_core::wire::WriteKind;
 use parma_core::{
-    Clock, Completion, Config, Duration, Instant, Key, Layout, NodeId, Technique, Ticket, WorkerId,
+    Clock, Completion, Config, DistId, Distribution, Duration, Instant, Key, Layout, NodeId, SampleHandle,
+    Technique, Ticket, WorkerId,
 };
 use parma_transport_loopback::sim::{Faults, SimNet};
 
-use super::{Plan, SkewOptions, SkewReport};
+use super::{Negatives, Plan, SkewOptions, SkewReport, Task};
 use crate::rng::Rng;
 use crate::sim::{check_step, checks, end_state, settle, Cluster};
 
@@ -43,12 +44,19 @@ struct SimWorker {
     phase: Phase,
     /// Pushes and localizes sent and not yet completed, oldest first.
     pending: VecDeque<Ticket>,
+    /// Sample handles prepared for the coming steps, in step order.
+    handles: VecDeque<SampleHandle>,
+    /// The keys of the step in progress (the plan's, plus sampled negatives), and those that
+    /// only the sampling manager drew.
+    keys: Vec<Key>,
+    sampled: Vec<Key>,
 }
 
 /// Runs the workload of `opts` under `technique`.
 pub(super) fn run(opts: &SkewOptions, technique: Technique) -> Result<SkewReport, String> {
     let workers_total = usize::from(opts.nodes) * usize::from(opts.workers);
-    let plan = Plan::new(&opts.task, workers_total, opts.steps, opts.seed);
+    let keep = opts.negatives == Negatives::Plan;
+    let plan = Plan::with_negatives(&opts.task, workers_total, opts.steps, opts.seed, keep);
     let cfg = config(opts, technique, &plan)?;
     let net = SimNet::new(opts.nodes, Faults::fixed_delay(opts.delay_us), opts.seed);
     let mut cluster = Cluster::new(&cfg, net).map_err(|e| format!("config: {e}"))?;
@@ -62,19 +70,41 @@ pub(super) fn run(opts: &SkewOptions, technique: Technique) -> Result<SkewReport
             step: 0,
             phase: Phase::Ready { at: Instant(opts.warmup_us) },
             pending: VecDeque::new(),
+            handles: VecDeque::new(),
+            keys: Vec::new(),
+            sampled: Vec::new(),
         })
         .collect();
+    let sampling = register_negatives(opts, &mut cluster)?;
     let mut pushes = vec![0u32; plan.keys as usize];
     let mut checker = Checker { every: opts.check_every, since: 0, keys: plan.keys, moves: 0 };
-    let mut driver = Driver { opts, technique, plan: &plan, pushes: &mut pushes };
+    let mut driver = Driver { opts, technique, plan: &plan, pushes: &mut pushes, sampling, sampled: (0, 0) };
     driver.train(&mut cluster, &mut workers, &mut checker)?;
-    let report = report(opts, technique, &cluster);
+    let mut report = report(opts, technique, &cluster);
+    (report.sampled_accesses, report.sampled_remote) = driver.sampled;
+    for w in &workers {
+        if let Some(s) = cluster.sampler(w.node, w.id) {
+            report.sampling += s.stats();
+        }
+    }
 
     settle(&mut cluster, technique, |c| checker.step(c))?;
     checks::node_invariants(cluster.nodes())?;
     end_state(&cluster, technique)?;
     check_values(&cluster, &pushes)?;
     Ok(report)
+}
+
+/// Under [`Negatives::Sampled`], registers the uniform distribution over the entities on every
+/// node: its id and the negatives per step.
+fn register_negatives(opts: &SkewOptions, cluster: &mut Cluster) -> Result<Option<(DistId, u64)>, String> {
+    let (Negatives::Sampled(level), Task::Kge(k)) = (opts.negatives, &opts.task) else { return Ok(None) };
+    if k.negatives == 0 {
+        return Ok(None);
+    }
+    let dist = Distribution::uniform(Key(0), Key(k.entities)).map_err(|e| format!("negatives: {e}"))?;
+    let id = cluster.register_distribution(&dist, level).map_err(|e| format!("register: {e}"))?;
+    Ok(Some((id, u64::from(k.negatives))))
 }
 
 /// The checks during a run, every `every` simulation steps (never if 0).
@@ -110,6 +140,7 @@ fn config(opts: &SkewOptions, technique: Technique, plan: &Plan) -> Result<Confi
     cfg.store_keys_max = keys;
     cfg.replicas_max = keys;
     cfg.sync_rounds_per_sec_max = opts.sync_rounds_per_sec_max;
+    cfg.sampling = opts.sampling;
     if technique == Technique::MultiTechnique {
         let hot = Config::hot_keys_from_frequencies(plan.frequencies(), plan.keys, 100.0);
         cfg.hot_keys = Arc::new(hot);
@@ -123,6 +154,10 @@ struct Driver<'a> {
     plan: &'a Plan,
     /// Pushes issued, per key.
     pushes: &'a mut [u32],
+    /// The distribution of sampled negatives and their number per step, if sampled.
+    sampling: Option<(DistId, u64)>,
+    /// Accesses to keys only the sampling manager drew in their step, and the remote ones.
+    sampled: (u64, u64),
 }
 
 impl Driver<'_> {
@@ -184,6 +219,13 @@ impl Driver<'_> {
         }
         let keys = self.batch(w, step).to_vec();
         let who = format!("node {} worker {}", w.node, w.id);
+        if let Some((dist, n)) = self.sampling {
+            let (start, end) = (Clock(u64::from(step)), Clock(u64::from(step) + 1));
+            let h = cluster
+                .prepare_sample(w.node, w.id, dist, n, start, end)
+                .map_err(|e| format!("{who}: prepare sample: {e}"))?;
+            w.handles.push_back(h);
+        }
         if self.technique.uses_rounds() {
             let (start, end) = (Clock(u64::from(step)), Clock(u64::from(step) + 1));
             cluster.intent(w.node, w.id, &keys, start, end).map_err(|e| format!("{who}: intent: {e}"))?;
@@ -203,10 +245,11 @@ impl Driver<'_> {
             match w.phase {
                 Phase::Ready { at } if at <= now && !self.blocked(w) => {
                     self.prepare(cluster, w, w.step + self.opts.ahead)?;
-                    let keys = self.batch(w, w.step).to_vec();
-                    let mut vals = vec![0.0; keys.len() * self.opts.len as usize];
+                    self.step_keys(cluster, w)?;
+                    let mut vals = vec![0.0; w.keys.len() * self.opts.len as usize];
+                    self.count_sampled(cluster, w);
                     let (ticket, _) = cluster
-                        .pull(w.node, w.id, &keys, &mut vals)
+                        .pull(w.node, w.id, &w.keys, &mut vals)
                         .map_err(|e| format!("node {} worker {}: pull: {e}", w.node, w.id))?;
                     w.phase = Phase::Pulling { ticket };
                 }
@@ -232,9 +275,39 @@ impl Driver<'_> {
         }
     }
 
+    /// The keys of `w`'s step: the plan's, then the sampled negatives not among them.
+    fn step_keys(&self, cluster: &mut Cluster, w: &mut SimWorker) -> Result<(), String> {
+        w.keys = self.batch(w, w.step).to_vec();
+        w.sampled.clear();
+        let (Some((_, n)), Some(h)) = (self.sampling, w.handles.pop_front()) else { return Ok(()) };
+        let who = format!("node {} worker {}", w.node, w.id);
+        let mut drawn = vec![Key(0); n as usize];
+        let len = drawn.len() * self.opts.len as usize;
+        cluster
+            .sample_keys(w.node, w.id, h, &mut drawn, len)
+            .map_err(|e| format!("{who}: pull sample: {e}"))?;
+        cluster.finish_sample(w.node, w.id, h).map_err(|e| format!("{who}: finish sample: {e}"))?;
+        for k in parma_core::node::distinct(&drawn) {
+            if !w.keys.contains(&k) {
+                w.keys.push(k);
+                w.sampled.push(k);
+            }
+        }
+        Ok(())
+    }
+
+    /// Counts an access to each key of the step that only the sampling manager drew, and
+    /// whether it is remote now.
+    fn count_sampled(&mut self, cluster: &Cluster, w: &SimWorker) {
+        let store = cluster.nodes()[w.node.index()].store();
+        self.sampled.0 += w.sampled.len() as u64;
+        self.sampled.1 += w.sampled.iter().filter(|k| !store.is_local(**k)).count() as u64;
+    }
+
     /// Pushes +1 to every key of the worker's step and advances its clock.
     fn push(&mut self, cluster: &mut Cluster, w: &mut SimWorker) -> Result<(), String> {
-        let keys = self.plan.batches[w.index][w.step as usize].clone();
+        self.count_sampled(cluster, w);
+        let keys = w.keys.clone();
         let vals = vec![1.0; keys.len() * self.opts.len as usize];
         let who = format!("node {} worker {}", w.node, w.id);
         let t = cluster
@@ -297,6 +370,10 @@ fn report(opts: &SkewOptions, technique: Technique, cluster: &Cluster) -> SkewRe
         sync_rounds: sum(&|s| s.sync_rounds),
         run_time_us: cluster.now().as_micros(),
         sim_steps: cluster.steps(),
+        negatives: opts.negatives,
+        sampled_accesses: 0,
+        sampled_remote: 0,
+        sampling: Default::default(),
     }
 }
 

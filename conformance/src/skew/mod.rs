@@ -29,7 +29,7 @@ pub mod plan;
 
 use std::fmt::Write as _;
 
-use parma_core::Technique;
+use parma_core::{Conformity, Technique};
 
 pub use plan::{Kge, Mf, Plan, Task, Zipf};
 
@@ -60,6 +60,37 @@ pub struct SkewOptions {
     /// Check every node's invariants after every this many simulation steps (0: only at the
     /// end). Checking is O(keys), so only small runs check often.
     pub check_every: u64,
+    /// Where the KGE task's negatives come from.
+    pub negatives: Negatives,
+    /// Pool size, use frequency and replacement of the sampling manager.
+    pub sampling: parma_core::SamplingOptions,
+}
+
+/// Where the negative entities of the KGE task come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Negatives {
+    /// Drawn by the application, part of the plan's batches: accessed like the other keys
+    /// (with intent ahead of time).
+    #[default]
+    Plan,
+    /// None: the batches hold only the triples' keys (the baseline that the figures of
+    /// sampling are measured against).
+    Off,
+    /// Drawn by the sampling manager under this conformity level, uniform over the entities:
+    /// prepared `ahead` steps before the step that pulls them (the keys become the worker's
+    /// intent for that step), pulled with the step's keys, pushed with them.
+    Sampled(Conformity),
+}
+
+impl Negatives {
+    /// The name in reports.
+    pub fn name(self) -> String {
+        match self {
+            Negatives::Plan => "application".into(),
+            Negatives::Off => "none".into(),
+            Negatives::Sampled(c) => c.name().into(),
+        }
+    }
 }
 
 impl SkewOptions {
@@ -80,6 +111,8 @@ impl SkewOptions {
             sync_rounds_per_sec_max: Some(1_000),
             seed: 1,
             check_every: 0,
+            negatives: Negatives::Plan,
+            sampling: parma_core::SamplingOptions::default(),
         }
     }
 
@@ -156,6 +189,14 @@ pub struct SkewReport {
     pub run_time_us: u64,
     /// Simulation steps the training loop took.
     pub sim_steps: u64,
+    /// Where the negatives came from.
+    pub negatives: Negatives,
+    /// Accesses (a pull and a push per step) to keys that only the sampling manager drew in
+    /// their step, and those of them that were not local.
+    pub sampled_accesses: u64,
+    pub sampled_remote: u64,
+    /// The workers' sampler counters, summed.
+    pub sampling: parma_core::sampling::SamplingStats,
 }
 
 impl SkewReport {

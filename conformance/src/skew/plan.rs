@@ -146,9 +146,15 @@ pub struct Plan {
 impl Plan {
     /// The plan of `task` for `workers` workers of `steps` steps each, from `seed`.
     pub fn new(task: &Task, workers: usize, steps: u32, seed: u64) -> Plan {
+        Plan::with_negatives(task, workers, steps, seed, true)
+    }
+
+    /// [`Plan::new`], with the KGE task's negatives left out of the batches if
+    /// `keep_negatives` is false (they are still drawn, so the other keys are the same).
+    pub fn with_negatives(task: &Task, workers: usize, steps: u32, seed: u64, keep_negatives: bool) -> Plan {
         let mut rng = Rng::new(seed ^ 0x5e3d_91a2_c4b7_0f68);
         let batches = match task {
-            Task::Kge(k) => kge(k, workers, steps, &mut rng),
+            Task::Kge(k) => kge(k, workers, steps, &mut rng, keep_negatives),
             Task::Mf(m) => mf(m, workers, steps, &mut rng),
         };
         Plan { keys: task.keys(), batches }
@@ -185,7 +191,7 @@ impl Batch {
     }
 }
 
-fn kge(k: &Kge, workers: usize, steps: u32, rng: &mut Rng) -> Vec<Vec<Vec<Key>>> {
+fn kge(k: &Kge, workers: usize, steps: u32, rng: &mut Rng, keep_negatives: bool) -> Vec<Vec<Vec<Key>>> {
     let entity_of = permutation(k.entities, rng);
     let relation_of = permutation(k.relations, rng);
     let entities = Zipf::new(k.entities, k.entity_zipf);
@@ -202,7 +208,10 @@ fn kge(k: &Kge, workers: usize, steps: u32, rng: &mut Rng) -> Vec<Vec<Vec<Key>>>
                         b.add(Key(entity_of[entities.draw(&mut w) as usize]));
                     }
                     for _ in 0..k.negatives {
-                        b.add(Key(w.range(0, k.entities - 1)));
+                        let n = Key(w.range(0, k.entities - 1));
+                        if keep_negatives {
+                            b.add(n);
+                        }
                     }
                     b.keys
                 })

@@ -1,6 +1,10 @@
 //! What a trace needs from a cluster: one implementation per way of running one.
 
-use parma_core::{Clock, Key, Layout, NodeId, OpError, Technique, WorkerId};
+use parma_core::sampling::SamplingStats;
+use parma_core::{
+    Clock, Conformity, DistId, Distribution, Key, Layout, NodeId, OpError, SampleHandle, SamplingOptions,
+    Technique, WorkerId,
+};
 
 /// The cluster a trace asks for.
 #[derive(Clone, Debug)]
@@ -9,7 +13,13 @@ pub struct Setup {
     pub workers: u16,
     pub layout: Layout,
     pub technique: Technique,
+    /// Pool size, use frequency and replacement of the sampling manager.
+    pub sampling: SamplingOptions,
 }
+
+/// What one `pull-sample` returned: keys, their values (concatenated), and whether each was
+/// local.
+pub type SampleOut = (Vec<Key>, Vec<f32>, Vec<bool>);
 
 /// Runs trace commands on a cluster. Each call returns when the operation has completed.
 pub trait Executor {
@@ -58,6 +68,44 @@ pub trait Executor {
     fn concurrent_push(&mut self, keys: &[Key], rounds: u32, each: f32) -> Result<(), OpError>;
     /// Keys forwarded by all nodes so far (a node that did not hold a key passed a request on).
     fn keys_forwarded(&mut self) -> u64;
+    /// Registers `dist` under `level` on every node, in node order; returns its id.
+    fn register(&mut self, _dist: &Distribution, _level: Conformity) -> Result<DistId, OpError> {
+        Err(OpError::Closed)
+    }
+    /// Prepares `n` samples of `dist` for `worker` of `node`, used in clocks `[start, end)`.
+    fn prepare_sample(
+        &mut self,
+        _node: NodeId,
+        _worker: WorkerId,
+        _dist: DistId,
+        _n: u64,
+        _window: (Clock, Clock),
+    ) -> Result<SampleHandle, OpError> {
+        Err(OpError::Closed)
+    }
+    /// Pulls the next `count` samples of `handle`.
+    fn pull_sample(
+        &mut self,
+        _node: NodeId,
+        _worker: WorkerId,
+        _handle: SampleHandle,
+        _count: usize,
+    ) -> Result<SampleOut, OpError> {
+        Err(OpError::Closed)
+    }
+    /// Ends `handle`.
+    fn finish_sample(
+        &mut self,
+        _node: NodeId,
+        _worker: WorkerId,
+        _handle: SampleHandle,
+    ) -> Result<(), OpError> {
+        Err(OpError::Closed)
+    }
+    /// The sampler counters of `worker` of `node`.
+    fn sampling_stats(&mut self, _node: NodeId, _worker: WorkerId) -> Result<SamplingStats, OpError> {
+        Err(OpError::Closed)
+    }
     /// Shuts the cluster down cleanly; reports anything left over.
     fn finish(&mut self) -> Result<(), String>;
 }

@@ -20,6 +20,13 @@
 //! | `wait-sync` | `node= worker=` | `ok` once the node completed two more sync rounds |
 //! | `settle` | | `ok` once time passed the relocation hold and every node, one after the other, completed two more sync rounds, twice over |
 //! | `concurrent-push` | `keys=a,b rounds=R each=x` | every worker of every node pushes `x` to every key, `R` times, all at once: `ok` |
+//! | `register` | `dist=uniform:a..b` or `dist=weighted:k:w,k:w,...`, `level=` (`conform`, `bounded`, `long-term`, `non-conform`) | `dist <id>`, registered on every node in node order |
+//! | `prepare-sample` | `node= worker= dist= n= start= end=` | `handle <h>` |
+//! | `pull-sample` | `node= worker= handle= count=` | `k<key> = <values> (local\|remote)` per sample |
+//! | `finish-sample` | `node= worker= handle=` | `ok` |
+//! | `sampling` | `node= worker=` | the worker's sampler counters: pools drawn, samples pulled, local, remote, postponed |
+//!
+//! `cluster` also takes `pool=G reuse=U replacement=yes|no` for the sampling manager.
 //!
 //! Any command may instead output `error: <message>`. A `keys=` value may be a range `a..b`.
 //! Running with the environment variable `PARMA_REWRITE=1` rewrites the expected outputs from
@@ -35,7 +42,7 @@ pub use exec::{Executor, Setup};
 pub use runtime_exec::RuntimeExecutor;
 pub use sim_exec::SimExecutor;
 
-use parma_core::{Clock, Key, NodeId, OpError, Technique, WorkerId};
+use parma_core::{Clock, Conformity, Distribution, Key, NodeId, OpError, SampleHandle, Technique, WorkerId};
 
 /// One block of a trace file.
 #[derive(Clone, Debug)]
@@ -109,6 +116,25 @@ impl<'a> Args<'a> {
             }
         }
         Ok(keys)
+    }
+    /// `dist=uniform:a..b` or `dist=weighted:k:w,k:w,...`.
+    pub fn distribution(&self) -> Result<Distribution, String> {
+        let v = self.req("dist")?;
+        let bad = || format!("bad distribution `{v}`");
+        if let Some(r) = v.strip_prefix("uniform:") {
+            let (a, b) = r.split_once("..").ok_or_else(bad)?;
+            let (a, b) = (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
+            return Distribution::uniform(Key(a), Key(b)).map_err(|e| e.to_string());
+        }
+        let w = v.strip_prefix("weighted:").ok_or_else(bad)?;
+        let mut keys = Vec::new();
+        let mut weights = Vec::new();
+        for part in w.split(',') {
+            let (k, x) = part.split_once(':').ok_or_else(bad)?;
+            keys.push(Key(k.parse().map_err(|_| bad())?));
+            weights.push(x.parse().map_err(|_| bad())?);
+        }
+        Distribution::weighted(&keys, &weights).map_err(|e| e.to_string())
     }
     pub fn node(&self) -> Result<NodeId, String> {
         Ok(NodeId(self.num("node")?))
@@ -249,6 +275,49 @@ fn run_command(exec: &mut dyn Executor, line: &str, forwarded: &mut u64) -> Resu
                 "no\n".into()
             }
         }
+        "register" => {
+            let level = a.req("level")?;
+            let level = Conformity::from_name(level).ok_or_else(|| format!("unknown level `{level}`"))?;
+            match exec.register(&a.distribution()?, level) {
+                Ok(id) => format!("dist {}\n", id.0),
+                Err(e) => fmt_err(e),
+            }
+        }
+        "prepare-sample" => {
+            let window = (Clock(a.num("start")?), Clock(a.num("end")?));
+            let dist = parma_core::DistId(a.num("dist")?);
+            match exec.prepare_sample(a.node()?, a.worker()?, dist, a.num("n")?, window) {
+                Ok(h) => format!("handle {}\n", h.0),
+                Err(e) => fmt_err(e),
+            }
+        }
+        "pull-sample" => {
+            let handle = SampleHandle(a.num("handle")?);
+            match exec.pull_sample(a.node()?, a.worker()?, handle, a.num("count")?) {
+                Err(e) => fmt_err(e),
+                Ok((keys, vals, local)) => {
+                    let mut out = String::new();
+                    let mut at = 0;
+                    for ((k, len), local) in keys.iter().zip(lens(&keys)?).zip(local) {
+                        let place = if local { "local" } else { "remote" };
+                        let _ = writeln!(out, "k{k} = {} ({place})", fmt_values(&vals[at..at + len]));
+                        at += len;
+                    }
+                    out
+                }
+            }
+        }
+        "finish-sample" => match exec.finish_sample(a.node()?, a.worker()?, SampleHandle(a.num("handle")?)) {
+            Ok(()) => "ok\n".into(),
+            Err(e) => fmt_err(e),
+        },
+        "sampling" => match exec.sampling_stats(a.node()?, a.worker()?) {
+            Ok(s) => format!(
+                "pools {} pulled {} local {} remote {} postponed {}\n",
+                s.pools_drawn, s.samples_pulled, s.samples_local, s.samples_remote, s.samples_postponed
+            ),
+            Err(e) => fmt_err(e),
+        },
         other => return Err(format!("unknown command `{other}`")),
     })
 }
@@ -262,7 +331,15 @@ pub fn setup_from(line: &str) -> Result<Setup, String> {
     let name = a.get("technique").unwrap_or("relocation");
     let technique = Technique::from_name(name).ok_or_else(|| format!("unknown technique `{name}`"))?;
     let layout = parma_core::Layout::uniform(a.num("keys")?, a.num("len")?).map_err(|e| e.to_string())?;
-    Ok(Setup { nodes: a.num("nodes")?, workers: a.num("workers")?, layout, technique })
+    let mut sampling = parma_core::SamplingOptions::default();
+    if a.get("pool").is_some() {
+        sampling.pool_size = a.num("pool")?;
+    }
+    if a.get("reuse").is_some() {
+        sampling.reuse = a.num("reuse")?;
+    }
+    sampling.with_replacement = a.get("replacement") != Some("no");
+    Ok(Setup { nodes: a.num("nodes")?, workers: a.num("workers")?, layout, technique, sampling })
 }
 
 /// Runs a trace on executors made by `make` and returns the file's text with the actual

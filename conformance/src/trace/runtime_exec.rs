@@ -3,10 +3,14 @@
 
 use std::thread;
 
-use parma_core::{Clock, Config, Duration, Key, NodeId, OpError, Transport, WorkerId};
+use parma_core::sampling::SamplingStats;
+use parma_core::{
+    Clock, Config, Conformity, DistId, Distribution, Duration, Key, NodeId, OpError, SampleHandle, Transport,
+    WorkerId,
+};
 use parma_runtime::{NodeRuntime, Worker};
 
-use super::exec::{Executor, Setup};
+use super::exec::{Executor, SampleOut, Setup};
 
 /// A trace executor on a cluster of runtimes, one per transport endpoint.
 pub struct RuntimeExecutor {
@@ -27,6 +31,7 @@ impl RuntimeExecutor {
         }
         let mut cfg = Config::new(setup.nodes, setup.workers, setup.layout.clone());
         cfg.technique = setup.technique;
+        cfg.sampling = setup.sampling;
         let (mut nodes, mut workers) = (Vec::new(), Vec::new());
         for (i, t) in transports.into_iter().enumerate() {
             let (n, w) = NodeRuntime::start(cfg.clone(), NodeId(i as u16), t).map_err(|e| e.to_string())?;
@@ -154,6 +159,60 @@ impl Executor for RuntimeExecutor {
             handles.into_iter().map(|h| h.join().unwrap_or(Err(OpError::Closed))).collect()
         });
         results.into_iter().collect()
+    }
+
+    fn register(&mut self, dist: &Distribution, level: Conformity) -> Result<DistId, OpError> {
+        let mut ids = Vec::new();
+        for n in 0..self.setup.nodes {
+            ids.push(self.worker(NodeId(n), WorkerId(0))?.register_distribution(dist.clone(), level)?);
+        }
+        ids.first().copied().ok_or(OpError::InvalidArgument)
+    }
+
+    fn prepare_sample(
+        &mut self,
+        node: NodeId,
+        worker: WorkerId,
+        dist: DistId,
+        n: u64,
+        (start, end): (Clock, Clock),
+    ) -> Result<SampleHandle, OpError> {
+        self.worker(node, worker)?.prepare_sample(dist, n, start, end)
+    }
+
+    fn pull_sample(
+        &mut self,
+        node: NodeId,
+        worker: WorkerId,
+        handle: SampleHandle,
+        count: usize,
+    ) -> Result<SampleOut, OpError> {
+        let store = self.nodes.get(node.index()).ok_or(OpError::InvalidArgument)?.store().clone();
+        let len = self.setup.layout.uniform_len().unwrap_or(1);
+        let w = self.worker(node, worker)?;
+        let before = (w.stats().keys_pulled_local, w.stats().keys_pulled_remote);
+        let mut keys = vec![Key(0); count];
+        let mut vals = vec![0.0; count * len];
+        w.pull_sample(handle, &mut keys, &mut vals)?;
+        // Nothing moves between trace commands: what is local now was local in the pull, and
+        // the worker's own counters must agree (a repeated remote key is fetched once).
+        let local: Vec<bool> = keys.iter().map(|k| store.is_local(*k)).collect();
+        let counted = w.stats().keys_pulled_local - before.0;
+        let remote = parma_core::node::distinct(&keys).iter().filter(|k| !store.is_local(**k)).count();
+        if counted != local.iter().filter(|l| **l).count() as u64
+            || w.stats().keys_pulled_remote - before.1 != remote as u64
+        {
+            return Err(OpError::InvalidArgument);
+        }
+        Ok((keys, vals, local))
+    }
+
+    fn finish_sample(&mut self, node: NodeId, worker: WorkerId, handle: SampleHandle) -> Result<(), OpError> {
+        self.worker(node, worker)?.finish_sample(handle)
+    }
+
+    fn sampling_stats(&mut self, node: NodeId, worker: WorkerId) -> Result<SamplingStats, OpError> {
+        Ok(self.worker(node, worker)?.sampling_stats())
     }
 
     fn keys_forwarded(&mut self) -> u64 {

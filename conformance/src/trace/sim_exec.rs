@@ -1,10 +1,14 @@
 //! Runs traces on the deterministic simulator (virtual time, seeded faults).
 
+use parma_core::sampling::SamplingStats;
 use parma_core::wire::WriteKind;
-use parma_core::{Clock, Completion, Config, Key, NodeId, OpError, Ticket, WorkerId};
+use parma_core::{
+    Clock, Completion, Config, Conformity, DistId, Distribution, Key, NodeId, OpError, SampleHandle, Ticket,
+    WorkerId,
+};
 use parma_transport_loopback::sim::{Faults, SimNet};
 
-use super::exec::{Executor, Setup};
+use super::exec::{Executor, SampleOut, Setup};
 use crate::sim::workload::fill_remote;
 use crate::sim::Cluster;
 
@@ -23,6 +27,7 @@ impl SimExecutor {
     pub fn new(setup: &Setup, seed: u64) -> SimExecutor {
         let mut cfg = Config::new(setup.nodes, setup.workers, setup.layout.clone());
         cfg.technique = setup.technique;
+        cfg.sampling = setup.sampling;
         let net = SimNet::new(setup.nodes, Faults::from_seed(seed), seed);
         let cluster = Cluster::new(&cfg, net).expect("trace cluster configuration is valid");
         SimExecutor { setup: setup.clone(), cluster, hold: cfg.relocation_hold }
@@ -160,6 +165,51 @@ impl Executor for SimExecutor {
             }
         }
         Ok(())
+    }
+
+    fn register(&mut self, dist: &Distribution, level: Conformity) -> Result<DistId, OpError> {
+        self.cluster.register_distribution(dist, level)
+    }
+
+    fn prepare_sample(
+        &mut self,
+        node: NodeId,
+        worker: WorkerId,
+        dist: DistId,
+        n: u64,
+        (start, end): (Clock, Clock),
+    ) -> Result<SampleHandle, OpError> {
+        self.node_exists(node)?;
+        self.cluster.prepare_sample(node, worker, dist, n, start, end)
+    }
+
+    fn pull_sample(
+        &mut self,
+        node: NodeId,
+        worker: WorkerId,
+        handle: SampleHandle,
+        count: usize,
+    ) -> Result<SampleOut, OpError> {
+        self.node_exists(node)?;
+        let mut keys = vec![Key(0); count];
+        let len = self.setup.layout.uniform_len().unwrap_or(1);
+        self.cluster.sample_keys(node, worker, handle, &mut keys, count * len)?;
+        // A node pull names each key once: pull the distinct keys, then spread the values.
+        let uniq = parma_core::node::distinct(&keys);
+        let (vals, local) = self.pull(node, worker, &uniq)?;
+        let at = |k: &Key| uniq.iter().position(|u| u == k).unwrap_or(0);
+        let values = keys.iter().flat_map(|k| vals[at(k) * len..(at(k) + 1) * len].to_vec()).collect();
+        let local = keys.iter().map(|k| local[at(k)]).collect();
+        Ok((keys, values, local))
+    }
+
+    fn finish_sample(&mut self, node: NodeId, worker: WorkerId, handle: SampleHandle) -> Result<(), OpError> {
+        self.node_exists(node)?;
+        self.cluster.finish_sample(node, worker, handle)
+    }
+
+    fn sampling_stats(&mut self, node: NodeId, worker: WorkerId) -> Result<SamplingStats, OpError> {
+        self.cluster.sampler(node, worker).map(|s| s.stats()).ok_or(OpError::InvalidArgument)
     }
 
     fn keys_forwarded(&mut self) -> u64 {

@@ -95,6 +95,7 @@ impl Node {
             Message::SyncReply { round, relocated, refreshed, acks, failed, values } => {
                 self.sync_answered(now, from, round, &relocated, &refreshed, &acks, &failed, &values)
             }
+            Message::DistCheck { dist, fingerprint } => self.check_distribution(from, dist, fingerprint),
         }
     }
 
@@ -141,6 +142,7 @@ impl Node {
             Message::PointerRelease { released } => released.iter().all(|r| layout.contains(r.key)),
             Message::BarrierEnter { .. } => self.me == super::barrier::COORDINATOR,
             Message::BarrierRelease { .. } => true,
+            Message::DistCheck { .. } => true,
         }
     }
 

@@ -7,6 +7,7 @@ mod forward;
 mod invariants;
 mod keymap;
 mod origin;
+mod sample;
 mod stats;
 mod sync;
 
@@ -18,6 +19,7 @@ use hashbrown::{HashMap, HashSet};
 
 pub use event::{Completion, Event, Transmit};
 pub use invariants::InvariantViolation;
+pub use sample::distinct;
 pub use stats::{Stats, KINDS};
 pub use sync::IntentKind;
 
@@ -81,6 +83,11 @@ pub struct Node {
     failed_peers: HashSet<NodeId>,
     stats: Stats,
     sync: SyncState,
+    registry: Arc<crate::sampling::Registry>,
+    /// Distributions of the registry whose fingerprints were sent to the peers.
+    dists_announced: usize,
+    /// Peers' fingerprints of distributions not registered here yet.
+    dist_checks: Vec<(NodeId, crate::ids::DistId, u64)>,
 }
 
 impl Node {
@@ -93,6 +100,8 @@ impl Node {
     /// Node `me` with a store created by the caller (shared with worker threads).
     pub fn with_store(cfg: Config, me: NodeId, store: Arc<Store>) -> Result<Node, ConfigError> {
         cfg.validate(me)?;
+        let (cfg_sampling, layout) = (cfg.sampling, cfg.layout.clone());
+        let pool_seed = crate::sampling::SampleRng::new(cfg.seed ^ 0x706f_6f6c, me.0, 0);
         Ok(Node {
             sync: SyncState::new(&cfg),
             cache: LocationCache::new(cfg.location_cache_slots),
@@ -111,6 +120,9 @@ impl Node {
             events: VecDeque::new(),
             failed_peers: HashSet::new(),
             stats: Stats::default(),
+            registry: Arc::new(crate::sampling::Registry::new(cfg_sampling, layout, pool_seed)),
+            dists_announced: 0,
+            dist_checks: Vec::new(),
         })
     }
 
@@ -407,6 +419,18 @@ impl Node {
             self.complete(worker, ticket, Ok(Completion::Localize));
             return Ok(());
         }
+        self.localize_as(now, worker, ticket, keys, PendingKind::Localize)
+    }
+
+    /// The body of [`Node::localize`], for a localize of `kind` (checked by the caller).
+    fn localize_as(
+        &mut self,
+        now: Instant,
+        worker: WorkerId,
+        ticket: Ticket,
+        keys: &[Key],
+        kind: PendingKind,
+    ) -> Result<(), OpError> {
         let wanted =
             keys.iter().filter(|k| !self.store.holds(**k) && !self.incoming.contains_key(*k)).count();
         // Room for every key on its way is reserved now, so that it can always be installed.
@@ -414,13 +438,7 @@ impl Node {
             return Err(OpError::StoreFull);
         }
         let req = self.new_request(now);
-        let p = Pending::new(
-            worker,
-            ticket,
-            PendingKind::Localize,
-            keys.to_vec(),
-            now + self.cfg.request_timeout,
-        );
+        let p = Pending::new(worker, ticket, kind, keys.to_vec(), now + self.cfg.request_timeout);
         self.start(req, p);
         let mut ask = Vec::new();
         for &k in keys {
@@ -524,6 +542,7 @@ impl Node {
             PendingKind::Pull { values, .. } => Completion::Pull(values),
             PendingKind::Write => Completion::Write,
             PendingKind::Localize => Completion::Localize,
+            PendingKind::Prefetch => return,
         };
         self.complete(p.worker, p.ticket, Ok(result));
     }
@@ -544,7 +563,9 @@ impl Node {
                 }
             }
             self.stats.ops_failed += 1;
-            self.complete(p.worker, p.ticket, Err(err));
+            if !matches!(p.kind, PendingKind::Prefetch) {
+                self.complete(p.worker, p.ticket, Err(err));
+            }
         }
     }
 

@@ -17,6 +17,9 @@ pub(crate) enum PendingKind {
     },
     Write,
     Localize,
+    /// A localize the sampling manager issued for prepared samples (under relocation); no
+    /// worker waits for it, so it completes without an event.
+    Prefetch,
 }
 
 /// One worker operation that needs other nodes.

@@ -54,6 +54,11 @@ pub struct Stats {
     pub hops_max: u8,
     /// Intents signaled by this node's workers, and the keys in them.
     pub intents_signaled: u64,
+    /// Keys of the intents signaled for prepared samples (counted in `intent_keys_signaled` too).
+    pub sample_intent_keys: u64,
+    /// Sampling distributions a peer registered differently from this node (or that this node
+    /// can never register: beyond `SamplingOptions::distributions_max`).
+    pub distribution_mismatches: u64,
     pub intent_keys_signaled: u64,
     /// Intents signaled by kind: read and write, read, write (see `IntentKind`).
     pub intents_by_kind: [u64; 3],

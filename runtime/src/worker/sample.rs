@@ -1,0 +1,91 @@
+//! The worker's sampling calls (nups-sigmod22.txt §4.3). The scheme, the draws and the
+//! decisions are the core's [`parma_core::Sampler`]; this file only carries them out: intents
+//! go to the node like any intent, values of local keys are copied by the worker thread
+//! itself, and only keys that are not local become a pull command for the node.
+
+use parma_core::sampling::SamplingStats;
+use parma_core::{Clock, Conformity, DistId, Distribution, Key, OpError, SampleHandle};
+
+use super::Worker;
+use std::sync::mpsc::TrySendError;
+
+use crate::driver::Command;
+
+impl Worker {
+    /// Registers `dist` under `conformity` for this worker's node and returns its id, usable
+    /// by every worker of the node. Every node must register the same distributions in the
+    /// same order (register them from one worker per node, before sampling); the node tells
+    /// its peers, and a peer that registered something else under the same id is reported:
+    /// preparing samples of it fails with `SampleError::DistributionMismatch` once the nodes
+    /// have heard of each other (a barrier after registering makes sure they have).
+    pub fn register_distribution(
+        &mut self,
+        dist: Distribution,
+        conformity: Conformity,
+    ) -> Result<DistId, OpError> {
+        self.check_open()?;
+        let id = self.sampler.registry().register(dist, conformity)?;
+        // Blocks only while the command queue is full.
+        if self.commands.send(Command::AnnounceDistributions).is_err() {
+            return Err(OpError::Closed);
+        }
+        self.shared.nudge_driver();
+        Ok(id)
+    }
+
+    /// Prepares `n` samples of `dist` that this worker will use while its clock is in
+    /// `[start, end)`. Returns at once: the node makes the drawn keys local in time (they
+    /// become this worker's intent for that window; under relocation, the node localizes
+    /// them).
+    pub fn prepare_sample(
+        &mut self,
+        dist: DistId,
+        n: u64,
+        start: Clock,
+        end: Clock,
+    ) -> Result<SampleHandle, OpError> {
+        self.check_open()?;
+        let (handle, keys) = self.sampler.prepare(dist, n)?;
+        if !keys.is_empty() {
+            let cmd = Command::SampleIntent { worker: self.id, keys, start, end };
+            match self.commands.try_send(cmd) {
+                Ok(()) => self.shared.nudge_driver(),
+                Err(e) => {
+                    let _ = self.sampler.finish(handle);
+                    return Err(match e {
+                        TrySendError::Full(_) => OpError::Busy,
+                        TrySendError::Disconnected(_) => OpError::Closed,
+                    });
+                }
+            }
+        }
+        Ok(handle)
+    }
+
+    /// Fills `keys` with the next `keys.len()` samples of `handle` and `values` with their
+    /// values (concatenated), remotely where needed. May be called until all `n` samples of
+    /// the handle are used. A refused call (unknown handle, more samples than are left, a
+    /// value buffer of the wrong length) changes nothing. Once the samples are drawn, an
+    /// error of the pull itself (`Closed`, `Timeout`, `PeerFailed`) leaves them used.
+    pub fn pull_sample(
+        &mut self,
+        handle: SampleHandle,
+        keys: &mut [Key],
+        values: &mut [f32],
+    ) -> Result<(), OpError> {
+        self.check_open()?;
+        let store = &self.shared.store;
+        self.sampler.pull(handle, keys, values.len(), &self.shared.cfg.layout, |k| store.is_local(k))?;
+        self.pull(keys, values)
+    }
+
+    /// Ends `handle`; samples not pulled are dropped.
+    pub fn finish_sample(&mut self, handle: SampleHandle) -> Result<(), OpError> {
+        Ok(self.sampler.finish(handle)?)
+    }
+
+    /// This worker's sampling counters.
+    pub fn sampling_stats(&self) -> SamplingStats {
+        self.sampler.stats()
+    }
+}

@@ -161,6 +161,18 @@ fn fmt_values(v: &[f32]) -> String {
     v.iter().map(|x| format!("{x}")).collect::<Vec<_>>().join(" ")
 }
 
+/// One line per key read: its values and whether the read was served locally.
+fn fmt_pulled(keys: &[Key], lens: &[usize], vals: &[f32], local: &[bool]) -> String {
+    let mut out = String::new();
+    let mut at = 0;
+    for ((k, len), local) in keys.iter().zip(lens).zip(local) {
+        let place = if *local { "local" } else { "remote" };
+        let _ = writeln!(out, "k{k} = {} ({place})", fmt_values(&vals[at..at + len]));
+        at += len;
+    }
+    out
+}
+
 fn fmt_err(e: OpError) -> String {
     format!("error: {e}\n")
 }
@@ -177,16 +189,7 @@ fn run_command(exec: &mut dyn Executor, line: &str, forwarded: &mut u64) -> Resu
             let keys = a.keys()?;
             match exec.pull(a.node()?, a.worker()?, &keys) {
                 Err(e) => fmt_err(e),
-                Ok((vals, local)) => {
-                    let mut out = String::new();
-                    let mut at = 0;
-                    for ((k, len), local) in keys.iter().zip(lens(&keys)?).zip(local) {
-                        let place = if local { "local" } else { "remote" };
-                        let _ = writeln!(out, "k{k} = {} ({place})", fmt_values(&vals[at..at + len]));
-                        at += len;
-                    }
-                    out
-                }
+                Ok((vals, local)) => fmt_pulled(&keys, &lens(&keys)?, &vals, &local),
             }
         }
         "push" | "set" => {
@@ -295,16 +298,7 @@ fn run_command(exec: &mut dyn Executor, line: &str, forwarded: &mut u64) -> Resu
             let handle = SampleHandle(a.num("handle")?);
             match exec.pull_sample(a.node()?, a.worker()?, handle, a.num("count")?) {
                 Err(e) => fmt_err(e),
-                Ok((keys, vals, local)) => {
-                    let mut out = String::new();
-                    let mut at = 0;
-                    for ((k, len), local) in keys.iter().zip(lens(&keys)?).zip(local) {
-                        let place = if local { "local" } else { "remote" };
-                        let _ = writeln!(out, "k{k} = {} ({place})", fmt_values(&vals[at..at + len]));
-                        at += len;
-                    }
-                    out
-                }
+                Ok((keys, vals, local)) => fmt_pulled(&keys, &lens(&keys)?, &vals, &local),
             }
         }
         "finish-sample" => match exec.finish_sample(a.node()?, a.worker()?, SampleHandle(a.num("handle")?)) {

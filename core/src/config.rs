@@ -14,6 +14,9 @@ use crate::timing::TimingParams;
 /// The most nodes a cluster may have.
 pub const NODES_MAX: u16 = 4096;
 
+/// The most shards a store may have: a key's shard is taken from 16 bits of its hash.
+pub const STORE_SHARDS_MAX: usize = 1 << 16;
+
 /// How parameters are managed. Chosen per run; all nodes of a cluster must agree.
 ///
 /// The adaptive techniques act on intents in sync rounds; the others ignore intents.
@@ -143,7 +146,7 @@ pub struct Config {
     pub seed: u64,
     /// Initial values of keys.
     pub init: Init,
-    /// Shards of the parameter store; a power of two.
+    /// Shards of the parameter store; a power of two, at most [`STORE_SHARDS_MAX`].
     pub store_shards: usize,
     /// Most main copies of keys homed on other nodes this node may hold (plus keys on their way
     /// here). Keys homed here do not count: the layout bounds them.
@@ -256,6 +259,9 @@ impl Config {
             }
         };
         pow2(self.store_shards, "store_shards")?;
+        if self.store_shards > STORE_SHARDS_MAX {
+            return Err(ConfigError::Bound { name: "store_shards" });
+        }
         pow2(self.location_cache_slots, "location_cache_slots")?;
         let positive = |n: usize, name| if n == 0 { Err(ConfigError::Bound { name }) } else { Ok(()) };
         positive(self.requests_pending_max, "requests_pending_max")?;
@@ -296,5 +302,21 @@ impl Config {
             return Err(ConfigError::Bound { name: "hot_keys" });
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn store_shards_are_a_bounded_power_of_two() {
+        let base = Config::new(2, 1, Layout::uniform(100, 4).unwrap());
+        let with = |n: usize| Config { store_shards: n, ..base.clone() }.validate(NodeId(0));
+        assert_eq!(with(1), Ok(()));
+        assert_eq!(with(STORE_SHARDS_MAX), Ok(()));
+        for bad in [0, 3, STORE_SHARDS_MAX * 2] {
+            assert_eq!(with(bad), Err(ConfigError::Bound { name: "store_shards" }), "{bad} shards");
+        }
     }
 }

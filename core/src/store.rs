@@ -20,6 +20,7 @@
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
+use core::hash::{BuildHasherDefault, Hasher};
 use core::sync::atomic::{AtomicUsize, Ordering};
 
 use hashbrown::HashMap;
@@ -45,8 +46,50 @@ struct Slot {
     state: State,
 }
 
+/// Hashes a key for its shard's table: [`mix`] turned by 16 bits, so that the bits that pick
+/// the table's bucket and tag are neither the bits that pick the shard (bits 40 and up of the
+/// mix, see `Store::shard`) nor the low bits that `home_of` reduces modulo the node count. The
+/// mix is the one `Store::shard` computes: once inlined, a lookup hashes its key once.
+#[derive(Clone, Copy, Default)]
+struct SlotHasher(u64);
+
+impl Hasher for SlotHasher {
+    #[inline(always)]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    #[inline(always)]
+    fn write_u64(&mut self, n: u64) {
+        self.0 = mix(Key(n)).rotate_right(16);
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `Key`s (one `u64` each) are hashed here; anything else is folded in correctly.
+        for &b in bytes {
+            self.0 = mix(Key(self.0 ^ u64::from(b))).rotate_right(16);
+        }
+    }
+}
+
+type SlotMap = HashMap<Key, Slot, BuildHasherDefault<SlotHasher>>;
+
+/// A shard behind its latch, alone in its cache lines: two threads working on neighbouring
+/// shards do not invalidate each other's latch, and finding a shard is a shift, not a multiply.
+#[repr(align(128))]
+struct Latched(spin::Mutex<Shard>);
+
+impl core::ops::Deref for Latched {
+    type Target = spin::Mutex<Shard>;
+
+    #[inline(always)]
+    fn deref(&self) -> &spin::Mutex<Shard> {
+        &self.0
+    }
+}
+
 struct Shard {
-    map: HashMap<Key, Slot>,
+    map: SlotMap,
     arena: Vec<f32>,
     /// Free arena ranges by length.
     free: HashMap<u32, Vec<u32>>,
@@ -112,8 +155,9 @@ pub enum InstallError {
 
 /// The values this node holds. See the module docs.
 pub struct Store {
-    shards: Box<[spin::Mutex<Shard>]>,
-    shard_shift: u32,
+    shards: Box<[Latched]>,
+    /// The shard count minus one (a power of two minus one).
+    shard_mask: usize,
     layout: Layout,
     me: NodeId,
     nodes: u16,
@@ -134,13 +178,19 @@ pub fn home_of(key: Key, nodes: u16) -> NodeId {
 impl Store {
     /// An empty store for node `me` of the cluster `cfg` describes.
     pub fn new(cfg: &Config, me: NodeId) -> Store {
-        let n = cfg.store_shards.max(1).next_power_of_two();
+        let n = cfg.store_shards.clamp(1, crate::config::STORE_SHARDS_MAX).next_power_of_two();
         let shards = (0..n)
-            .map(|_| spin::Mutex::new(Shard { map: HashMap::new(), arena: Vec::new(), free: HashMap::new() }))
+            .map(|_| {
+                Latched(spin::Mutex::new(Shard {
+                    map: SlotMap::default(),
+                    arena: Vec::new(),
+                    free: HashMap::new(),
+                }))
+            })
             .collect();
         Store {
             shards,
-            shard_shift: 64 - n.trailing_zeros(),
+            shard_mask: n - 1,
             layout: cfg.layout.clone(),
             me,
             nodes: cfg.nodes,
@@ -191,10 +241,9 @@ impl Store {
 
     #[inline]
     fn shard(&self, key: Key) -> &spin::Mutex<Shard> {
-        // High bits of the mix: independent of `home_of`, which uses it modulo the node count.
-        let i =
-            if self.shard_shift >= 64 { 0 } else { (mix(key).rotate_left(17) >> self.shard_shift) as usize };
-        &self.shards[i & (self.shards.len() - 1)]
+        // Bits 40 and up of the mix: independent of `home_of`, which uses it modulo the node
+        // count, and of the table's hash (`SlotHasher`).
+        &self.shards[(mix(key) >> 40) as usize & self.shard_mask]
     }
 
     #[inline]

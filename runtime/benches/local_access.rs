@@ -202,7 +202,7 @@ fn bench(c: &mut Criterion) {
 }
 
 /// Rounds of the paired comparison, and operations per side in each round.
-const ROUNDS: usize = 41;
+const ROUNDS: usize = 101;
 const OPS_PER_ROUND: u64 = 200;
 
 /// The paired comparison: in each round, the baseline and parma run `OPS_PER_ROUND` operations

@@ -172,6 +172,29 @@ impl Worker {
     /// Starts a pull: copies the values of local keys into `vals` now and asks the node for
     /// the rest, which [`Worker::wait_pull`] fills in.
     pub fn pull_async<'a>(&mut self, keys: &[Key], vals: &'a mut [f32]) -> Result<PullTicket<'a>, OpError> {
+        // Fast path: with uniform lengths, the right buffer length and no write of this worker
+        // in flight to these keys, copy while every key is local. A key found in the store is
+        // inside the layout, so a pull served entirely here needs no other validation; any
+        // other pull is validated in full below, before anything is asked of the node.
+        let mut served = 0;
+        let uniform = self.shared.cfg.layout.uniform_len();
+        if let Some(len) = uniform.filter(|l| l.checked_mul(keys.len()) == Some(vals.len())) {
+            self.check_open()?;
+            if !self.order.conflicts(keys, Access::Pull) {
+                let store = &self.shared.store;
+                for (k, out) in keys.iter().zip(vals.chunks_exact_mut(len)) {
+                    if !store.read(*k, out) {
+                        break;
+                    }
+                    served += 1;
+                }
+            }
+            if served == keys.len() {
+                self.stats.keys_pulled_local += keys.len() as u64;
+                self.publish();
+                return Ok(PullTicket { vals, ticket: self.local_ticket(), places: Vec::new() });
+            }
+        }
         self.prepare(keys, vals.len(), Access::Pull)?;
         let layout = &self.shared.cfg.layout;
         let store = &self.shared.store;
@@ -179,17 +202,7 @@ impl Worker {
         if !index.is_empty() {
             index.clear();
         }
-        // Fast path: with uniform lengths, copy while every key is local.
-        let mut served = 0;
-        if let Some(len) = layout.uniform_len() {
-            for (k, out) in keys.iter().zip(vals.chunks_exact_mut(len)) {
-                if !store.read(*k, out) {
-                    break;
-                }
-                served += 1;
-            }
-        }
-        let start = served * layout.uniform_len().unwrap_or(0);
+        let start = served * uniform.unwrap_or(0);
         let mut remote: Vec<Key> = Vec::new();
         let mut places: Vec<(usize, usize, usize)> = Vec::new();
         walk(layout, &keys[served..], start, |k, off, len| {

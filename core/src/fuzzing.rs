@@ -331,7 +331,7 @@ mod tests {
             ("empty", Vec::new(), WireError::Truncated),
             ("short-header", pull[..12].to_vec(), WireError::Truncated),
             ("magic", patch(0, 0, b"PRMB"), WireError::BadMagic),
-            ("version", patch(0, 4, &[2]), WireError::UnsupportedVersion { version: 2 }),
+            ("version", patch(0, 4, &[3]), WireError::UnsupportedVersion { version: 3 }),
             ("reserved-after-kind", patch(0, 6, &[0, 1]), WireError::BadField),
             ("reserved-after-sender", patch(0, 14, &[1, 0]), WireError::BadField),
             ("foreign-cluster", patch(0, 8, &[0, 0, 0, 0]), WireError::ForeignCluster { cluster: 0 }),

@@ -12,8 +12,9 @@ use crate::ids::{ClusterId, DistId, Epoch, Key, NodeId, RequestId, Version};
 
 /// The first four bytes of every frame.
 pub const MAGIC: [u8; 4] = *b"PRMA";
-/// The format version this code writes and reads.
-pub const FORMAT_VERSION: u8 = 1;
+/// The format version this code writes and reads. Version 2 (2026-11-23) added the
+/// `DistCheck` kind (14) and the ROOM flag of replica records; `docs/wire.md` lists the changes.
+pub const FORMAT_VERSION: u8 = 2;
 /// Bytes in the fixed header.
 pub const HEADER_LEN: usize = 20;
 

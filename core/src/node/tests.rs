@@ -35,7 +35,7 @@ fn garbage_and_strangers_are_dropped_and_counted() {
     let mut n = Node::new(cfg(2), NodeId(0)).unwrap();
     let now = Instant(0);
     n.handle_frame(now, NodeId(1), b"");
-    n.handle_frame(now, NodeId(1), b"PRMA\x01\x01garbage");
+    n.handle_frame(now, NodeId(1), b"PRMA\x02\x01garbage");
     let good = Message::BarrierRelease { generation: 0 };
     // Another cluster.
     n.handle_frame(now, NodeId(1), &good.to_frame(ClusterId(1), NodeId(1)));

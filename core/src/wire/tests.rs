@@ -62,9 +62,11 @@ fn header_checks() {
     let f = m.to_frame(C, NodeId(0));
     assert_eq!(decode(&f, ClusterId(8), 1 << 20), Err(WireError::ForeignCluster { cluster: 7 }));
     assert_eq!(decode(&f, C, 10), Err(WireError::Oversized { len: f.len() }));
-    let mut g = f.clone();
-    g[4] = 2;
-    assert_eq!(decode(&g, C, 1 << 20), Err(WireError::UnsupportedVersion { version: 2 }));
+    for version in [1, 3] {
+        let mut g = f.clone();
+        g[4] = version;
+        assert_eq!(decode(&g, C, 1 << 20), Err(WireError::UnsupportedVersion { version }));
+    }
     let mut g = f.clone();
     g[0] = b'X';
     assert_eq!(decode(&g, C, 1 << 20), Err(WireError::BadMagic));

@@ -165,8 +165,8 @@ impl Node {
     pub fn wants_input(&self) -> bool {
         self.outbox.len() < self.cfg.outbox_frames_max
     }
-    /// True when nothing is pending, waiting, queued or being moved by this node, and its
-    /// sync round, if one is open, only checks replicas that have nothing to send (replicas
+    /// True when nothing is pending, waiting (a worker's `wait_sync` included), queued or being
+    /// moved by this node, and its sync round, if one is open, only checks replicas that have nothing to send (replicas
     /// kept for the whole run check with their owners every round, for ever).
     pub fn is_idle(&self) -> bool {
         self.pending.is_empty()

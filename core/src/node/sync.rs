@@ -273,11 +273,12 @@ impl SyncState {
     }
 
     /// Nothing open but version checks (replicas kept for the whole run check their owners
-    /// every round, for ever), and the next round would find nothing else to do: no
-    /// ownership change to report, no key to revisit, no acted intent past its end, no intent
-    /// inside its window.
+    /// every round, for ever), and the next round would find nothing else to do: no worker
+    /// waiting for rounds in `wait_sync`, no ownership change to report, no key to revisit,
+    /// no acted intent past its end, no intent inside its window.
     pub(super) fn is_idle(&self) -> bool {
         !(self.open && self.dirty)
+            && self.waiters.is_empty()
             && self.owner_updates.is_empty()
             && self.touched.is_empty()
             && self.workers.iter().enumerate().all(|(w, wi)| {
@@ -562,8 +563,10 @@ impl Node {
                 let to = self.route(k);
                 if self.failed_peers.contains(&to) {
                     // The key's way leads through a failed node: accesses will fail with
-                    // `PeerFailed`; asking again every round would only spin.
+                    // `PeerFailed`; asking again every round would only spin. A slot reserved
+                    // for an answer the failed node will never give goes back.
                     self.stats.starts_abandoned += 1;
+                    self.release_reservation(k);
                     continue;
                 }
                 if self.cfg.technique.moves_keys() && !self.sync.reserved.contains(&k) {
@@ -596,6 +599,8 @@ impl Node {
                 if !self.failed_peers.contains(&to) {
                     out.entry(to).or_default().ends.push(k);
                     self.sync.outstanding.insert(k);
+                } else {
+                    self.release_reservation(k);
                 }
             }
             self.sync.local.remove(&k);
@@ -664,14 +669,20 @@ impl Node {
         for k in gone {
             self.sync.replicas.remove(&k);
             // Its owner can no longer hand the key over: the slot kept for that goes back.
-            if self.sync.reserved.remove(&k) {
-                self.store.unreserve_slots(1);
-            }
+            self.release_reservation(k);
             scratch.clear();
             if let Some(t) = self.store.drop_replica(k, &mut scratch) {
                 self.stats.replicas_destroyed += 1;
                 self.stats.deltas_lost += u64::from(t.nonzero);
             }
+        }
+    }
+
+    /// Gives back the store slot reserved for `key`'s main copy, if one is. A key that comes
+    /// after all is installed without it, or sent on to its home (see `install_moved`).
+    fn release_reservation(&mut self, key: Key) {
+        if self.sync.reserved.remove(&key) {
+            self.store.unreserve_slots(1);
         }
     }
 
@@ -1144,9 +1155,7 @@ impl Node {
             self.sync.touched.push(k);
         }
         for k in answered {
-            if self.sync.reserved.remove(&k) {
-                self.store.unreserve_slots(1);
-            }
+            self.release_reservation(k);
             if round == self.sync.round {
                 self.sync.outstanding.remove(&k);
                 self.sync.finals.remove(&k);

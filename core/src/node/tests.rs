@@ -4,7 +4,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use super::*;
-use crate::ids::{ClusterId, Version};
+use crate::ids::{Clock, ClusterId, Version};
 use crate::layout::Layout;
 use crate::time::Duration;
 use crate::wire::Moved;
@@ -288,4 +288,64 @@ fn the_barrier_releases_everyone_once_and_rejects_nothing() {
             assert_eq!(n.stats().messages_rejected, 0);
         }
     }
+}
+
+#[test]
+fn a_worker_waiting_for_rounds_keeps_its_node_busy() {
+    let mut c = cfg(2);
+    c.technique = crate::config::Technique::Adaptive;
+    let mut n = Node::new(c, NodeId(0)).unwrap();
+    let mut now = Instant(0);
+    n.wait_sync(now, WorkerId(0), Ticket(1)).unwrap();
+    assert!(!n.is_idle(), "a waiting wait_sync is work in progress");
+    // Rounds run on their timers; with no peer to ask, each ends at once.
+    let mut done = Vec::new();
+    for _ in 0..100 {
+        done = events(&mut n);
+        if !done.is_empty() {
+            break;
+        }
+        assert!(!n.is_idle());
+        now = n.poll_timeout().expect("a round or the waiter's deadline is due").max(now);
+        n.handle_timeout(now);
+        let _ = transmits(&mut n);
+    }
+    assert_eq!(done.len(), 1, "wait_sync completes once");
+    assert_eq!(done[0].result(), &Ok(Completion::Sync));
+    assert!(n.is_idle());
+    n.check_invariants().unwrap();
+}
+
+#[test]
+fn a_slot_reserved_for_a_failed_owners_answer_goes_back() {
+    let mut c = cfg(3);
+    c.technique = crate::config::Technique::Adaptive;
+    c.timing = crate::timing::TimingParams { immediate: true, ..c.timing };
+    let mut n = Node::new(c, NodeId(0)).unwrap();
+    let key = key_homed(3, 2);
+    let mut now = Instant(0);
+    n.intent(now, WorkerId(0), &[key], Clock(0), Clock(5), IntentKind::ReadWrite).unwrap();
+    // Rounds run until the start for the key is on its way to its home, node 2.
+    let mut sent = false;
+    for _ in 0..10 {
+        now = n.poll_timeout().expect("rounds are due").max(now);
+        n.handle_timeout(now);
+        if transmits(&mut n).iter().any(|t| t.to() == NodeId(2)) {
+            sent = true;
+            break;
+        }
+    }
+    assert!(sent, "the start was sent");
+    assert_eq!(n.store().keys_held(), 1, "a slot is reserved for the key's main copy");
+    n.handle_peer_failed(now, NodeId(2));
+    // Later rounds give up on the key (its way leads through the failed node) and give the
+    // slot back; so does the end of the intent.
+    for _ in 0..10 {
+        now = n.poll_timeout().expect("rounds are due").max(now);
+        n.handle_timeout(now);
+        let _ = transmits(&mut n);
+        let _ = events(&mut n);
+    }
+    assert_eq!(n.store().keys_held(), 0, "the reservation went back");
+    n.check_invariants().unwrap();
 }

@@ -688,9 +688,10 @@ impl Node {
 
     /// Settles the touched keys whose change needs no message and returns the others in key
     /// order, the order their entries take in the messages. A key is quiet if it has intent
-    /// and is here already, or if its intent ended with nothing to tell its owner (no replica,
-    /// no start sent). Settling one quiet key depends on no other key, so the quiet ones are
-    /// settled in the order they were touched, without sorting them.
+    /// and is here already, or if its intent ended with nothing to tell another node (no
+    /// replica, and no start sent or the key's main copy is here). Settling one quiet key
+    /// depends on no other key, so the quiet ones are settled in the order they were touched,
+    /// without sorting them.
     fn settle_quiet(&mut self, mut touched: Vec<Key>) -> Vec<Key> {
         let mut kept = 0;
         for i in 0..touched.len() {
@@ -700,7 +701,18 @@ impl Node {
                 if self.store.is_local(k) {
                     continue;
                 }
-            } else if !l.announced && !self.sync.replicas.contains_key(&k) {
+            } else if !self.sync.replicas.contains_key(&k) {
+                if l.announced {
+                    if !self.store.holds(k) {
+                        touched[kept] = k;
+                        kept += 1;
+                        continue;
+                    }
+                    // The key's owner is this node (the key came here for the intent, or
+                    // later): the end is the owner's to apply, here and now, rather than
+                    // after a trip to the key's home and back.
+                    self.holder_gone(k, self.me);
+                }
                 self.sync.local.remove(&k);
                 continue;
             }

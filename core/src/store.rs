@@ -436,27 +436,30 @@ impl Store {
     /// Removes the main copy of `key` to hand it to `to`: appends the value to `out` and
     /// returns the new epoch and the version. On the home node the slot becomes "away at `to`".
     pub fn take(&self, key: Key, to: NodeId, out: &mut Vec<f32>) -> Option<(Epoch, Version)> {
+        let home = self.is_home(key);
         let mut guard = self.shard(key).lock();
         let shard = &mut *guard;
-        if !shard.map.contains_key(&key) && self.is_home(key) {
+        if home && !shard.map.contains_key(&key) {
             self.materialize(shard, key)?;
         }
-        let slot = *shard.map.get(&key)?;
+        let Shard { map, arena, free } = shard;
+        let slot = map.get_mut(&key)?;
         if slot.state != State::Owned {
             return None;
         }
         let (off, len) = (slot.off as usize, slot.len as usize);
-        out.extend_from_slice(shard.arena.get(off..off + len)?);
-        shard.free.entry(slot.alloc_len()).or_default().push(slot.off);
-        let epoch = slot.epoch.next();
-        if self.is_home(key) {
-            let away = Slot { state: State::Away, owner: to, epoch, off: 0, len: 0, ..slot };
-            shard.map.insert(key, away);
+        out.extend_from_slice(arena.get(off..off + len)?);
+        let taken = *slot;
+        let epoch = taken.epoch.next();
+        if home {
+            // The home node's record of the key, in the same slot.
+            *slot = Slot { state: State::Away, owner: to, epoch, off: 0, len: 0, ..taken };
         } else {
-            shard.map.remove(&key);
+            map.remove(&key);
             self.release();
         }
-        Some((epoch, slot.version))
+        free.entry(taken.alloc_len()).or_default().push(taken.off);
+        Some((epoch, taken.version))
     }
 
     /// Installs the main copy of `key` that arrived from another node, into a slot reserved
@@ -474,17 +477,17 @@ impl Store {
         if self.layout.len_of(key) != Some(values.len()) {
             return Err(InstallError::Length);
         }
+        let home = self.is_home(key);
         let mut guard = self.shard(key).lock();
         let shard = &mut *guard;
         let old = shard.map.get(&key).copied();
         match old {
             Some(s) if s.state == State::Owned => return Err(InstallError::AlreadyOwned),
-            None if self.is_home(key) => return Err(InstallError::AlreadyOwned),
+            None if home => return Err(InstallError::AlreadyOwned),
             _ => {}
         }
         // Keys homed here take no room from `store_keys_max` (a reservation for one is given
         // back); others take the reserved slot or a new one.
-        let home = self.is_home(key);
         let counted = !home && !reserved;
         if counted && !self.reserve() {
             return Err(InstallError::Full);

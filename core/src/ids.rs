@@ -107,3 +107,28 @@ pub fn mix(key: Key) -> u64 {
     let x = x.wrapping_mul(0x9E37_79B9_7F4A_7C15);
     x ^ (x >> 29)
 }
+
+/// A [`core::hash::Hasher`] for keys: [`mix`] of the key (any other input is folded in byte by
+/// byte), turned right by `ROT` bits. No random seed, so tables iterate in the same order in
+/// every run with the same inputs. `ROT` lets a table take its bucket and tag bits from other
+/// bits of the mix than those something else already uses (see `Store::shard`).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct MixHasher<const ROT: u32 = 0>(u64);
+
+impl<const ROT: u32> core::hash::Hasher for MixHasher<ROT> {
+    #[inline(always)]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    #[inline(always)]
+    fn write_u64(&mut self, n: u64) {
+        self.0 = mix(Key(self.0 ^ n)).rotate_right(ROT);
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+}

@@ -20,13 +20,13 @@
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
-use core::hash::{BuildHasherDefault, Hasher};
+use core::hash::BuildHasherDefault;
 use core::sync::atomic::{AtomicUsize, Ordering};
 
 use hashbrown::HashMap;
 
 use crate::config::{Config, Init};
-use crate::ids::{mix, Epoch, Key, NodeId, Version};
+use crate::ids::{mix, Epoch, Key, MixHasher, NodeId, Version};
 use crate::layout::Layout;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,33 +46,11 @@ struct Slot {
     state: State,
 }
 
-/// Hashes a key for its shard's table: [`mix`] turned by 16 bits, so that the bits that pick
-/// the table's bucket and tag are neither the bits that pick the shard (bits 40 and up of the
-/// mix, see `Store::shard`) nor the low bits that `home_of` reduces modulo the node count. The
-/// mix is the one `Store::shard` computes: once inlined, a lookup hashes its key once.
-#[derive(Clone, Copy, Default)]
-struct SlotHasher(u64);
-
-impl Hasher for SlotHasher {
-    #[inline(always)]
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    #[inline(always)]
-    fn write_u64(&mut self, n: u64) {
-        self.0 = mix(Key(n)).rotate_right(16);
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        // Only `Key`s (one `u64` each) are hashed here; anything else is folded in correctly.
-        for &b in bytes {
-            self.0 = mix(Key(self.0 ^ u64::from(b))).rotate_right(16);
-        }
-    }
-}
-
-type SlotMap = HashMap<Key, Slot, BuildHasherDefault<SlotHasher>>;
+/// A shard's table hashes its keys with [`mix`] turned by 16 bits, so that the bits that pick
+/// a bucket and a tag are neither the bits that pick the shard (bits 40 and up of the mix, see
+/// `Store::shard`) nor the low bits that `home_of` reduces modulo the node count. The mix is the
+/// one `Store::shard` computes: once inlined, a lookup hashes its key once.
+type SlotMap = HashMap<Key, Slot, BuildHasherDefault<MixHasher<16>>>;
 
 /// A shard behind its latch, alone in its cache lines: two threads working on neighbouring
 /// shards do not invalidate each other's latch, and finding a shard is a shift, not a multiply.
@@ -242,7 +220,7 @@ impl Store {
     #[inline]
     fn shard(&self, key: Key) -> &spin::Mutex<Shard> {
         // Bits 40 and up of the mix: independent of `home_of`, which uses it modulo the node
-        // count, and of the table's hash (`SlotHasher`).
+        // count, and of the bits the table hashes with (`SlotMap`).
         &self.shards[(mix(key) >> 40) as usize & self.shard_mask]
     }
 

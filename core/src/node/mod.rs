@@ -166,8 +166,9 @@ impl Node {
         self.outbox.len() < self.cfg.outbox_frames_max
     }
     /// True when nothing is pending, waiting (a worker's `wait_sync` included), queued or being
-    /// moved by this node, and its sync round, if one is open, only checks replicas that have nothing to send (replicas
-    /// kept for the whole run check with their owners every round, for ever).
+    /// moved by this node, and its sync round, if one is open, only checks replicas that have
+    /// nothing to send (replicas kept for the whole run check with their owners every round,
+    /// for ever).
     pub fn is_idle(&self) -> bool {
         self.pending.is_empty()
             && self.incoming.values().all(|i| i.localizes.is_empty() && i.ops.is_empty())

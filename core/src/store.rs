@@ -485,10 +485,10 @@ impl Store {
         if let Some(r) = old.filter(|s| s.state == State::Replica) {
             let (roff, rlen) = (r.off as usize, r.len as usize);
             if let Some(unsent) = shard.arena.get(roff + rlen..roff + 2 * rlen) {
-                if rlen == len && unsent.iter().any(|x| *x != 0.0) {
+                if unsent.iter().any(|x| *x != 0.0) {
                     let unsent = unsent.to_vec();
-                    add_into(&mut shard.arena[off as usize..off as usize + len], &unsent);
-                    version = version.next();
+                    version =
+                        fold_unsent(&mut shard.arena[off as usize..off as usize + len], &unsent, version);
                 }
             }
             shard.free.entry(r.alloc_len()).or_default().push(r.off);
@@ -694,6 +694,17 @@ fn add_local(v: &mut [f32], unsent: Option<&mut [f32]>, slot: &mut Slot, delta: 
         None => slot.version = slot.version.next(),
     }
     true
+}
+
+/// Folds a replica's unsent `delta` into its key's main copy `value`, which arrived with
+/// `version`: a non-zero delta counts as one more update. Returns the version after it. A
+/// delta of another length than the value (a peer's bug) is left out.
+pub(crate) fn fold_unsent(value: &mut [f32], delta: &[f32], version: Version) -> Version {
+    if delta.len() != value.len() || delta.iter().all(|x| *x == 0.0) {
+        return version;
+    }
+    add_into(value, delta);
+    version.next()
 }
 
 /// `dst[i] += src[i]` over equal lengths known only at run time. The usual embedding widths

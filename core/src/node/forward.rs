@@ -457,13 +457,10 @@ impl Node {
         let mut value = values.to_vec();
         let mut version = m.version;
         let mut delta = Vec::new();
-        if let Some(t) = self.store.drop_replica(m.key, &mut delta) {
+        if self.store.drop_replica(m.key, &mut delta).is_some() {
             self.sync_forget_replica(m.key);
             self.stats.replicas_destroyed += 1;
-            if t.nonzero && delta.len() == value.len() {
-                value.iter_mut().zip(&delta).for_each(|(v, d)| *v += *d);
-                version = version.next();
-            }
+            version = crate::store::fold_unsent(&mut value, &delta, version);
         }
         self.stats.installs_sent_home += 1;
         self.cache.put(m.key, home);

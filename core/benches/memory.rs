@@ -10,9 +10,10 @@
 use std::alloc::{GlobalAlloc, Layout as AllocLayout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use parma_core::store::{home_of, Footprint};
+use parma_core::placement::Homes;
+use parma_core::store::Footprint;
 use parma_core::{
-    Clock, Config, Epoch, Instant, IntentKind, Key, Layout, Node, NodeId, Store, Version, WorkerId,
+    Clock, Config, Epoch, Instant, IntentKind, Key, Layout, Node, NodeId, Placement, Store, Version, WorkerId,
 };
 
 /// Counts the bytes allocated and not yet freed, over all threads.
@@ -62,26 +63,30 @@ const LEN: usize = 8;
 /// Keys in the layout: two nodes, so about 1,000,000 are homed on each.
 const KEY_SPACE: u64 = 2_000_000;
 
-fn config() -> Config {
-    config_for(KEY_SPACE)
+fn config(p: Placement) -> Config {
+    config_for(KEY_SPACE, p)
 }
 
-fn config_for(space: u64) -> Config {
-    Config::new(2, 1, Layout::uniform(space, LEN as u32).unwrap())
+fn config_for(space: u64, p: Placement) -> Config {
+    let mut c = Config::new(2, 1, Layout::uniform(space, LEN as u32).unwrap());
+    c.placement = p;
+    c
 }
 
 /// The keys homed on `node`.
-fn homed(node: u16) -> Vec<Key> {
-    homed_in(KEY_SPACE, node)
+fn homed(node: u16, p: Placement) -> Vec<Key> {
+    homed_in(KEY_SPACE, node, p)
 }
 
-fn homed_in(space: u64, node: u16) -> Vec<Key> {
-    (0..space).map(Key).filter(|k| home_of(*k, 2) == NodeId(node)).collect()
+fn homed_in(space: u64, node: u16, p: Placement) -> Vec<Key> {
+    let homes = Homes::new(p, 2, space);
+    (0..space).map(Key).filter(|k| homes.home(*k) == NodeId(node)).collect()
 }
 
 /// One row: `bytes` live for `keys` keys, of which `value_keys` hold a value (`LEN` floats).
 struct Row {
     what: &'static str,
+    placement: Placement,
     keys: usize,
     bytes: usize,
     value_keys: usize,
@@ -102,7 +107,7 @@ impl Row {
             ),
             None => format!("{:>8} {:>8} {:>8}", "-", "-", "-"),
         };
-        println!("{:<40} {:>9} {:>12.1} {parts}", self.what, self.keys, per_key);
+        println!("{:<40} {:<7} {:>9} {:>12.1} {parts}", self.what, self.placement.name(), self.keys, per_key);
         if let Some(f) = self.footprint {
             // The breakdown accounts for everything but the shard array and the layout.
             let counted = f.slots + f.arenas + f.free_lists;
@@ -113,29 +118,37 @@ impl Row {
 
 /// Keys homed here, each touched once (created with its initial value), in a key space of
 /// `space` keys.
-fn home_keys(what: &'static str, space: u64) -> Row {
-    let keys = homed_in(space, 0);
+fn home_keys(what: &'static str, space: u64, p: Placement) -> Row {
+    let keys = homed_in(space, 0, p);
     let mut buf = [0f32; LEN];
     let before = live();
-    let store = Store::new(&config_for(space), NodeId(0));
+    let store = Store::new(&config_for(space, p), NodeId(0));
     for &k in &keys {
         assert!(store.read(k, &mut buf));
     }
     let bytes = live() - before;
-    Row { what, keys: keys.len(), bytes, value_keys: keys.len(), footprint: Some(store.footprint()) }
+    Row {
+        what,
+        placement: p,
+        keys: keys.len(),
+        bytes,
+        value_keys: keys.len(),
+        footprint: Some(store.footprint()),
+    }
 }
 
 /// Keys homed on the other node that moved here.
-fn moved_in() -> Row {
-    let keys = homed(1);
+fn moved_in(p: Placement) -> Row {
+    let keys = homed(1, p);
     let values = [0.5f32; LEN];
     let before = live();
-    let store = Store::new(&config(), NodeId(0));
+    let store = Store::new(&config(p), NodeId(0));
     for &k in &keys {
         store.install(k, Epoch(1), Version(3), &values, false).unwrap();
     }
     let bytes = live() - before;
     Row {
+        placement: p,
         what: "owned, moved in",
         keys: keys.len(),
         bytes,
@@ -146,12 +159,12 @@ fn moved_in() -> Row {
 
 /// The home node's record of keys that moved away: every key homed here was created, then
 /// handed to the other node. The arenas keep the freed ranges for the keys that come next.
-fn directory() -> (Row, Row) {
-    let keys = homed(1);
+fn directory(p: Placement) -> (Row, Row) {
+    let keys = homed(1, p);
     let mut buf = [0f32; LEN];
     let mut out = Vec::with_capacity(LEN);
     let before = live();
-    let store = Store::new(&config(), NodeId(1));
+    let store = Store::new(&config(p), NodeId(1));
     for &k in &keys {
         assert!(store.read(k, &mut buf));
     }
@@ -162,6 +175,7 @@ fn directory() -> (Row, Row) {
     let bytes = live() - before;
     let f = store.footprint();
     let all = Row {
+        placement: p,
         what: "away (home's record), arenas kept",
         keys: keys.len(),
         bytes,
@@ -169,6 +183,7 @@ fn directory() -> (Row, Row) {
         footprint: Some(f),
     };
     let records = Row {
+        placement: p,
         what: "away (home's record), without arenas",
         keys: keys.len(),
         bytes: bytes - f.arenas,
@@ -179,10 +194,10 @@ fn directory() -> (Row, Row) {
 }
 
 /// Replicas of keys homed on the other node: a replica keeps its value and the unsent delta.
-fn replicas() -> Row {
-    let keys = homed(1);
+fn replicas(p: Placement) -> Row {
+    let keys = homed(1, p);
     let values = [0.5f32; LEN];
-    let mut cfg = config();
+    let mut cfg = config(p);
     cfg.replicas_max = keys.len();
     let before = live();
     let store = Store::new(&cfg, NodeId(0));
@@ -191,6 +206,7 @@ fn replicas() -> Row {
     }
     let bytes = live() - before;
     Row {
+        placement: p,
         what: "replica (value and delta)",
         keys: keys.len(),
         bytes,
@@ -201,9 +217,9 @@ fn replicas() -> Row {
 
 /// A node's state for keys with an acted, unexpired intent: every key homed here is in one of
 /// 1,000 intents, all acted on in one round. Keys untouched by workers, so the store is empty.
-fn intents() -> Row {
-    let keys = homed(0);
-    let mut node = Node::new(config(), NodeId(0)).unwrap();
+fn intents(p: Placement) -> Row {
+    let keys = homed(0, p);
+    let mut node = Node::new(config(p), NodeId(0)).unwrap();
     let before = live();
     for chunk in keys.chunks(keys.len().div_ceil(1000)) {
         node.intent(Instant(0), WorkerId(0), chunk, Clock(1), Clock(1000), IntentKind::ReadWrite).unwrap();
@@ -214,6 +230,7 @@ fn intents() -> Row {
     assert!(keys.iter().all(|k| node.has_intent(*k)));
     let bytes = live() - before;
     Row {
+        placement: p,
         what: "intent state (acted intent, local key)",
         keys: keys.len(),
         bytes,
@@ -225,7 +242,7 @@ fn intents() -> Row {
 /// What a node allocates before it holds any key (the location cache is most of it).
 fn fixed() -> usize {
     let before = live();
-    let node = Node::new(config(), NodeId(0)).unwrap();
+    let node = Node::new(config(Placement::Hashed), NodeId(0)).unwrap();
     let bytes = live() - before;
     drop(node);
     bytes
@@ -234,17 +251,22 @@ fn fixed() -> usize {
 fn main() {
     // `cargo bench -- --test` (CI) runs the same rows; they take a few seconds.
     println!("bytes per key beyond its value ({LEN} floats = {} B), about 1,000,000 keys per row", LEN * 4);
-    println!("{:<40} {:>9} {:>12} {:>8} {:>8} {:>8}", "what", "keys", "B/key", "slots", "arena+", "free");
-    home_keys("owned, homed here", KEY_SPACE).print();
-    // The same with 1.8 times the keys: the slot tables have the same number of buckets, so
-    // they are fuller (hash tables double when 7/8 full).
-    home_keys("owned, homed here (1.8 M keys)", KEY_SPACE * 9 / 5).print();
-    moved_in().print();
-    let (all, records) = directory();
-    all.print();
-    records.print();
-    replicas().print();
-    intents().print();
+    println!(
+        "{:<40} {:<7} {:>9} {:>12} {:>8} {:>8} {:>8}",
+        "what", "place", "keys", "B/key", "slots", "arena+", "free"
+    );
+    for p in [Placement::Hashed, Placement::Dense] {
+        home_keys("owned, homed here", KEY_SPACE, p).print();
+        // The same with 1.8 times the keys: the slot tables have the same number of buckets,
+        // so they are fuller (hash tables double when 7/8 full).
+        home_keys("owned, homed here (1.8 M keys)", KEY_SPACE * 9 / 5, p).print();
+        moved_in(p).print();
+        let (all, records) = directory(p);
+        all.print();
+        records.print();
+        replicas(p).print();
+        intents(p).print();
+    }
     let f = fixed();
     println!(
         "a node with no keys: {f} B (location cache, shards, queues), {:.2} B per key at 1,000,000 keys",

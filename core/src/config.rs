@@ -118,6 +118,38 @@ impl Technique {
     }
 }
 
+/// Where keys live before anything moves (their home nodes), and how a store keeps the keys
+/// homed on its node. All nodes of a cluster must agree. See [`crate::placement`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Placement {
+    /// Home = a hash of the key modulo the node count; every key a store holds has a slot in a
+    /// hash table. For key ranges the model touches sparsely (hashed feature ids).
+    #[default]
+    Hashed,
+    /// Home = a permutation of the layout's range modulo the node count; a store keeps its
+    /// home keys in pages of an array indexed by the permutation (no key stored, about 16
+    /// bytes per key beyond its value). A page holds 256 home keys and is allocated whole on
+    /// the first touch of any of them, so this suits models that touch most keys of their
+    /// range: embeddings, knowledge graphs, word vectors.
+    Dense,
+}
+
+impl Placement {
+    /// The placement's name on the command line.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Placement::Hashed => "hashed",
+            Placement::Dense => "dense",
+        }
+    }
+
+    /// The placement called `name` (see [`Placement::name`]).
+    pub fn from_name(name: &str) -> Option<Placement> {
+        [Placement::Hashed, Placement::Dense].into_iter().find(|p| p.name() == name)
+    }
+}
+
 /// The value a key has before anything was written to it.
 #[derive(Clone, Copy, Debug, PartialEq, Default)]
 #[non_exhaustive]
@@ -142,6 +174,8 @@ pub struct Config {
     pub layout: Layout,
     /// How parameters are managed.
     pub technique: Technique,
+    /// Where keys live before anything moves, and how stores keep their home keys.
+    pub placement: Placement,
     /// Seed for initial values and for the nodes' random choices (combined with the node id).
     pub seed: u64,
     /// Initial values of keys.
@@ -202,6 +236,7 @@ impl Config {
             workers_per_node,
             layout,
             technique: Technique::default(),
+            placement: Placement::default(),
             seed: 0x5eed,
             init: Init::Zero,
             store_shards: 256,

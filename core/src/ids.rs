@@ -126,6 +126,11 @@ impl<const ROT: u32> core::hash::Hasher for MixHasher<ROT> {
         self.0 = mix(Key(self.0 ^ n)).rotate_right(ROT);
     }
 
+    #[inline(always)]
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(u64::from(n));
+    }
+
     fn write(&mut self, bytes: &[u8]) {
         for &b in bytes {
             self.write_u64(u64::from(b));

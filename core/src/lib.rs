@@ -90,6 +90,7 @@ pub mod fuzzing;
 pub mod ids;
 pub mod layout;
 pub mod node;
+pub mod placement;
 pub mod sampling;
 pub mod store;
 pub mod time;
@@ -97,7 +98,7 @@ pub mod timing;
 pub mod transport;
 pub mod wire;
 
-pub use config::{Config, Init, Technique};
+pub use config::{Config, Init, Placement, Technique};
 pub use error::{ConfigError, OpError, WireError};
 pub use ids::*;
 pub use layout::Layout;

@@ -17,6 +17,16 @@
 //!
 //! Keys are sparse: a home node creates a key's slot on first touch, with the configured
 //! initial value. Keys never touched take no memory.
+//!
+//! Under [`Placement::Dense`](crate::config::Placement::Dense) the keys homed here are kept apart, in **pages**: each home key
+//! has a dense home index (see [`crate::placement`]); the index picks the shard and, within
+//! it, a page of up to 256 keys and a position in the page. A page holds each of its keys' home
+//! record (state, owner, epoch, version: 16 bytes) and room for its value, and is allocated
+//! whole on the first touch of any of its keys; the key itself is not stored. A page key is
+//! untouched (implicitly held here, with its initial value), owned, or away. A replica held
+//! at the home node of a key that is away lives in the shard's table beside the page. Keys
+//! homed elsewhere (moved in, or replicas) are in the tables as under
+//! [`Placement::Hashed`](crate::config::Placement::Hashed).
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
@@ -28,6 +38,7 @@ use hashbrown::HashMap;
 use crate::config::{Config, Init};
 use crate::ids::{mix, Epoch, Key, MixHasher, NodeId, Version};
 use crate::layout::Layout;
+use crate::placement::{hashed_home, Homes};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
@@ -57,6 +68,9 @@ type SlotMap = HashMap<Key, Slot, BuildHasherDefault<MixHasher<16>>>;
 #[repr(align(128))]
 struct Latched(spin::Mutex<Shard>);
 
+// One shard in one 128-byte block (two cache lines).
+const _: () = assert!(core::mem::size_of::<Latched>() == 128);
+
 impl core::ops::Deref for Latched {
     type Target = spin::Mutex<Shard>;
 
@@ -70,8 +84,52 @@ struct Shard {
     map: SlotMap,
     arena: Vec<f32>,
     /// Free arena ranges by length.
-    free: HashMap<u32, Vec<u32>>,
+    free: HashMap<u32, Vec<u32>, BuildHasherDefault<MixHasher<0>>>,
+    /// `Placement::Dense` only: the pages of home keys, by page number.
+    pages: PageMap,
 }
+
+type PageMap = HashMap<u64, Page, BuildHasherDefault<MixHasher<0>>>;
+
+/// The home record of a key in a page.
+#[derive(Clone, Copy, Debug, Default)]
+struct HomeSlot {
+    version: Version,
+    epoch: Epoch,
+    owner: NodeId,
+    state: HomeState,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum HomeState {
+    /// Never touched: held here, with its initial value (not yet written into the page).
+    #[default]
+    Untouched,
+    Owned,
+    /// Held by `owner` as of `epoch`; a replica held here is in the shard's table.
+    Away,
+}
+
+/// Home keys `page_keys` in a row (by home index within one shard): their records, and room
+/// for each one's value, `stride` floats apart.
+struct Page {
+    slots: Box<[HomeSlot]>,
+    values: Box<[f32]>,
+}
+
+/// Where a key's slot is.
+#[derive(Clone, Copy)]
+enum Place {
+    /// In the shard's table; `home` if this node is the key's home.
+    Table { shard: usize, home: bool },
+    /// A home key in a page (`Placement::Dense`).
+    Page { shard: usize, page: u64, pos: usize },
+}
+
+/// The most keys in a page, and the most floats of values a page aims at (a page of long
+/// values holds fewer keys).
+const PAGE_KEYS_MAX: usize = 256;
+const PAGE_FLOATS: usize = 1 << 16;
 
 impl Slot {
     /// Floats the slot occupies in the arena: the value, and for a replica its delta after it.
@@ -136,7 +194,13 @@ pub struct Store {
     shards: Box<[Latched]>,
     /// The shard count minus one (a power of two minus one).
     shard_mask: usize,
+    /// log2 of the shard count.
+    shard_bits: u32,
+    /// log2 of the keys per page, and the floats between two keys' values in a page.
+    page_bits: u32,
+    page_stride: usize,
     layout: Layout,
+    homes: Homes,
     me: NodeId,
     nodes: u16,
     init: Init,
@@ -147,10 +211,11 @@ pub struct Store {
     replicas_max: usize,
 }
 
-/// The home node of `key` in a cluster of `nodes` nodes.
+/// The home node of `key` under `Placement::Hashed` (the default) in a cluster of `nodes`
+/// nodes. [`Homes::home`] covers both placements.
 #[inline]
 pub fn home_of(key: Key, nodes: u16) -> NodeId {
-    NodeId((mix(key) % u64::from(nodes.max(1))) as u16)
+    hashed_home(key, nodes)
 }
 
 impl Store {
@@ -162,14 +227,23 @@ impl Store {
                 Latched(spin::Mutex::new(Shard {
                     map: SlotMap::default(),
                     arena: Vec::new(),
-                    free: HashMap::new(),
+                    free: HashMap::default(),
+                    pages: HashMap::default(),
                 }))
             })
             .collect();
+        let page_stride = cfg.layout.len_max().max(1);
+        let page_keys = (PAGE_FLOATS / page_stride).clamp(1, PAGE_KEYS_MAX);
+        // A power of two: the largest not above `page_keys`.
+        let page_bits = usize::BITS - 1 - page_keys.leading_zeros();
         Store {
             shards,
             shard_mask: n - 1,
+            shard_bits: n.trailing_zeros(),
+            page_bits,
+            page_stride,
             layout: cfg.layout.clone(),
+            homes: Homes::new(cfg.placement, cfg.nodes, cfg.layout.key_end()),
             me,
             nodes: cfg.nodes,
             init: cfg.init,
@@ -217,16 +291,52 @@ impl Store {
         self.replicas.load(Ordering::Relaxed)
     }
 
-    #[inline]
-    fn shard(&self, key: Key) -> &spin::Mutex<Shard> {
-        // Bits 40 and up of the mix: independent of `home_of`, which uses it modulo the node
-        // count, and of the bits the table hashes with (`SlotMap`).
-        &self.shards[(mix(key) >> 40) as usize & self.shard_mask]
+    /// The homes of keys this store follows.
+    pub fn homes(&self) -> &Homes {
+        &self.homes
     }
 
+    #[inline(always)]
+    fn place(&self, key: Key) -> Place {
+        // Bits 40 and up of the mix pick a table's shard: independent of `home_of`, which uses
+        // the mix modulo the node count, and of the bits the table hashes with (`SlotMap`).
+        let table_shard = (mix(key) >> 40) as usize & self.shard_mask;
+        match self.homes.dense(key) {
+            None => Place::Table { shard: table_shard, home: hashed_home(key, self.nodes) == self.me },
+            Some((home, index)) if home == self.me => {
+                let local = index >> self.shard_bits;
+                Place::Page {
+                    shard: index as usize & self.shard_mask,
+                    page: local >> self.page_bits,
+                    pos: (local & ((1 << self.page_bits) - 1)) as usize,
+                }
+            }
+            Some(_) => Place::Table { shard: table_shard, home: false },
+        }
+    }
+
+    /// The latch of the shard that has `key`'s slot (its page or its table).
     #[inline]
-    fn is_home(&self, key: Key) -> bool {
-        home_of(key, self.nodes) == self.me
+    fn shard(&self, key: Key) -> &spin::Mutex<Shard> {
+        match self.place(key) {
+            Place::Table { shard, .. } | Place::Page { shard, .. } => &self.shards[shard],
+        }
+    }
+
+    /// The page `page` of `shard`, allocated (every key untouched) if it is not yet.
+    fn page<'s>(&self, pages: &'s mut PageMap, page: u64) -> &'s mut Page {
+        let keys = 1usize << self.page_bits;
+        let stride = self.page_stride;
+        pages.entry(page).or_insert_with(|| Page {
+            slots: alloc::vec![HomeSlot::default(); keys].into_boxed_slice(),
+            values: alloc::vec![0.0; keys * stride].into_boxed_slice(),
+        })
+    }
+
+    /// The key at position `pos` of page `page` of shard `shard` (the inverse of `place`).
+    fn page_key(&self, shard: usize, page: u64, pos: usize) -> Option<Key> {
+        let local = (page << self.page_bits) | pos as u64;
+        self.homes.key_at(self.me, (local << self.shard_bits) | shard as u64)
     }
 
     /// The initial value of element `i` of `key`: deterministic in (seed, key, i).
@@ -249,14 +359,38 @@ impl Store {
     fn with_value<const REPLICA: bool, R>(
         &self,
         key: Key,
-        f: impl FnOnce(&mut [f32], Option<&mut [f32]>, &mut Slot) -> R,
+        f: impl FnOnce(&mut [f32], Option<&mut [f32]>, &mut Version) -> R,
     ) -> Option<R> {
-        let mut guard = self.shard(key).lock();
+        let (shard, home, page, pos) = match self.place(key) {
+            Place::Table { shard, home } => (shard, home, None, 0),
+            Place::Page { shard, page, pos } => (shard, true, Some(page), pos),
+        };
+        let mut guard = self.shards[shard].lock();
         let shard = &mut *guard;
+        if let Some(page) = page {
+            let len = self.layout.len_of(key)?;
+            let stride = self.page_stride;
+            let p = self.page(&mut shard.pages, page);
+            let slot = p.slots.get_mut(pos)?;
+            let value = p.values.get_mut(pos * stride..pos * stride + len)?;
+            match slot.state {
+                HomeState::Owned => return Some(f(value, None, &mut slot.version)),
+                HomeState::Untouched => {
+                    self.initialize(key, value);
+                    slot.state = HomeState::Owned;
+                    return Some(f(value, None, &mut slot.version));
+                }
+                HomeState::Away if REPLICA => {
+                    let slot = shard.map.get_mut(&key)?;
+                    return Self::apply::<REPLICA, R>(&mut shard.arena, slot, f);
+                }
+                HomeState::Away => return None,
+            }
+        }
         if let Some(slot) = shard.map.get_mut(&key) {
             return Self::apply::<REPLICA, R>(&mut shard.arena, slot, f);
         }
-        if !self.is_home(key) {
+        if !home {
             return None;
         }
         self.materialize(shard, key)?;
@@ -264,22 +398,29 @@ impl Store {
         Self::apply::<REPLICA, R>(&mut shard.arena, slot, f)
     }
 
+    /// Writes the initial value of `key` into `value`.
+    fn initialize(&self, key: Key, value: &mut [f32]) {
+        for (i, v) in value.iter_mut().enumerate() {
+            *v = Self::initial_value(self.init, self.seed, key, i);
+        }
+    }
+
     #[inline(always)]
     fn apply<const REPLICA: bool, R>(
         arena: &mut [f32],
         slot: &mut Slot,
-        f: impl FnOnce(&mut [f32], Option<&mut [f32]>, &mut Slot) -> R,
+        f: impl FnOnce(&mut [f32], Option<&mut [f32]>, &mut Version) -> R,
     ) -> Option<R> {
         let (off, len) = (slot.off as usize, slot.len as usize);
         match slot.state {
             State::Owned => {
                 let value = arena.get_mut(off..off + len)?;
-                Some(f(value, None, slot))
+                Some(f(value, None, &mut slot.version))
             }
             State::Replica if REPLICA => {
                 let both = arena.get_mut(off..off + 2 * len)?;
                 let (value, delta) = both.split_at_mut(len);
-                Some(f(value, Some(delta), slot))
+                Some(f(value, Some(delta), &mut slot.version))
             }
             _ => None,
         }
@@ -290,9 +431,7 @@ impl Store {
         // share of the layout, which bounds it.
         let len = self.layout.len_of(key)?;
         let off = alloc_range(shard, len)?;
-        for (i, v) in shard.arena[off as usize..off as usize + len].iter_mut().enumerate() {
-            *v = Self::initial_value(self.init, self.seed, key, i);
-        }
+        self.initialize(key, &mut shard.arena[off as usize..off as usize + len]);
         let slot = Slot {
             version: Version(0),
             off,
@@ -332,25 +471,27 @@ impl Store {
     /// here (a replica also keeps the update for its owner).
     #[inline]
     pub fn add(&self, key: Key, delta: &[f32]) -> bool {
-        self.with_value::<true, _>(key, |v, unsent, slot| add_local(v, unsent, slot, delta)).unwrap_or(false)
+        self.with_value::<true, _>(key, |v, unsent, version| add_local(v, unsent, version, delta))
+            .unwrap_or(false)
     }
 
     /// Adds `delta` to the main copy of `key` if it is here (an update from another node).
     #[inline]
     pub fn add_owned(&self, key: Key, delta: &[f32]) -> bool {
-        self.with_value::<false, _>(key, |v, unsent, slot| add_local(v, unsent, slot, delta)).unwrap_or(false)
+        self.with_value::<false, _>(key, |v, unsent, version| add_local(v, unsent, version, delta))
+            .unwrap_or(false)
     }
 
     /// Replaces the value of `key` with `values` if its main copy is here (replicas are not
     /// written: a set goes to the owner).
     #[inline]
     pub fn write(&self, key: Key, values: &[f32]) -> bool {
-        self.with_value::<false, _>(key, |v, _, slot| {
+        self.with_value::<false, _>(key, |v, _, version| {
             if v.len() != values.len() {
                 return false;
             }
             v.copy_from_slice(values);
-            slot.version = slot.version.next();
+            *version = version.next();
             true
         })
         .unwrap_or(false)
@@ -369,15 +510,15 @@ impl Store {
 
     /// Appends the main copy's value of `key` to `out` and returns its version, if it is here.
     pub fn read_versioned(&self, key: Key, out: &mut Vec<f32>) -> Option<Version> {
-        self.with_value::<false, _>(key, |v, _, slot| {
+        self.with_value::<false, _>(key, |v, _, version| {
             out.extend_from_slice(v);
-            slot.version
+            *version
         })
     }
 
     /// The version of the main copy of `key`, if it is here.
     pub fn version(&self, key: Key) -> Option<Version> {
-        self.with_value::<false, _>(key, |_, _, slot| slot.version)
+        self.with_value::<false, _>(key, |_, _, version| *version)
     }
 
     /// Whether the main copy of `key` is here (a never-touched key at its home counts).
@@ -387,10 +528,18 @@ impl Store {
 
     /// Whether a worker's access to `key` is local: its main copy or a replica is here.
     pub fn is_local(&self, key: Key) -> bool {
-        let shard = self.shard(key).lock();
-        match shard.map.get(&key) {
-            Some(s) => s.state != State::Away,
-            None => self.is_home(key),
+        match self.place(key) {
+            Place::Table { shard, home } => match self.shards[shard].lock().map.get(&key) {
+                Some(s) => s.state != State::Away,
+                None => home,
+            },
+            Place::Page { shard, page, pos } => {
+                let shard = self.shards[shard].lock();
+                match shard.pages.get(&page).and_then(|p| p.slots.get(pos)) {
+                    Some(s) if s.state == HomeState::Away => shard.map.contains_key(&key),
+                    _ => true,
+                }
+            }
         }
     }
 
@@ -401,12 +550,23 @@ impl Store {
 
     /// Where `key` is, as far as this node knows from its own slots.
     pub fn whereabouts(&self, key: Key) -> Whereabouts {
-        let shard = self.shard(key).lock();
+        let (shard, home) = match self.place(key) {
+            Place::Table { shard, home } => (shard, home),
+            Place::Page { shard, page, pos } => {
+                let shard = self.shards[shard].lock();
+                return match shard.pages.get(&page).and_then(|p| p.slots.get(pos)) {
+                    Some(s) if s.state == HomeState::Away => Whereabouts::Away(s.owner, s.epoch),
+                    Some(s) => Whereabouts::Here(s.epoch),
+                    None => Whereabouts::Here(Epoch(0)),
+                };
+            }
+        };
+        let shard = self.shards[shard].lock();
         match shard.map.get(&key) {
             Some(s) if s.state == State::Owned => Whereabouts::Here(s.epoch),
-            Some(s) if s.state == State::Away || self.is_home(key) => Whereabouts::Away(s.owner, s.epoch),
+            Some(s) if s.state == State::Away || home => Whereabouts::Away(s.owner, s.epoch),
             Some(_) => Whereabouts::Unknown,
-            None if self.is_home(key) => Whereabouts::Here(Epoch(0)),
+            None if home => Whereabouts::Here(Epoch(0)),
             None => Whereabouts::Unknown,
         }
     }
@@ -414,13 +574,36 @@ impl Store {
     /// Removes the main copy of `key` to hand it to `to`: appends the value to `out` and
     /// returns the new epoch and the version. On the home node the slot becomes "away at `to`".
     pub fn take(&self, key: Key, to: NodeId, out: &mut Vec<f32>) -> Option<(Epoch, Version)> {
-        let home = self.is_home(key);
+        let home = match self.place(key) {
+            Place::Table { home, .. } => home,
+            Place::Page { shard, page, pos } => {
+                let len = self.layout.len_of(key)?;
+                let stride = self.page_stride;
+                let mut guard = self.shards[shard].lock();
+                let p = self.page(&mut guard.pages, page);
+                let slot = p.slots.get_mut(pos)?;
+                match slot.state {
+                    HomeState::Away => return None,
+                    HomeState::Owned => {
+                        out.extend_from_slice(p.values.get(pos * stride..pos * stride + len)?)
+                    }
+                    HomeState::Untouched => {
+                        let at = out.len();
+                        out.resize(at + len, 0.0);
+                        self.initialize(key, &mut out[at..]);
+                    }
+                }
+                let epoch = slot.epoch.next();
+                *slot = HomeSlot { state: HomeState::Away, owner: to, epoch, ..*slot };
+                return Some((epoch, slot.version));
+            }
+        };
         let mut guard = self.shard(key).lock();
         let shard = &mut *guard;
         if home && !shard.map.contains_key(&key) {
             self.materialize(shard, key)?;
         }
-        let Shard { map, arena, free } = shard;
+        let Shard { map, arena, free, .. } = shard;
         let slot = map.get_mut(&key)?;
         if slot.state != State::Owned {
             return None;
@@ -455,7 +638,12 @@ impl Store {
         if self.layout.len_of(key) != Some(values.len()) {
             return Err(InstallError::Length);
         }
-        let home = self.is_home(key);
+        let home = match self.place(key) {
+            Place::Table { home, .. } => home,
+            Place::Page { shard, page, pos } => {
+                return self.install_home(key, shard, page, pos, epoch, version, values, reserved)
+            }
+        };
         let mut guard = self.shard(key).lock();
         let shard = &mut *guard;
         let old = shard.map.get(&key).copied();
@@ -499,6 +687,50 @@ impl Store {
         Ok(())
     }
 
+    /// [`Store::install`] of a key in a page.
+    #[allow(clippy::too_many_arguments)]
+    fn install_home(
+        &self,
+        key: Key,
+        shard: usize,
+        page: u64,
+        pos: usize,
+        epoch: Epoch,
+        version: Version,
+        values: &[f32],
+        reserved: bool,
+    ) -> Result<(), InstallError> {
+        let mut guard = self.shards[shard].lock();
+        let shard = &mut *guard;
+        let stride = self.page_stride;
+        let p = self.page(&mut shard.pages, page);
+        let (Some(slot), Some(value)) =
+            (p.slots.get_mut(pos), p.values.get_mut(pos * stride..pos * stride + values.len()))
+        else {
+            return Err(InstallError::Length);
+        };
+        if slot.state != HomeState::Away {
+            return Err(InstallError::AlreadyOwned);
+        }
+        // A key homed here takes no room from `store_keys_max`.
+        if reserved {
+            self.release();
+        }
+        value.copy_from_slice(values);
+        let mut version = version;
+        if let Some(r) = shard.map.remove(&key) {
+            // A replica held here becomes the main copy.
+            let (roff, rlen) = (r.off as usize, r.len as usize);
+            if let Some(unsent) = shard.arena.get(roff + rlen..roff + 2 * rlen) {
+                version = fold_unsent(value, unsent, version);
+            }
+            shard.free.entry(r.alloc_len()).or_default().push(r.off);
+            self.replicas.fetch_sub(1, Ordering::Relaxed);
+        }
+        *slot = HomeSlot { version, epoch, owner: self.me, state: HomeState::Owned };
+        Ok(())
+    }
+
     /// Installs a replica of `key`, owned by `owner`, with the owner's `version` and `values`.
     /// If a replica is here already it is refreshed instead (see [`Store::refresh_replica`]).
     pub fn install_replica(
@@ -511,12 +743,33 @@ impl Store {
         if self.layout.len_of(key) != Some(values.len()) {
             return Err(InstallError::Length);
         }
-        let mut guard = self.shard(key).lock();
+        let (shard, home, page) = match self.place(key) {
+            Place::Table { shard, home } => (shard, home, None),
+            Place::Page { shard, page, pos } => (shard, false, Some((page, pos))),
+        };
+        let mut guard = self.shards[shard].lock();
         let shard = &mut *guard;
-        let old = shard.map.get(&key).copied();
+        let mut old = shard.map.get(&key).copied();
+        if let Some((page, pos)) = page {
+            // A home key in a page: a replica only while the key is away; its ownership record
+            // stays in the page.
+            match shard.pages.get(&page).and_then(|p| p.slots.get(pos)) {
+                Some(h) if h.state == HomeState::Away => {
+                    old = old.or(Some(Slot {
+                        version: h.version,
+                        off: 0,
+                        len: 0,
+                        epoch: h.epoch,
+                        owner: h.owner,
+                        state: State::Away,
+                    }))
+                }
+                _ => return Err(InstallError::AlreadyOwned),
+            }
+        }
         let (epoch, owner) = match old {
             Some(s) if s.state == State::Owned => return Err(InstallError::AlreadyOwned),
-            None if self.is_home(key) => return Err(InstallError::AlreadyOwned),
+            None if home => return Err(InstallError::AlreadyOwned),
             Some(s) if s.state == State::Replica => {
                 drop(guard);
                 self.refresh_replica(key, version, values);
@@ -596,7 +849,8 @@ impl Store {
         let taken = Self::take_delta_locked(shard, key, out)?;
         let slot = *shard.map.get(&key)?;
         shard.free.entry(slot.alloc_len()).or_default().push(slot.off);
-        if self.is_home(key) {
+        // A home key's record stays: in the table (hashed), or in its page (dense).
+        if matches!(self.place(key), Place::Table { home: true, .. }) {
             shard.map.insert(key, Slot { state: State::Away, off: 0, len: 0, ..slot });
         } else {
             shard.map.remove(&key);
@@ -608,10 +862,22 @@ impl Store {
     /// Home node only: records that `owner` holds `key` as of `epoch`, if that is newer than
     /// what is known. Returns whether the record changed.
     pub fn record_owner(&self, key: Key, owner: NodeId, epoch: Epoch) -> bool {
-        if !self.is_home(key) {
-            return false;
-        }
-        let mut shard = self.shard(key).lock();
+        let shard = match self.place(key) {
+            Place::Table { home: false, .. } => return false,
+            Place::Table { shard, home: true } => shard,
+            Place::Page { shard, page, pos } => {
+                let mut shard = self.shards[shard].lock();
+                return match shard.pages.get_mut(&page).and_then(|p| p.slots.get_mut(pos)) {
+                    Some(s) if s.state == HomeState::Away && epoch > s.epoch => {
+                        s.owner = owner;
+                        s.epoch = epoch;
+                        true
+                    }
+                    _ => false,
+                };
+            }
+        };
+        let mut shard = self.shards[shard].lock();
         match shard.map.get_mut(&key) {
             Some(s) if s.state != State::Owned && epoch > s.epoch => {
                 s.owner = owner;
@@ -625,10 +891,23 @@ impl Store {
     /// Home node only: calls `f` for every key homed here that another node holds, with the
     /// owner last recorded. Takes each shard's latch in turn.
     pub fn for_each_away(&self, mut f: impl FnMut(Key, NodeId)) {
-        for shard in self.shards.iter() {
+        for (i, shard) in self.shards.iter().enumerate() {
             let shard = shard.lock();
-            for (k, s) in shard.map.iter().filter(|(_, s)| s.state == State::Away) {
+            // A replica of a key homed here keeps the key's ownership record in its slot.
+            let away = |k: &Key, s: &Slot| {
+                s.state == State::Away
+                    || (s.state == State::Replica
+                        && matches!(self.place(*k), Place::Table { home: true, .. }))
+            };
+            for (k, s) in shard.map.iter().filter(|(k, s)| away(k, s)) {
                 f(*k, s.owner);
+            }
+            for (&page, p) in shard.pages.iter() {
+                for (pos, s) in p.slots.iter().enumerate().filter(|(_, s)| s.state == HomeState::Away) {
+                    if let Some(k) = self.page_key(i, page, pos) {
+                        f(k, s.owner);
+                    }
+                }
             }
         }
     }
@@ -636,12 +915,22 @@ impl Store {
     /// Calls `f` for every main copy held here (in no particular order) with its epoch,
     /// version and value. Takes each shard's latch in turn.
     pub fn for_each_owned(&self, mut f: impl FnMut(Key, Epoch, Version, &[f32])) {
-        for shard in self.shards.iter() {
+        let stride = self.page_stride;
+        for (i, shard) in self.shards.iter().enumerate() {
             let shard = shard.lock();
             for (k, s) in shard.map.iter().filter(|(_, s)| s.state == State::Owned) {
                 let (off, len) = (s.off as usize, s.len as usize);
                 if let Some(v) = shard.arena.get(off..off + len) {
                     f(*k, s.epoch, s.version, v);
+                }
+            }
+            for (&page, p) in shard.pages.iter() {
+                for (pos, s) in p.slots.iter().enumerate().filter(|(_, s)| s.state == HomeState::Owned) {
+                    let Some(k) = self.page_key(i, page, pos) else { continue };
+                    let Some(len) = self.layout.len_of(k) else { continue };
+                    if let Some(v) = p.values.get(pos * stride..pos * stride + len) {
+                        f(k, s.epoch, s.version, v);
+                    }
                 }
             }
         }
@@ -674,6 +963,11 @@ impl Store {
         for shard in self.shards.iter() {
             let shard = shard.lock();
             f.slots += shard.map.allocation_size();
+            f.slots += shard.pages.allocation_size();
+            for p in shard.pages.values() {
+                f.slots += p.slots.len() * core::mem::size_of::<HomeSlot>();
+                f.arenas += p.values.len() * core::mem::size_of::<f32>();
+            }
             f.arenas += shard.arena.capacity() * core::mem::size_of::<f32>();
             f.free_lists += shard.free.allocation_size();
             f.free_lists += shard.free.values().map(|v| v.capacity() * 4).sum::<usize>();
@@ -684,14 +978,14 @@ impl Store {
 
 /// A worker's add to a main copy or (with `unsent`) a replica.
 #[inline(always)]
-fn add_local(v: &mut [f32], unsent: Option<&mut [f32]>, slot: &mut Slot, delta: &[f32]) -> bool {
+fn add_local(v: &mut [f32], unsent: Option<&mut [f32]>, version: &mut Version, delta: &[f32]) -> bool {
     if v.len() != delta.len() {
         return false;
     }
     add_into(v, delta);
     match unsent {
         Some(u) => add_into(u, delta),
-        None => slot.version = slot.version.next(),
+        None => *version = version.next(),
     }
     true
 }

@@ -2,8 +2,8 @@
 
 use parma_core::sampling::SamplingStats;
 use parma_core::{
-    Clock, Conformity, DistId, Distribution, Key, Layout, NodeId, OpError, SampleHandle, SamplingOptions,
-    Technique, WorkerId,
+    Clock, Conformity, DistId, Distribution, Key, Layout, NodeId, OpError, Placement, SampleHandle,
+    SamplingOptions, Technique, WorkerId,
 };
 
 /// The cluster a trace asks for.
@@ -13,6 +13,8 @@ pub struct Setup {
     pub workers: u16,
     pub layout: Layout,
     pub technique: Technique,
+    /// Where keys are homed.
+    pub placement: Placement,
     /// Pool size, use frequency and replacement of the sampling manager.
     pub sampling: SamplingOptions,
 }

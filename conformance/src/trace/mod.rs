@@ -26,7 +26,8 @@
 //! | `finish-sample` | `node= worker= handle=` | `ok` |
 //! | `sampling` | `node= worker=` | the worker's sampler counters: pools drawn, samples pulled, local, remote, postponed |
 //!
-//! `cluster` also takes `pool=G reuse=U replacement=yes|no` for the sampling manager.
+//! `cluster` also takes `pool=G reuse=U replacement=yes|no` for the sampling manager, and
+//! `placement=hashed|dense` (default `hashed`) for where keys are homed.
 //!
 //! Any command may instead output `error: <message>`. A `keys=` value may be a range `a..b`.
 //! Running with the environment variable `PARMA_REWRITE=1` rewrites the expected outputs from
@@ -42,7 +43,9 @@ pub use exec::{Executor, Setup};
 pub use runtime_exec::RuntimeExecutor;
 pub use sim_exec::SimExecutor;
 
-use parma_core::{Clock, Conformity, Distribution, Key, NodeId, OpError, SampleHandle, Technique, WorkerId};
+use parma_core::{
+    Clock, Conformity, Distribution, Key, NodeId, OpError, Placement, SampleHandle, Technique, WorkerId,
+};
 
 /// One block of a trace file.
 #[derive(Clone, Debug)]
@@ -256,7 +259,9 @@ fn run_command(exec: &mut dyn Executor, line: &str, forwarded: &mut u64) -> Resu
         "home" => {
             let mut out = String::new();
             for k in a.keys()? {
-                let _ = writeln!(out, "k{k} home n{}", parma_core::store::home_of(k, exec.setup().nodes));
+                let s = exec.setup();
+                let homes = parma_core::placement::Homes::new(s.placement, s.nodes, s.layout.key_end());
+                let _ = writeln!(out, "k{k} home n{}", homes.home(k));
             }
             out
         }
@@ -333,7 +338,9 @@ pub fn setup_from(line: &str) -> Result<Setup, String> {
         sampling.reuse = a.num("reuse")?;
     }
     sampling.with_replacement = a.get("replacement") != Some("no");
-    Ok(Setup { nodes: a.num("nodes")?, workers: a.num("workers")?, layout, technique, sampling })
+    let name = a.get("placement").unwrap_or("hashed");
+    let placement = Placement::from_name(name).ok_or_else(|| format!("unknown placement `{name}`"))?;
+    Ok(Setup { nodes: a.num("nodes")?, workers: a.num("workers")?, layout, technique, placement, sampling })
 }
 
 /// Runs a trace on executors made by `make` and returns the file's text with the actual

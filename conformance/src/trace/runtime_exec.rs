@@ -31,6 +31,7 @@ impl RuntimeExecutor {
         }
         let mut cfg = Config::new(setup.nodes, setup.workers, setup.layout.clone());
         cfg.technique = setup.technique;
+        cfg.placement = setup.placement;
         cfg.sampling = setup.sampling;
         let (mut nodes, mut workers) = (Vec::new(), Vec::new());
         for (i, t) in transports.into_iter().enumerate() {

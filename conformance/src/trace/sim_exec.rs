@@ -27,6 +27,7 @@ impl SimExecutor {
     pub fn new(setup: &Setup, seed: u64) -> SimExecutor {
         let mut cfg = Config::new(setup.nodes, setup.workers, setup.layout.clone());
         cfg.technique = setup.technique;
+        cfg.placement = setup.placement;
         cfg.sampling = setup.sampling;
         let net = SimNet::new(setup.nodes, Faults::from_seed(seed), seed);
         let cluster = Cluster::new(&cfg, net).expect("trace cluster configuration is valid");

@@ -10,7 +10,8 @@
 //! the hot key. `h1`: `1 + (h1 & 1)` workers per node,
 //! `keys_per_message_max = 1 + (h1 >> 1) % 3`, `requests_pending_max = 2 + (h1 >> 3) % 4`, and
 //! if `h1 >> 5 == 7` a tight store (`store_keys_max` = the most keys homed on one node, plus one),
-//! else room for every key. The layout has [`KEYS`] keys of [`LEN`] floats; frames hold two keys.
+//! else room for every key. The placement is dense if `h0 ^ h1` has an odd number of set bits,
+//! else hashed. The layout has [`KEYS`] keys of [`LEN`] floats; frames hold two keys.
 //!
 //! Then one step per byte `op`, by `op % 16`, until the bytes run out:
 //!
@@ -62,14 +63,15 @@ use alloc::vec::Vec;
 use hashbrown::HashMap;
 
 use super::{technique_of, Bytes};
-use crate::config::{Config, Technique};
+use crate::config::{Config, Placement, Technique};
 use crate::error::OpError;
 use crate::ids::Clock;
 use crate::ids::{Key, NodeId, Ticket, WorkerId};
 use crate::layout::Layout;
 use crate::node::IntentKind;
 use crate::node::{Completion, Event, Node};
-use crate::store::{home_of, Whereabouts};
+use crate::placement::Homes;
+use crate::store::Whereabouts;
 use crate::time::{Duration, Instant};
 use crate::wire::{Message, WriteKind, HEADER_LEN};
 
@@ -94,6 +96,11 @@ pub fn cluster_config(h0: u8, h1: u8) -> Config {
     let layout = Layout::uniform(KEYS, LEN as u32).unwrap_or_else(|_| unreachable!());
     let mut cfg = Config::new(nodes, 1 + u16::from(h1 & 1), layout);
     cfg.technique = technique_of(h0 >> 2);
+    // The parity of the header: every other choice above is the same under either placement.
+    if (h0 ^ h1).count_ones() % 2 == 1 {
+        cfg.placement = Placement::Dense;
+    }
+    let homes = Homes::new(cfg.placement, nodes, KEYS);
     cfg.timing.immediate = h0 & 0x20 != 0;
     if cfg.technique == Technique::MultiTechnique {
         cfg.hot_keys = alloc::sync::Arc::new([Key(u64::from(h0 >> 6))].into_iter().collect());
@@ -102,7 +109,7 @@ pub fn cluster_config(h0: u8, h1: u8) -> Config {
     cfg.keys_per_message_max = 1 + usize::from((h1 >> 1) % 3);
     cfg.requests_pending_max = 2 + usize::from((h1 >> 3) % 4);
     cfg.store_keys_max = if h1 >> 5 == 7 {
-        let homed = |n: u16| (0..KEYS).filter(|k| home_of(Key(*k), nodes) == NodeId(n)).count();
+        let homed = |n: u16| (0..KEYS).filter(|k| homes.home(Key(*k)) == NodeId(n)).count();
         (0..nodes).map(homed).max().unwrap_or(0) + 1
     } else {
         KEYS as usize
@@ -664,7 +671,7 @@ impl Cluster {
             // The home knows the owner, with the epoch of the move that put the key there.
             let holder = (0..self.n).find(|i| self.nodes[*i].store().holds(k));
             let Some(holder) = holder else { panic!("key {k} is held by no node after the heal") };
-            let home = home_of(k, self.cfg.nodes).index();
+            let home = self.nodes[0].store().homes().home(k).index();
             let at_holder = self.nodes[holder].store().whereabouts(k);
             let at_home = self.nodes[home].store().whereabouts(k);
             let agree = match (at_holder, at_home) {

@@ -7,7 +7,8 @@
 //! The first byte is a header: if its low nibble is `0xf` the node runs static partitioning,
 //! else the technique `header >> 5` selects: 0 relocation, 1 and 6 adaptive, 2 adaptive without
 //! replication, 3 adaptive without relocation, 4 full replication, 5 multi-technique, 7 static
-//! partitioning (under multi-technique, keys 0 and 1 are hot);
+//! partitioning (under multi-technique, keys 0 and 1 are hot); unless the low nibble is `0xf`,
+//! bit 0 set selects the dense placement (else hashed);
 //! if bit 4 is set the harness drains every output after every input (the drain contract), else
 //! only when an op says so.
 //! Then, until the bytes run out, one op per byte `op`, by `op % 16`, each reading its fields
@@ -54,13 +55,14 @@ use alloc::vec::Vec;
 use hashbrown::{HashMap, HashSet};
 
 use super::{message, technique_of, Bytes};
+use crate::config::Placement;
 use crate::config::{Config, Technique};
 use crate::error::OpError;
 use crate::ids::Clock;
 use crate::ids::{Epoch, Key, NodeId, RequestId, Ticket, Version, WorkerId};
 use crate::layout::Layout;
 use crate::node::{Completion, IntentKind, Node, HOPS_MAX};
-use crate::store::home_of;
+use crate::placement::Homes;
 use crate::time::{Duration, Instant};
 use crate::wire::{self, FailReason, Message, Moved, OwnerChange, Release, WriteKind, HEADER_LEN};
 
@@ -77,11 +79,13 @@ const WORKERS: u16 = 2;
 const RECENT_MAX: usize = 16;
 
 /// The configuration of the fuzzed node: small bounds, so that every limit is reached.
-pub fn node_ops_config(technique: Technique) -> Config {
+pub fn node_ops_config(technique: Technique, placement: Placement) -> Config {
     let layout = Layout::uniform(KEYS, LEN as u32).unwrap_or_else(|_| unreachable!());
     let mut cfg = Config::new(NODES, WORKERS, layout);
-    let homed = (0..KEYS).filter(|k| home_of(Key(*k), NODES) == ME).count();
+    let homes = Homes::new(placement, NODES, KEYS);
+    let homed = (0..KEYS).filter(|k| homes.home(Key(*k)) == ME).count();
     cfg.technique = technique;
+    cfg.placement = placement;
     if technique == Technique::MultiTechnique {
         cfg.hot_keys = alloc::sync::Arc::new([Key(0), Key(1)].into_iter().collect());
     }
@@ -106,7 +110,9 @@ pub fn node_ops(data: &[u8]) {
     let header = b.u8();
     let technique =
         if header & 0x0f == 0x0f { Technique::StaticPartitioning } else { technique_of(header >> 5) };
-    let mut h = Harness::new(node_ops_config(technique), header & 0x10 != 0);
+    let placement =
+        if header & 0x0f != 0x0f && header & 1 == 1 { Placement::Dense } else { Placement::Hashed };
+    let mut h = Harness::new(node_ops_config(technique, placement), header & 0x10 != 0);
     while !b.is_empty() {
         h.op(&mut b);
         h.check();
@@ -147,9 +153,14 @@ struct Harness {
 }
 
 impl Harness {
+    fn home(&self, key: Key) -> NodeId {
+        self.node.store().homes().home(key)
+    }
+
     fn new(cfg: Config, auto_drain: bool) -> Harness {
         let node = Node::new(cfg.clone(), ME).unwrap_or_else(|e| panic!("the fuzzed configuration: {e}"));
-        let homed = (0..KEYS).map(Key).filter(|k| home_of(*k, NODES) == ME).collect();
+        let homes = Homes::new(cfg.placement, NODES, KEYS);
+        let homed = (0..KEYS).map(Key).filter(|k| homes.home(*k) == ME).collect();
         Harness {
             node,
             cfg,
@@ -609,7 +620,7 @@ impl Harness {
                 // The home node confirms the move.
                 let released: Vec<Release> =
                     moved.iter().map(|m| Release { key: m.key, epoch: m.epoch }).collect();
-                let home = moved.first().map(|m| home_of(m.key, NODES)).filter(|h| *h != ME).unwrap_or(to);
+                let home = moved.first().map(|m| self.home(m.key)).filter(|h| *h != ME).unwrap_or(to);
                 (home, Message::PointerRelease { released })
             }
             Message::OwnerUpdate { changes } => {
@@ -681,7 +692,7 @@ impl Harness {
                 self.cfg.technique.moves_keys() && layout.total_len(&keys) == Ok(values.len())
             }
             Message::OwnerUpdate { changes } => {
-                changes.iter().all(|c| layout.contains(c.key) && home_of(c.key, NODES) == to && c.prev != ME)
+                changes.iter().all(|c| layout.contains(c.key) && self.home(c.key) == to && c.prev != ME)
             }
             Message::PointerRelease { released } => released.iter().all(|r| layout.contains(r.key)),
             Message::BarrierEnter { .. } => to == NodeId(0),

@@ -26,7 +26,7 @@ pub use sync::IntentKind;
 use crate::config::Config;
 use crate::error::{ConfigError, OpError};
 use crate::ids::{Epoch, Key, NodeId, RequestId, Ticket, WorkerId};
-use crate::store::{home_of, Store};
+use crate::store::Store;
 use crate::time::Instant;
 use crate::wire::{self, Message, WriteKind};
 use barrier::Barrier;
@@ -625,7 +625,7 @@ impl Node {
     }
 
     fn home(&self, key: Key) -> NodeId {
-        home_of(key, self.cfg.nodes)
+        self.store.homes().home(key)
     }
 }
 

@@ -1,101 +1,118 @@
 use super::*;
+use crate::config::Placement;
 use crate::layout::Layout;
 use alloc::vec;
 
-fn cfg(nodes: u16) -> Config {
-    Config::new(nodes, 1, Layout::uniform(1000, 4).unwrap())
+const PLACEMENTS: [Placement; 2] = [Placement::Hashed, Placement::Dense];
+
+fn cfg_in(nodes: u16, placement: Placement) -> Config {
+    let mut c = Config::new(nodes, 1, Layout::uniform(1000, 4).unwrap());
+    c.placement = placement;
+    c
 }
 
-fn home_key(nodes: u16, me: NodeId, not: bool) -> Key {
-    (0..).map(Key).find(|k| (home_of(*k, nodes) == me) != not).unwrap()
+fn home(c: &Config, k: Key) -> NodeId {
+    Homes::new(c.placement, c.nodes, c.layout.key_end()).home(k)
+}
+
+fn home_key_in(c: &Config, me: NodeId, not: bool) -> Key {
+    (0..).map(Key).find(|k| (home(c, *k) == me) != not).unwrap()
 }
 
 #[test]
 fn home_materializes_on_first_touch() {
-    let s = Store::new(&cfg(3), NodeId(0));
-    let k = home_key(3, NodeId(0), false);
-    let mut out = [1.0; 4];
-    assert!(s.read(k, &mut out));
-    assert_eq!(out, [0.0; 4]);
-    assert!(s.add(k, &[1.0, 2.0, 3.0, 4.0]));
-    assert!(s.read(k, &mut out));
-    assert_eq!(out, [1.0, 2.0, 3.0, 4.0]);
-    assert!(s.holds(k));
-    assert_eq!(s.keys_held(), 0, "home keys take no room from the bound");
+    for placement in PLACEMENTS {
+        let s = Store::new(&cfg_in(3, placement), NodeId(0));
+        let k = home_key_in(&cfg_in(3, placement), NodeId(0), false);
+        let mut out = [1.0; 4];
+        assert!(s.read(k, &mut out));
+        assert_eq!(out, [0.0; 4]);
+        assert!(s.add(k, &[1.0, 2.0, 3.0, 4.0]));
+        assert!(s.read(k, &mut out));
+        assert_eq!(out, [1.0, 2.0, 3.0, 4.0]);
+        assert!(s.holds(k));
+        assert_eq!(s.keys_held(), 0, "home keys take no room from the bound");
+    }
 }
 
 #[test]
 fn foreign_keys_miss_and_wrong_lengths_change_nothing() {
-    let s = Store::new(&cfg(3), NodeId(0));
-    let k = home_key(3, NodeId(0), true);
-    let mut out = [0.0; 4];
-    assert!(!s.read(k, &mut out));
-    assert!(!s.add(k, &[1.0; 4]));
-    assert_eq!(s.keys_held(), 0);
-    let h = home_key(3, NodeId(0), false);
-    assert!(!s.add(h, &[1.0; 3]));
-    assert!(s.read(h, &mut out));
-    assert_eq!(out, [0.0; 4]);
+    for placement in PLACEMENTS {
+        let s = Store::new(&cfg_in(3, placement), NodeId(0));
+        let k = home_key_in(&cfg_in(3, placement), NodeId(0), true);
+        let mut out = [0.0; 4];
+        assert!(!s.read(k, &mut out));
+        assert!(!s.add(k, &[1.0; 4]));
+        assert_eq!(s.keys_held(), 0);
+        let h = home_key_in(&cfg_in(3, placement), NodeId(0), false);
+        assert!(!s.add(h, &[1.0; 3]));
+        assert!(s.read(h, &mut out));
+        assert_eq!(out, [0.0; 4]);
+    }
 }
 
 #[test]
 fn take_and_install_move_a_key() {
-    let c = cfg(2);
-    let a = Store::new(&c, NodeId(0));
-    let b = Store::new(&c, NodeId(1));
-    let k = home_key(2, NodeId(0), false);
-    assert!(a.add(k, &[1.0; 4]));
-    let mut buf = vec![];
-    let (e, v) = a.take(k, NodeId(1), &mut buf).unwrap();
-    assert_eq!((e, v), (Epoch(1), Version(1)));
-    assert_eq!(a.whereabouts(k), Whereabouts::Away(NodeId(1), Epoch(1)));
-    assert!(!a.read(k, &mut [0.0; 4]));
-    b.install(k, e, v, &buf, false).unwrap();
-    assert_eq!(b.install(k, e, v, &buf, false), Err(InstallError::AlreadyOwned));
-    let mut out = [0.0; 4];
-    assert!(b.read(k, &mut out));
-    assert_eq!(out, [1.0; 4]);
-    // Back home: the away slot becomes owned again, and a stale record is ignored.
-    let mut buf2 = vec![];
-    let (e2, _) = b.take(k, NodeId(0), &mut buf2).unwrap();
-    assert_eq!(e2, Epoch(2));
-    assert!(!a.record_owner(k, NodeId(1), Epoch(1)));
-    a.install(k, e2, Version(1), &buf2, false).unwrap();
-    assert_eq!(a.whereabouts(k), Whereabouts::Here(Epoch(2)));
-    // Keys homed at a node do not count against its bound; foreign ones do while held.
-    assert_eq!(a.keys_held(), 0);
-    assert_eq!(b.keys_held(), 0);
-    let k2 = home_key(2, NodeId(0), false);
-    let mut buf3 = vec![];
-    let (e3, v3) = a.take(k2, NodeId(1), &mut buf3).unwrap();
-    b.install(k2, e3, v3, &buf3, false).unwrap();
-    assert_eq!(b.keys_held(), 1);
+    for placement in PLACEMENTS {
+        let c = cfg_in(2, placement);
+        let a = Store::new(&c, NodeId(0));
+        let b = Store::new(&c, NodeId(1));
+        let k = home_key_in(&c, NodeId(0), false);
+        assert!(a.add(k, &[1.0; 4]));
+        let mut buf = vec![];
+        let (e, v) = a.take(k, NodeId(1), &mut buf).unwrap();
+        assert_eq!((e, v), (Epoch(1), Version(1)));
+        assert_eq!(a.whereabouts(k), Whereabouts::Away(NodeId(1), Epoch(1)));
+        assert!(!a.read(k, &mut [0.0; 4]));
+        b.install(k, e, v, &buf, false).unwrap();
+        assert_eq!(b.install(k, e, v, &buf, false), Err(InstallError::AlreadyOwned));
+        let mut out = [0.0; 4];
+        assert!(b.read(k, &mut out));
+        assert_eq!(out, [1.0; 4]);
+        // Back home: the away slot becomes owned again, and a stale record is ignored.
+        let mut buf2 = vec![];
+        let (e2, _) = b.take(k, NodeId(0), &mut buf2).unwrap();
+        assert_eq!(e2, Epoch(2));
+        assert!(!a.record_owner(k, NodeId(1), Epoch(1)));
+        a.install(k, e2, Version(1), &buf2, false).unwrap();
+        assert_eq!(a.whereabouts(k), Whereabouts::Here(Epoch(2)));
+        // Keys homed at a node do not count against its bound; foreign ones do while held.
+        assert_eq!(a.keys_held(), 0);
+        assert_eq!(b.keys_held(), 0);
+        let k2 = home_key_in(&c, NodeId(0), false);
+        let mut buf3 = vec![];
+        let (e3, v3) = a.take(k2, NodeId(1), &mut buf3).unwrap();
+        b.install(k2, e3, v3, &buf3, false).unwrap();
+        assert_eq!(b.keys_held(), 1);
+    }
 }
 
 #[test]
 fn bound_on_keys_held() {
-    let mut c = cfg(2);
-    c.store_keys_max = 2;
-    let a = Store::new(&c, NodeId(0));
-    let b = Store::new(&c, NodeId(1));
-    // Home keys always materialize.
-    for k in (0..50).map(Key).filter(|k| home_of(*k, 2) == NodeId(1)) {
-        assert!(b.read(k, &mut [0.0; 4]));
+    for placement in PLACEMENTS {
+        let mut c = cfg_in(2, placement);
+        c.store_keys_max = 2;
+        let a = Store::new(&c, NodeId(0));
+        let b = Store::new(&c, NodeId(1));
+        // Home keys always materialize.
+        for k in (0..50).map(Key).filter(|k| home(&c, *k) == NodeId(1)) {
+            assert!(b.read(k, &mut [0.0; 4]));
+        }
+        assert_eq!(b.keys_held(), 0);
+        // Foreign keys take room: two fit, the third is refused and changes nothing.
+        let foreign: Vec<Key> = (0..50).map(Key).filter(|k| home(&c, *k) == NodeId(0)).take(3).collect();
+        for (i, k) in foreign.iter().enumerate() {
+            let mut buf = vec![];
+            let (e, v) = a.take(*k, NodeId(1), &mut buf).unwrap();
+            let r = b.install(*k, e, v, &buf, false);
+            assert_eq!(r.is_ok(), i < 2, "{r:?}");
+        }
+        assert_eq!(b.keys_held(), 2);
+        // A reservation takes room too, and gives it back.
+        assert!(!b.reserve_slots(1));
+        b.unreserve_slots(1);
+        assert!(b.reserve_slots(1));
     }
-    assert_eq!(b.keys_held(), 0);
-    // Foreign keys take room: two fit, the third is refused and changes nothing.
-    let foreign: Vec<Key> = (0..50).map(Key).filter(|k| home_of(*k, 2) == NodeId(0)).take(3).collect();
-    for (i, k) in foreign.iter().enumerate() {
-        let mut buf = vec![];
-        let (e, v) = a.take(*k, NodeId(1), &mut buf).unwrap();
-        let r = b.install(*k, e, v, &buf, false);
-        assert_eq!(r.is_ok(), i < 2, "{r:?}");
-    }
-    assert_eq!(b.keys_held(), 2);
-    // A reservation takes room too, and gives it back.
-    assert!(!b.reserve_slots(1));
-    b.unreserve_slots(1);
-    assert!(b.reserve_slots(1));
 }
 
 #[test]
@@ -119,5 +136,133 @@ fn add_kernels_match_a_plain_loop_at_every_width() {
         let want: Vec<f32> = dst.iter().zip(&src).map(|(a, b)| a + b).collect();
         add_into(&mut dst, &src);
         assert_eq!(dst, want, "width {len}");
+    }
+}
+
+#[test]
+fn replica_at_home_of_a_key_that_moved_away() {
+    for placement in PLACEMENTS {
+        let c = cfg_in(2, placement);
+        let a = Store::new(&c, NodeId(0));
+        let b = Store::new(&c, NodeId(1));
+        let k = home_key_in(&c, NodeId(0), false);
+        assert_eq!(a.install_replica(k, NodeId(1), Version(0), &[0.0; 4]), Err(InstallError::AlreadyOwned));
+        let mut buf = vec![];
+        let (e, v) = a.take(k, NodeId(1), &mut buf).unwrap();
+        b.install(k, e, v, &buf, false).unwrap();
+        assert!(b.add(k, &[2.0; 4]));
+        let mut val = vec![];
+        let v2 = b.read_versioned(k, &mut val).unwrap();
+        // The home gets a replica; its ownership record stays.
+        a.install_replica(k, NodeId(1), v2, &val).unwrap();
+        assert_eq!(a.replicas_held(), 1);
+        assert!(a.is_local(k) && a.has_replica(k) && !a.holds(k));
+        assert_eq!(a.whereabouts(k), Whereabouts::Away(NodeId(1), e));
+        assert!(a.add(k, &[1.0; 4]));
+        assert!(!a.add_owned(k, &[1.0; 4]), "a replica is not a main copy");
+        let mut out = [0.0; 4];
+        assert!(a.read(k, &mut out));
+        assert_eq!(out, [3.0; 4]);
+        assert!(a.record_owner(k, NodeId(1), Epoch(e.0 + 5)));
+        assert_eq!(a.whereabouts(k), Whereabouts::Away(NodeId(1), Epoch(e.0 + 5)));
+        let mut away = vec![];
+        a.for_each_away(|key, owner| away.push((key, owner)));
+        assert_eq!(away, [(k, NodeId(1))], "{placement:?}");
+        // The key comes home: the replica's unsent update is folded into the arriving value.
+        let mut buf2 = vec![];
+        let (e2, v3) = b.take(k, NodeId(0), &mut buf2).unwrap();
+        a.install(k, e2, v3, &buf2, false).unwrap();
+        assert_eq!(a.replicas_held(), 0);
+        assert!(!a.has_replica(k));
+        assert!(a.read(k, &mut out));
+        assert_eq!(out, [3.0; 4]);
+        assert_eq!(a.version(k), Some(v3.next()));
+        assert_eq!(a.whereabouts(k), Whereabouts::Here(e2));
+        // Dropping a replica at home keeps the record.
+        let (e3, v4) = a.take(k, NodeId(1), &mut vec![]).unwrap();
+        a.install_replica(k, NodeId(1), v4, &[0.0; 4]).unwrap();
+        assert!(a.add(k, &[0.5; 4]));
+        let mut fin = vec![];
+        assert_eq!(a.drop_replica(k, &mut fin), Some(DeltaTaken { version: v4, nonzero: true }));
+        assert_eq!(fin, [0.5; 4]);
+        assert_eq!(a.whereabouts(k), Whereabouts::Away(NodeId(1), e3));
+        assert!(!a.is_local(k));
+    }
+}
+
+#[test]
+fn enumerations_list_every_home_key_once() {
+    for placement in PLACEMENTS {
+        let c = cfg_in(3, placement);
+        let s = Store::new(&c, NodeId(2));
+        let homed: Vec<Key> = (0..1000).map(Key).filter(|k| home(&c, *k) == NodeId(2)).collect();
+        let mut away = vec![];
+        for (i, &k) in homed.iter().enumerate() {
+            assert!(s.add(k, &[k.0 as f32; 4]), "{placement:?} {k:?}");
+            if i % 3 == 0 {
+                s.take(k, NodeId(i as u16 % 2), &mut vec![]).unwrap();
+                away.push((k, NodeId(i as u16 % 2)));
+            }
+        }
+        let mut owned = vec![];
+        s.for_each_owned(|k, e, v, val| {
+            assert_eq!((e, v), (Epoch(0), Version(1)));
+            assert_eq!(val, [k.0 as f32; 4]);
+            owned.push(k);
+        });
+        owned.sort();
+        let want: Vec<Key> = homed.iter().enumerate().filter(|(i, _)| i % 3 != 0).map(|(_, k)| *k).collect();
+        assert_eq!(owned, want, "{placement:?}");
+        let mut listed = vec![];
+        s.for_each_away(|k, o| listed.push((k, o)));
+        listed.sort();
+        away.sort();
+        assert_eq!(listed, away, "{placement:?}");
+    }
+}
+
+#[test]
+fn dense_pages_hold_long_and_short_values() {
+    // One key range with values too long for more than one key per page.
+    let mut c = Config::new(2, 1, Layout::ranges(64, vec![(0, 4), (32, 70_000)]).unwrap());
+    c.placement = Placement::Dense;
+    c.init = Init::Uniform { scale: 1.0 };
+    let a = Store::new(&c, NodeId(0));
+    let b = Store::new(&c, NodeId(1));
+    for k in (0..64).map(Key) {
+        let (owner, other) = if home(&c, k) == NodeId(0) { (&a, &b) } else { (&b, &a) };
+        let len = c.layout.len_of(k).unwrap();
+        let init: Vec<f32> = (0..len).map(|i| Store::initial_value(c.init, c.seed, k, i)).collect();
+        let mut v = vec![];
+        assert!(owner.read_append(k, &mut v));
+        assert_eq!(v, init, "{k:?}");
+        assert!(owner.add(k, &vec![1.0; len]));
+        assert!(!owner.add(k, &vec![1.0; len + 1]));
+        let to = if home(&c, k) == NodeId(0) { NodeId(1) } else { NodeId(0) };
+        let mut buf = vec![];
+        let (e, ver) = owner.take(k, to, &mut buf).unwrap();
+        assert_eq!(buf, init.iter().map(|x| x + 1.0).collect::<Vec<_>>());
+        assert_eq!(other.install(k, e, ver, &buf[..len - 1], false), Err(InstallError::Length));
+        other.install(k, e, ver, &buf, false).unwrap();
+        let mut back = vec![];
+        assert!(other.read_append(k, &mut back));
+        assert_eq!(back, buf);
+    }
+}
+
+#[test]
+fn a_never_touched_key_moves_with_its_initial_value() {
+    for placement in PLACEMENTS {
+        let mut c = cfg_in(2, placement);
+        c.init = Init::Uniform { scale: 0.25 };
+        let a = Store::new(&c, NodeId(0));
+        let k = home_key_in(&c, NodeId(0), false);
+        let mut buf = vec![];
+        assert_eq!(a.take(k, NodeId(1), &mut buf), Some((Epoch(1), Version(0))));
+        let want: Vec<f32> = (0..4).map(|i| Store::initial_value(c.init, c.seed, k, i)).collect();
+        assert_eq!(buf, want);
+        assert_eq!(a.take(k, NodeId(1), &mut buf), None, "{placement:?}: taken twice");
+        assert!(!a.record_owner(k, NodeId(1), Epoch(1)), "not newer");
+        assert!(a.record_owner(k, NodeId(0), Epoch(3)));
     }
 }

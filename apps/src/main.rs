@@ -112,6 +112,10 @@ struct TechniquesArgs {
     /// Sampling: how often each pool is traversed (U).
     #[arg(long, default_value_t = 16)]
     reuse: u32,
+    /// Where keys are homed: `hashed` (a hash of the key) or `dense` (a permutation of the key
+    /// range; home keys kept in pages).
+    #[arg(long, default_value = "hashed", value_parser = parse_placement)]
+    placement: parma_core::Placement,
 }
 
 impl TechniquesArgs {
@@ -146,6 +150,7 @@ impl TechniquesArgs {
                     reuse: self.reuse,
                     ..parma_core::SamplingOptions::default()
                 },
+                placement: self.placement,
                 ..SkewOptions::new(task)
             })
             .collect()
@@ -225,6 +230,11 @@ struct ConformanceArgs {
 }
 
 /// Parses a technique by its name (`Technique::name`).
+fn parse_placement(name: &str) -> Result<parma_core::Placement, String> {
+    parma_core::Placement::from_name(name)
+        .ok_or_else(|| format!("unknown placement `{name}`; one of: hashed, dense"))
+}
+
 fn parse_technique(name: &str) -> Result<Technique, String> {
     Technique::from_name(name).ok_or_else(|| {
         let names: Vec<&str> = Technique::ALL.iter().map(|t| t.name()).collect();

@@ -33,9 +33,9 @@ use alloc::vec::Vec;
 use core::hash::BuildHasherDefault;
 use core::sync::atomic::{AtomicUsize, Ordering};
 
-use hashbrown::HashMap;
+use hashbrown::{HashMap, HashTable};
 
-use crate::config::{Config, Init};
+use crate::config::{Config, Init, Placement};
 use crate::ids::{mix, Epoch, Key, MixHasher, NodeId, Version};
 use crate::layout::Layout;
 use crate::placement::{hashed_home, Homes};
@@ -57,11 +57,67 @@ struct Slot {
     state: State,
 }
 
-/// A shard's table hashes its keys with [`mix`] turned by 16 bits, so that the bits that pick
-/// a bucket and a tag are neither the bits that pick the shard (bits 40 and up of the mix, see
-/// `Store::shard`) nor the low bits that `home_of` reduces modulo the node count. The mix is the
-/// one `Store::shard` computes: once inlined, a lookup hashes its key once.
-type SlotMap = HashMap<Key, Slot, BuildHasherDefault<MixHasher<16>>>;
+/// A shard's table of slots by key. It hashes a key with its [`mix`] turned by 16 bits, so that
+/// the bits that pick a bucket and a tag are neither the bits that pick the shard (bits 40 and
+/// up of the mix, see `Store::place`) nor the low bits that `home_of` reduces modulo the node
+/// count. The `_mixed` methods take the mix `Store::place` computed, so that a lookup on the hot
+/// path mixes its key once.
+#[derive(Default)]
+struct SlotMap(HashTable<(Key, Slot)>);
+
+impl SlotMap {
+    #[inline(always)]
+    fn hash(mix: u64) -> u64 {
+        mix.rotate_right(16)
+    }
+
+    #[inline(always)]
+    fn get_mixed(&self, mix: u64, key: Key) -> Option<&Slot> {
+        self.0.find(Self::hash(mix), |(k, _)| *k == key).map(|(_, s)| s)
+    }
+
+    #[inline(always)]
+    fn get_mut_mixed(&mut self, mix: u64, key: Key) -> Option<&mut Slot> {
+        self.0.find_mut(Self::hash(mix), |(k, _)| *k == key).map(|(_, s)| s)
+    }
+
+    #[inline(always)]
+    fn get(&self, key: &Key) -> Option<&Slot> {
+        self.get_mixed(mix(*key), *key)
+    }
+
+    #[inline(always)]
+    fn get_mut(&mut self, key: &Key) -> Option<&mut Slot> {
+        self.get_mut_mixed(mix(*key), *key)
+    }
+
+    fn contains_key(&self, key: &Key) -> bool {
+        self.get(key).is_some()
+    }
+
+    /// Sets the slot of `key`, inserting or replacing.
+    fn insert(&mut self, key: Key, slot: Slot) -> &mut Slot {
+        let hash = Self::hash(mix(key));
+        let entry = self.0.entry(hash, |(k, _)| *k == key, |(k, _)| Self::hash(mix(*k)));
+        &mut entry.insert((key, slot)).into_mut().1
+    }
+
+    fn remove(&mut self, key: &Key) -> Option<Slot> {
+        let key = *key;
+        match self.0.find_entry(Self::hash(mix(key)), |(k, _)| *k == key) {
+            Ok(e) => Some(e.remove().0 .1),
+            Err(_) => None,
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&Key, &Slot)> {
+        self.0.iter().map(|(k, s)| (k, s))
+    }
+
+    fn allocation_size(&self) -> usize {
+        self.0.allocation_size()
+    }
+}
 
 /// A shard behind its latch, alone in its cache lines: two threads working on neighbouring
 /// shards do not invalidate each other's latch, and finding a shard is a shift, not a multiply.
@@ -120,8 +176,8 @@ struct Page {
 /// Where a key's slot is.
 #[derive(Clone, Copy)]
 enum Place {
-    /// In the shard's table; `home` if this node is the key's home.
-    Table { shard: usize, home: bool },
+    /// In the shard's table (whether this node is the key's home: `Store::table_home`).
+    Table { shard: usize, mix: u64 },
     /// A home key in a page (`Placement::Dense`).
     Page { shard: usize, page: u64, pos: usize },
 }
@@ -194,6 +250,8 @@ pub struct Store {
     shards: Box<[Latched]>,
     /// The shard count minus one (a power of two minus one).
     shard_mask: usize,
+    /// Whether the placement is dense (home keys in pages).
+    dense: bool,
     /// log2 of the shard count.
     shard_bits: u32,
     /// log2 of the keys per page, and the floats between two keys' values in a page.
@@ -239,6 +297,7 @@ impl Store {
         Store {
             shards,
             shard_mask: n - 1,
+            dense: cfg.placement == Placement::Dense,
             shard_bits: n.trailing_zeros(),
             page_bits,
             page_stride,
@@ -298,21 +357,46 @@ impl Store {
 
     #[inline(always)]
     fn place(&self, key: Key) -> Place {
+        if self.dense {
+            if let Some(page) = self.page_place(key) {
+                return page;
+            }
+        }
         // Bits 40 and up of the mix pick a table's shard: independent of `home_of`, which uses
         // the mix modulo the node count, and of the bits the table hashes with (`SlotMap`).
-        let table_shard = (mix(key) >> 40) as usize & self.shard_mask;
-        match self.homes.dense(key) {
-            None => Place::Table { shard: table_shard, home: hashed_home(key, self.nodes) == self.me },
-            Some((home, index)) if home == self.me => {
-                let local = index >> self.shard_bits;
-                Place::Page {
-                    shard: index as usize & self.shard_mask,
-                    page: local >> self.page_bits,
-                    pos: (local & ((1 << self.page_bits) - 1)) as usize,
-                }
-            }
-            Some(_) => Place::Table { shard: table_shard, home: false },
+        let mix = mix(key);
+        Place::Table { shard: (mix >> 40) as usize & self.shard_mask, mix }
+    }
+
+    /// Under the dense placement, the page place of `key` if it is homed here. Out of line, so
+    /// that the hashed placement's accesses pay one test of `dense` for it.
+    #[inline]
+    fn page_place(&self, key: Key) -> Option<Place> {
+        let (home, index) = self.homes.dense(key)?;
+        if home != self.me {
+            return None;
         }
+        let local = index >> self.shard_bits;
+        Some(Place::Page {
+            shard: index as usize & self.shard_mask,
+            page: local >> self.page_bits,
+            pos: (local & ((1 << self.page_bits) - 1)) as usize,
+        })
+    }
+
+    /// Whether `key`, whose slot belongs in a table, is homed here: only under the hashed
+    /// placement (the dense one keeps every home key of the layout in a page). Computed only
+    /// where needed: a division.
+    #[inline]
+    fn table_home(&self, key: Key) -> bool {
+        self.table_home_mix(mix(key))
+    }
+
+    /// [`Store::table_home`] of the key with this [`mix`].
+    #[inline]
+    fn table_home_mix(&self, mix: u64) -> bool {
+        self.homes.placement() == Placement::Hashed
+            && mix % u64::from(self.nodes.max(1)) == u64::from(self.me.0)
     }
 
     /// The latch of the shard that has `key`'s slot (its page or its table).
@@ -361,41 +445,56 @@ impl Store {
         key: Key,
         f: impl FnOnce(&mut [f32], Option<&mut [f32]>, &mut Version) -> R,
     ) -> Option<R> {
-        let (shard, home, page, pos) = match self.place(key) {
-            Place::Table { shard, home } => (shard, home, None, 0),
-            Place::Page { shard, page, pos } => (shard, true, Some(page), pos),
+        let (shard, mix) = match self.place(key) {
+            Place::Table { shard, mix } => (shard, mix),
+            Place::Page { shard, page, pos } => {
+                return self.with_page_value::<REPLICA, R>(key, shard, page, pos, f)
+            }
         };
         let mut guard = self.shards[shard].lock();
         let shard = &mut *guard;
-        if let Some(page) = page {
-            let len = self.layout.len_of(key)?;
-            let stride = self.page_stride;
-            let p = self.page(&mut shard.pages, page);
-            let slot = p.slots.get_mut(pos)?;
-            let value = p.values.get_mut(pos * stride..pos * stride + len)?;
-            match slot.state {
-                HomeState::Owned => return Some(f(value, None, &mut slot.version)),
-                HomeState::Untouched => {
-                    self.initialize(key, value);
-                    slot.state = HomeState::Owned;
-                    return Some(f(value, None, &mut slot.version));
-                }
-                HomeState::Away if REPLICA => {
-                    let slot = shard.map.get_mut(&key)?;
-                    return Self::apply::<REPLICA, R>(&mut shard.arena, slot, f);
-                }
-                HomeState::Away => return None,
-            }
-        }
-        if let Some(slot) = shard.map.get_mut(&key) {
+        if let Some(slot) = shard.map.get_mut_mixed(mix, key) {
             return Self::apply::<REPLICA, R>(&mut shard.arena, slot, f);
         }
-        if !home {
+        if !self.table_home_mix(mix) {
             return None;
         }
         self.materialize(shard, key)?;
         let slot = shard.map.get_mut(&key)?;
         Self::apply::<REPLICA, R>(&mut shard.arena, slot, f)
+    }
+
+    /// [`Store::with_value`] of a key in a page. Out of line, so that the table path that
+    /// every access takes under the hashed placement stays as short as it was.
+    #[inline(never)]
+    fn with_page_value<const REPLICA: bool, R>(
+        &self,
+        key: Key,
+        shard: usize,
+        page: u64,
+        pos: usize,
+        f: impl FnOnce(&mut [f32], Option<&mut [f32]>, &mut Version) -> R,
+    ) -> Option<R> {
+        let mut guard = self.shards[shard].lock();
+        let shard = &mut *guard;
+        let len = self.layout.len_of(key)?;
+        let stride = self.page_stride;
+        let p = self.page(&mut shard.pages, page);
+        let slot = p.slots.get_mut(pos)?;
+        let value = p.values.get_mut(pos * stride..pos * stride + len)?;
+        match slot.state {
+            HomeState::Owned => Some(f(value, None, &mut slot.version)),
+            HomeState::Untouched => {
+                self.initialize(key, value);
+                slot.state = HomeState::Owned;
+                Some(f(value, None, &mut slot.version))
+            }
+            HomeState::Away if REPLICA => {
+                let slot = shard.map.get_mut(&key)?;
+                Self::apply::<REPLICA, R>(&mut shard.arena, slot, f)
+            }
+            HomeState::Away => None,
+        }
     }
 
     /// Writes the initial value of `key` into `value`.
@@ -440,7 +539,7 @@ impl Store {
             owner: self.me,
             state: State::Owned,
         };
-        Some(shard.map.entry(key).insert(slot).into_mut())
+        Some(shard.map.insert(key, slot))
     }
 
     fn reserve(&self) -> bool {
@@ -529,9 +628,9 @@ impl Store {
     /// Whether a worker's access to `key` is local: its main copy or a replica is here.
     pub fn is_local(&self, key: Key) -> bool {
         match self.place(key) {
-            Place::Table { shard, home } => match self.shards[shard].lock().map.get(&key) {
+            Place::Table { shard, mix } => match self.shards[shard].lock().map.get_mixed(mix, key) {
                 Some(s) => s.state != State::Away,
-                None => home,
+                None => self.table_home_mix(mix),
             },
             Place::Page { shard, page, pos } => {
                 let shard = self.shards[shard].lock();
@@ -550,8 +649,8 @@ impl Store {
 
     /// Where `key` is, as far as this node knows from its own slots.
     pub fn whereabouts(&self, key: Key) -> Whereabouts {
-        let (shard, home) = match self.place(key) {
-            Place::Table { shard, home } => (shard, home),
+        let (shard, mix) = match self.place(key) {
+            Place::Table { shard, mix } => (shard, mix),
             Place::Page { shard, page, pos } => {
                 let shard = self.shards[shard].lock();
                 return match shard.pages.get(&page).and_then(|p| p.slots.get(pos)) {
@@ -562,11 +661,13 @@ impl Store {
             }
         };
         let shard = self.shards[shard].lock();
-        match shard.map.get(&key) {
+        match shard.map.get_mixed(mix, key) {
             Some(s) if s.state == State::Owned => Whereabouts::Here(s.epoch),
-            Some(s) if s.state == State::Away || home => Whereabouts::Away(s.owner, s.epoch),
+            Some(s) if s.state == State::Away || self.table_home_mix(mix) => {
+                Whereabouts::Away(s.owner, s.epoch)
+            }
             Some(_) => Whereabouts::Unknown,
-            None if home => Whereabouts::Here(Epoch(0)),
+            None if self.table_home_mix(mix) => Whereabouts::Here(Epoch(0)),
             None => Whereabouts::Unknown,
         }
     }
@@ -574,37 +675,18 @@ impl Store {
     /// Removes the main copy of `key` to hand it to `to`: appends the value to `out` and
     /// returns the new epoch and the version. On the home node the slot becomes "away at `to`".
     pub fn take(&self, key: Key, to: NodeId, out: &mut Vec<f32>) -> Option<(Epoch, Version)> {
-        let home = match self.place(key) {
-            Place::Table { home, .. } => home,
-            Place::Page { shard, page, pos } => {
-                let len = self.layout.len_of(key)?;
-                let stride = self.page_stride;
-                let mut guard = self.shards[shard].lock();
-                let p = self.page(&mut guard.pages, page);
-                let slot = p.slots.get_mut(pos)?;
-                match slot.state {
-                    HomeState::Away => return None,
-                    HomeState::Owned => {
-                        out.extend_from_slice(p.values.get(pos * stride..pos * stride + len)?)
-                    }
-                    HomeState::Untouched => {
-                        let at = out.len();
-                        out.resize(at + len, 0.0);
-                        self.initialize(key, &mut out[at..]);
-                    }
-                }
-                let epoch = slot.epoch.next();
-                *slot = HomeSlot { state: HomeState::Away, owner: to, epoch, ..*slot };
-                return Some((epoch, slot.version));
-            }
+        let (shard, mix) = match self.place(key) {
+            Place::Table { shard, mix } => (shard, mix),
+            Place::Page { shard, page, pos } => return self.take_home(key, shard, page, pos, to, out),
         };
-        let mut guard = self.shard(key).lock();
+        let home = self.table_home_mix(mix);
+        let mut guard = self.shards[shard].lock();
         let shard = &mut *guard;
-        if home && !shard.map.contains_key(&key) {
+        if home && shard.map.get_mixed(mix, key).is_none() {
             self.materialize(shard, key)?;
         }
         let Shard { map, arena, free, .. } = shard;
-        let slot = map.get_mut(&key)?;
+        let slot = map.get_mut_mixed(mix, key)?;
         if slot.state != State::Owned {
             return None;
         }
@@ -623,6 +705,35 @@ impl Store {
         Some((epoch, taken.version))
     }
 
+    /// [`Store::take`] of a key in a page.
+    fn take_home(
+        &self,
+        key: Key,
+        shard: usize,
+        page: u64,
+        pos: usize,
+        to: NodeId,
+        out: &mut Vec<f32>,
+    ) -> Option<(Epoch, Version)> {
+        let len = self.layout.len_of(key)?;
+        let stride = self.page_stride;
+        let mut guard = self.shards[shard].lock();
+        let p = self.page(&mut guard.pages, page);
+        let slot = p.slots.get_mut(pos)?;
+        match slot.state {
+            HomeState::Away => return None,
+            HomeState::Owned => out.extend_from_slice(p.values.get(pos * stride..pos * stride + len)?),
+            HomeState::Untouched => {
+                let at = out.len();
+                out.resize(at + len, 0.0);
+                self.initialize(key, &mut out[at..]);
+            }
+        }
+        let epoch = slot.epoch.next();
+        *slot = HomeSlot { state: HomeState::Away, owner: to, epoch, ..*slot };
+        Some((epoch, slot.version))
+    }
+
     /// Installs the main copy of `key` that arrived from another node, into a slot reserved
     /// with [`Store::reserve_slots`] if `reserved` (then an error leaves the reservation to the
     /// caller). A replica of the key held here becomes the main copy: its unsent delta is added
@@ -638,15 +749,16 @@ impl Store {
         if self.layout.len_of(key) != Some(values.len()) {
             return Err(InstallError::Length);
         }
-        let home = match self.place(key) {
-            Place::Table { home, .. } => home,
+        let (shard, mix) = match self.place(key) {
+            Place::Table { shard, mix } => (shard, mix),
             Place::Page { shard, page, pos } => {
                 return self.install_home(key, shard, page, pos, epoch, version, values, reserved)
             }
         };
-        let mut guard = self.shard(key).lock();
+        let home = self.table_home_mix(mix);
+        let mut guard = self.shards[shard].lock();
         let shard = &mut *guard;
-        let old = shard.map.get(&key).copied();
+        let old = shard.map.get_mixed(mix, key).copied();
         match old {
             Some(s) if s.state == State::Owned => return Err(InstallError::AlreadyOwned),
             None if home => return Err(InstallError::AlreadyOwned),
@@ -743,9 +855,9 @@ impl Store {
         if self.layout.len_of(key) != Some(values.len()) {
             return Err(InstallError::Length);
         }
-        let (shard, home, page) = match self.place(key) {
-            Place::Table { shard, home } => (shard, home, None),
-            Place::Page { shard, page, pos } => (shard, false, Some((page, pos))),
+        let (shard, page) = match self.place(key) {
+            Place::Table { shard, .. } => (shard, None),
+            Place::Page { shard, page, pos } => (shard, Some((page, pos))),
         };
         let mut guard = self.shards[shard].lock();
         let shard = &mut *guard;
@@ -769,7 +881,7 @@ impl Store {
         }
         let (epoch, owner) = match old {
             Some(s) if s.state == State::Owned => return Err(InstallError::AlreadyOwned),
-            None if home => return Err(InstallError::AlreadyOwned),
+            None if self.table_home(key) => return Err(InstallError::AlreadyOwned),
             Some(s) if s.state == State::Replica => {
                 drop(guard);
                 self.refresh_replica(key, version, values);
@@ -850,7 +962,7 @@ impl Store {
         let slot = *shard.map.get(&key)?;
         shard.free.entry(slot.alloc_len()).or_default().push(slot.off);
         // A home key's record stays: in the table (hashed), or in its page (dense).
-        if matches!(self.place(key), Place::Table { home: true, .. }) {
+        if self.table_home(key) {
             shard.map.insert(key, Slot { state: State::Away, off: 0, len: 0, ..slot });
         } else {
             shard.map.remove(&key);
@@ -863,8 +975,8 @@ impl Store {
     /// what is known. Returns whether the record changed.
     pub fn record_owner(&self, key: Key, owner: NodeId, epoch: Epoch) -> bool {
         let shard = match self.place(key) {
-            Place::Table { home: false, .. } => return false,
-            Place::Table { shard, home: true } => shard,
+            Place::Table { shard, mix } if self.table_home_mix(mix) => shard,
+            Place::Table { .. } => return false,
             Place::Page { shard, page, pos } => {
                 let mut shard = self.shards[shard].lock();
                 return match shard.pages.get_mut(&page).and_then(|p| p.slots.get_mut(pos)) {
@@ -895,9 +1007,7 @@ impl Store {
             let shard = shard.lock();
             // A replica of a key homed here keeps the key's ownership record in its slot.
             let away = |k: &Key, s: &Slot| {
-                s.state == State::Away
-                    || (s.state == State::Replica
-                        && matches!(self.place(*k), Place::Table { home: true, .. }))
+                s.state == State::Away || (s.state == State::Replica && self.table_home(*k))
             };
             for (k, s) in shard.map.iter().filter(|(k, s)| away(k, s)) {
                 f(*k, s.owner);

@@ -135,6 +135,7 @@ fn config(opts: &SkewOptions, technique: Technique, plan: &Plan) -> Result<Confi
     let layout = Layout::uniform(plan.keys, opts.len).map_err(|e| format!("layout: {e}"))?;
     let mut cfg = Config::new(opts.nodes, opts.workers, layout);
     cfg.technique = technique;
+    cfg.placement = opts.placement;
     cfg.seed = opts.seed;
     let keys = usize::try_from(plan.keys).unwrap_or(usize::MAX);
     cfg.store_keys_max = keys;

@@ -64,6 +64,8 @@ pub struct SkewOptions {
     pub negatives: Negatives,
     /// Pool size, use frequency and replacement of the sampling manager.
     pub sampling: parma_core::SamplingOptions,
+    /// Where keys are homed.
+    pub placement: parma_core::Placement,
 }
 
 /// Where the negative entities of the KGE task come from.
@@ -113,6 +115,7 @@ impl SkewOptions {
             check_every: 0,
             negatives: Negatives::Plan,
             sampling: parma_core::SamplingOptions::default(),
+            placement: parma_core::Placement::Hashed,
         }
     }
 

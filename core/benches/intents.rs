@@ -33,7 +33,8 @@ use std::time::{Duration as StdDuration, Instant as StdInstant};
 
 use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
 use parma_core::{
-    Clock, Config, Duration, Instant, IntentKind, Key, Layout, Node, NodeId, Stats, Technique, WorkerId,
+    Clock, Config, Duration, Instant, IntentKind, Key, Layout, Node, NodeId, Placement, Stats, Technique,
+    WorkerId,
 };
 
 /// Floats per value.
@@ -111,6 +112,10 @@ impl Rig {
         let keys = BATCHES * batch as u64;
         let mut cfg = Config::new(2, 1, Layout::uniform(keys, LEN).unwrap());
         cfg.technique = Technique::Adaptive;
+        // `PARMA_PLACEMENT=dense` runs every row under the dense placement.
+        if let Ok(name) = std::env::var("PARMA_PLACEMENT") {
+            cfg.placement = Placement::from_name(&name).expect("PARMA_PLACEMENT: hashed or dense");
+        }
         let nodes = (0..2).map(|n| Node::new(cfg.clone(), NodeId(n)).unwrap()).collect();
         // Batches of random keys, as sampled from training data.
         let pool = shuffled(keys).chunks(batch).map(<[Key]>::to_vec).collect();

@@ -7,6 +7,7 @@ use parma_core::sampling::SamplingStats;
 use parma_core::{Clock, Conformity, DistId, Distribution, Key, OpError, SampleHandle};
 
 use super::Worker;
+use crate::order::Access;
 use std::sync::mpsc::TrySendError;
 
 use crate::driver::Command;
@@ -75,7 +76,46 @@ impl Worker {
     ) -> Result<(), OpError> {
         self.check_open()?;
         let store = &self.shared.store;
-        self.sampler.pull(handle, keys, values.len(), &self.shared.cfg.layout, |k| store.is_local(k))?;
+        let layout = &self.shared.cfg.layout;
+        // A key the sampler finds local is read in the same step (one latch): a local sample
+        // (NON-CONFORM) must not go remote because its key moved away between the choice and
+        // the pull. `read` holds each value read so far: (key, offset in `scratch`).
+        let mut scratch: Vec<f32> = Vec::with_capacity(values.len());
+        let mut read: Vec<(Key, usize)> = Vec::with_capacity(keys.len());
+        self.sampler.pull(handle, keys, values.len(), layout, |k| {
+            let Some(len) = layout.len_of(k) else { return false };
+            let at = scratch.len();
+            scratch.resize(at + len, 0.0);
+            if store.read(k, &mut scratch[at..]) {
+                read.push((k, at));
+                return true;
+            }
+            scratch.truncate(at);
+            // Read already (local when drawn): it is served from that read.
+            read.iter().any(|(r, _)| *r == k)
+        })?;
+        // Serve from the reads if every key was read and this worker has no write in flight
+        // to any of them (a pull would wait for it: read-your-writes); else pull as usual.
+        if !self.order.conflicts(keys, Access::Pull) {
+            let mut off = 0;
+            let mut served = 0;
+            for k in keys.iter() {
+                let Some(&(_, at)) = read.iter().rev().find(|(r, _)| r == k) else { break };
+                let Some(len) = layout.len_of(*k) else { break };
+                let (Some(dst), Some(src)) = (values.get_mut(off..off + len), scratch.get(at..at + len))
+                else {
+                    break;
+                };
+                dst.copy_from_slice(src);
+                off += len;
+                served += 1;
+            }
+            if served == keys.len() && off == values.len() {
+                self.stats.keys_pulled_local += keys.len() as u64;
+                self.publish();
+                return Ok(());
+            }
+        }
         self.pull(keys, values)
     }
 

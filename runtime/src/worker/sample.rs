@@ -3,14 +3,15 @@
 //! go to the node like any intent, values of local keys are copied by the worker thread
 //! itself, and only keys that are not local become a pull command for the node.
 
+use std::collections::HashMap;
+use std::sync::mpsc::TrySendError;
+
 use parma_core::sampling::SamplingStats;
 use parma_core::{Clock, Conformity, DistId, Distribution, Key, OpError, SampleHandle};
 
 use super::Worker;
-use crate::order::Access;
-use std::sync::mpsc::TrySendError;
-
 use crate::driver::Command;
+use crate::order::Access;
 
 impl Worker {
     /// Registers `dist` under `conformity` for this worker's node and returns its id, usable
@@ -79,20 +80,20 @@ impl Worker {
         let layout = &self.shared.cfg.layout;
         // A key the sampler finds local is read in the same step (one latch): a local sample
         // (NON-CONFORM) must not go remote because its key moved away between the choice and
-        // the pull. `read` holds each value read so far: (key, offset in `scratch`).
+        // the pull. `read` maps each key read so far to its latest value's offset in `scratch`.
         let mut scratch: Vec<f32> = Vec::with_capacity(values.len());
-        let mut read: Vec<(Key, usize)> = Vec::with_capacity(keys.len());
+        let mut read: HashMap<Key, usize> = HashMap::with_capacity(keys.len());
         self.sampler.pull(handle, keys, values.len(), layout, |k| {
             let Some(len) = layout.len_of(k) else { return false };
             let at = scratch.len();
             scratch.resize(at + len, 0.0);
             if store.read(k, &mut scratch[at..]) {
-                read.push((k, at));
+                read.insert(k, at);
                 return true;
             }
             scratch.truncate(at);
             // Read already (local when drawn): it is served from that read.
-            read.iter().any(|(r, _)| *r == k)
+            read.contains_key(&k)
         })?;
         // Serve from the reads if every key was read and this worker has no write in flight
         // to any of them (a pull would wait for it: read-your-writes); else pull as usual.
@@ -100,7 +101,7 @@ impl Worker {
             let mut off = 0;
             let mut served = 0;
             for k in keys.iter() {
-                let Some(&(_, at)) = read.iter().rev().find(|(r, _)| r == k) else { break };
+                let Some(&at) = read.get(k) else { break };
                 let Some(len) = layout.len_of(*k) else { break };
                 let (Some(dst), Some(src)) = (values.get_mut(off..off + len), scratch.get(at..at + len))
                 else {

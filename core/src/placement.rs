@@ -15,7 +15,7 @@
 //! xor-shifts and multiplications by odd constants modulo `2^b`, each invertible; keys outside
 //! the range are skipped by walking the cycle (apply π again until the result is in range),
 //! which keeps it a permutation of `0..key_end`. The range is more than half of `0..2^b`, so a
-//! key takes two steps on average.
+//! key takes fewer than two steps on average (one when the range is a power of two).
 
 use crate::config::Placement;
 use crate::ids::{mix, Key, NodeId};

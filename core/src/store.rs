@@ -18,15 +18,14 @@
 //! Keys are sparse: a home node creates a key's slot on first touch, with the configured
 //! initial value. Keys never touched take no memory.
 //!
-//! Under [`Placement::Dense`](crate::config::Placement::Dense) the keys homed here are kept apart, in **pages**: each home key
+//! Under [`Placement::Dense`] the keys homed here are kept apart, in **pages**: each home key
 //! has a dense home index (see [`crate::placement`]); the index picks the shard and, within
 //! it, a page of up to 256 keys and a position in the page. A page holds each of its keys' home
 //! record (state, owner, epoch, version: 16 bytes) and room for its value, and is allocated
 //! whole on the first touch of any of its keys; the key itself is not stored. A page key is
 //! untouched (implicitly held here, with its initial value), owned, or away. A replica held
 //! at the home node of a key that is away lives in the shard's table beside the page. Keys
-//! homed elsewhere (moved in, or replicas) are in the tables as under
-//! [`Placement::Hashed`](crate::config::Placement::Hashed).
+//! homed elsewhere (moved in, or replicas) are in the tables as under [`Placement::Hashed`].
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;

@@ -367,8 +367,8 @@ impl Store {
         Place::Table { shard: (mix >> 40) as usize & self.shard_mask, mix }
     }
 
-    /// Under the dense placement, the page place of `key` if it is homed here. Out of line, so
-    /// that the hashed placement's accesses pay one test of `dense` for it.
+    /// Under the dense placement, the page place of `key` if it is homed here. `place` calls it
+    /// only when `dense` is set: the hashed placement's accesses pay one test of a flag.
     #[inline]
     fn page_place(&self, key: Key) -> Option<Place> {
         let (home, index) = self.homes.dense(key)?;

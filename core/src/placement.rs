@@ -63,6 +63,13 @@ impl Homes {
         self.placement
     }
 
+    /// Under [`Placement::Hashed`], whether the key with this [`mix`] is homed on `node` (the
+    /// caller has the mix already); always false under [`Placement::Dense`].
+    #[inline]
+    pub fn hashed_home_is(&self, mix: u64, node: NodeId) -> bool {
+        self.placement == Placement::Hashed && hashed_home_of_mix(mix, self.nodes) == node
+    }
+
     /// The home node of `key`. A key outside the range (which nothing stores) gets a hashed
     /// home under either placement.
     #[inline]
@@ -156,7 +163,12 @@ impl Homes {
 /// The home node of `key` under [`Placement::Hashed`] in a cluster of `nodes` nodes.
 #[inline]
 pub fn hashed_home(key: Key, nodes: u16) -> NodeId {
-    NodeId((mix(key) % u64::from(nodes.max(1))) as u16)
+    hashed_home_of_mix(mix(key), nodes)
+}
+
+#[inline(always)]
+fn hashed_home_of_mix(mix: u64, nodes: u16) -> NodeId {
+    NodeId((mix % u64::from(nodes.max(1))) as u16)
 }
 
 #[cfg(test)]

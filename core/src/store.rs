@@ -37,7 +37,7 @@ use hashbrown::{HashMap, HashTable};
 use crate::config::{Config, Init, Placement};
 use crate::ids::{mix, Epoch, Key, MixHasher, NodeId, Version};
 use crate::layout::Layout;
-use crate::placement::{hashed_home, Homes};
+use crate::placement::Homes;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
@@ -58,7 +58,7 @@ struct Slot {
 
 /// A shard's table of slots by key. It hashes a key with its [`mix`] turned by 16 bits, so that
 /// the bits that pick a bucket and a tag are neither the bits that pick the shard (bits 40 and
-/// up of the mix, see `Store::place`) nor the low bits that `home_of` reduces modulo the node
+/// up of the mix, see `Store::place`) nor the low bits that `hashed_home` reduces modulo the node
 /// count. The `_mixed` methods take the mix `Store::place` computed, so that a lookup on the hot
 /// path mixes its key once.
 #[derive(Default)]
@@ -139,12 +139,21 @@ struct Shard {
     map: SlotMap,
     arena: Vec<f32>,
     /// Free arena ranges by length.
-    free: HashMap<u32, Vec<u32>, BuildHasherDefault<MixHasher<0>>>,
+    free: FreeLists,
     /// `Placement::Dense` only: the pages of home keys, by page number.
     pages: PageMap,
 }
 
 type PageMap = HashMap<u64, Page, BuildHasherDefault<MixHasher<0>>>;
+
+/// Free arena ranges by length.
+type FreeLists = HashMap<u32, Vec<u32>, BuildHasherDefault<MixHasher<0>>>;
+
+/// The home record at position `pos` of page `page`, if the page was allocated (a key of a
+/// page never allocated is untouched).
+fn home_record(pages: &PageMap, page: u64, pos: usize) -> Option<&HomeSlot> {
+    pages.get(&page).and_then(|p| p.slots.get(pos))
+}
 
 /// The home record of a key in a page.
 #[derive(Clone, Copy, Debug, Default)]
@@ -249,8 +258,6 @@ pub struct Store {
     shards: Box<[Latched]>,
     /// The shard count minus one (a power of two minus one).
     shard_mask: usize,
-    /// Whether the placement is dense (home keys in pages).
-    dense: bool,
     /// log2 of the shard count.
     shard_bits: u32,
     /// log2 of the keys per page, and the floats between two keys' values in a page.
@@ -259,20 +266,12 @@ pub struct Store {
     layout: Layout,
     homes: Homes,
     me: NodeId,
-    nodes: u16,
     init: Init,
     seed: u64,
     held: AtomicUsize,
     held_max: usize,
     replicas: AtomicUsize,
     replicas_max: usize,
-}
-
-/// The home node of `key` under `Placement::Hashed` (the default) in a cluster of `nodes`
-/// nodes. [`Homes::home`] covers both placements.
-#[inline]
-pub fn home_of(key: Key, nodes: u16) -> NodeId {
-    hashed_home(key, nodes)
 }
 
 impl Store {
@@ -296,14 +295,12 @@ impl Store {
         Store {
             shards,
             shard_mask: n - 1,
-            dense: cfg.placement == Placement::Dense,
             shard_bits: n.trailing_zeros(),
             page_bits,
             page_stride,
             layout: cfg.layout.clone(),
             homes: Homes::new(cfg.placement, cfg.nodes, cfg.layout.key_end()),
             me,
-            nodes: cfg.nodes,
             init: cfg.init,
             seed: cfg.seed,
             held: AtomicUsize::new(0),
@@ -356,19 +353,19 @@ impl Store {
 
     #[inline(always)]
     fn place(&self, key: Key) -> Place {
-        if self.dense {
+        if self.homes.placement() == Placement::Dense {
             if let Some(page) = self.page_place(key) {
                 return page;
             }
         }
-        // Bits 40 and up of the mix pick a table's shard: independent of `home_of`, which uses
+        // Bits 40 and up of the mix pick a table's shard: independent of `hashed_home`, which uses
         // the mix modulo the node count, and of the bits the table hashes with (`SlotMap`).
         let mix = mix(key);
         Place::Table { shard: (mix >> 40) as usize & self.shard_mask, mix }
     }
 
     /// Under the dense placement, the page place of `key` if it is homed here. `place` calls it
-    /// only when `dense` is set: the hashed placement's accesses pay one test of a flag.
+    /// only under that placement: the hashed placement's accesses pay one test for it.
     #[inline]
     fn page_place(&self, key: Key) -> Option<Place> {
         let (home, index) = self.homes.dense(key)?;
@@ -394,8 +391,7 @@ impl Store {
     /// [`Store::table_home`] of the key with this [`mix`].
     #[inline]
     fn table_home_mix(&self, mix: u64) -> bool {
-        self.homes.placement() == Placement::Hashed
-            && mix % u64::from(self.nodes.max(1)) == u64::from(self.me.0)
+        self.homes.hashed_home_is(mix, self.me)
     }
 
     /// The latch of the shard that has `key`'s slot (its page or its table).
@@ -633,7 +629,7 @@ impl Store {
             },
             Place::Page { shard, page, pos } => {
                 let shard = self.shards[shard].lock();
-                match shard.pages.get(&page).and_then(|p| p.slots.get(pos)) {
+                match home_record(&shard.pages, page, pos) {
                     Some(s) if s.state == HomeState::Away => shard.map.contains_key(&key),
                     _ => true,
                 }
@@ -652,7 +648,7 @@ impl Store {
             Place::Table { shard, mix } => (shard, mix),
             Place::Page { shard, page, pos } => {
                 let shard = self.shards[shard].lock();
-                return match shard.pages.get(&page).and_then(|p| p.slots.get(pos)) {
+                return match home_record(&shard.pages, page, pos) {
                     Some(s) if s.state == HomeState::Away => Whereabouts::Away(s.owner, s.epoch),
                     Some(s) => Whereabouts::Here(s.epoch),
                     None => Whereabouts::Here(Epoch(0)),
@@ -790,8 +786,7 @@ impl Store {
                         fold_unsent(&mut shard.arena[off as usize..off as usize + len], &unsent, version);
                 }
             }
-            shard.free.entry(r.alloc_len()).or_default().push(r.off);
-            self.replicas.fetch_sub(1, Ordering::Relaxed);
+            self.retire_replica(&mut shard.free, &r);
         }
         let slot = Slot { version, off, len: len as u32, epoch, owner: self.me, state: State::Owned };
         shard.map.insert(key, slot);
@@ -835,8 +830,7 @@ impl Store {
             if let Some(unsent) = shard.arena.get(roff + rlen..roff + 2 * rlen) {
                 version = fold_unsent(value, unsent, version);
             }
-            shard.free.entry(r.alloc_len()).or_default().push(r.off);
-            self.replicas.fetch_sub(1, Ordering::Relaxed);
+            self.retire_replica(&mut shard.free, &r);
         }
         *slot = HomeSlot { version, epoch, owner: self.me, state: HomeState::Owned };
         Ok(())
@@ -864,7 +858,7 @@ impl Store {
         if let Some((page, pos)) = page {
             // A home key in a page: a replica only while the key is away; its ownership record
             // stays in the page.
-            match shard.pages.get(&page).and_then(|p| p.slots.get(pos)) {
+            match home_record(&shard.pages, page, pos) {
                 Some(h) if h.state == HomeState::Away => {
                     old = old.or(Some(Slot {
                         version: h.version,
@@ -959,15 +953,21 @@ impl Store {
         let shard = &mut *guard;
         let taken = Self::take_delta_locked(shard, key, out)?;
         let slot = *shard.map.get(&key)?;
-        shard.free.entry(slot.alloc_len()).or_default().push(slot.off);
+        self.retire_replica(&mut shard.free, &slot);
         // A home key's record stays: in the table (hashed), or in its page (dense).
         if self.table_home(key) {
             shard.map.insert(key, Slot { state: State::Away, off: 0, len: 0, ..slot });
         } else {
             shard.map.remove(&key);
         }
-        self.replicas.fetch_sub(1, Ordering::Relaxed);
         Some(taken)
+    }
+
+    /// A replica's slot is gone (dropped, or turned into the main copy): its arena range goes
+    /// to the free lists and it no longer counts against `replicas_max`.
+    fn retire_replica(&self, free: &mut FreeLists, r: &Slot) {
+        free.entry(r.alloc_len()).or_default().push(r.off);
+        self.replicas.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// Home node only: records that `owner` holds `key` as of `epoch`, if that is newer than

@@ -62,7 +62,7 @@ pub fn shutdown_all(nodes: Vec<NodeRuntime>) -> Vec<Stats> {
 
 /// A key of `0..key_end` whose home is `node`.
 pub fn key_homed_at(node: NodeId, nodes: u16, from: u64) -> Key {
-    (from..).map(Key).find(|k| parma_core::store::home_of(*k, nodes) == node).unwrap()
+    (from..).map(Key).find(|k| parma_core::placement::hashed_home(*k, nodes) == node).unwrap()
 }
 
 /// splitmix64: a small seeded generator.

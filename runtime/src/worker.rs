@@ -93,6 +93,8 @@ pub struct Worker {
     order: Order,
     /// Scratch for one call: remote key → its index in the call's remote list.
     remote_index: HashMap<Key, usize>,
+    /// Scratch for one `pull_sample`: the values of the samples read where they were drawn.
+    sample_values: Vec<f32>,
     next_ticket: u64,
     inflight_max: usize,
     stats: WorkerStats,
@@ -135,6 +137,7 @@ impl Worker {
             commands,
             order: Order::default(),
             remote_index: HashMap::new(),
+            sample_values: Vec::new(),
             next_ticket: 0,
             inflight_max,
             stats: WorkerStats::default(),

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::mpsc::TrySendError;
 
 use parma_core::sampling::SamplingStats;
-use parma_core::{Clock, Conformity, DistId, Distribution, Key, OpError, SampleHandle};
+use parma_core::{Clock, Conformity, DistId, Distribution, Key, Layout, OpError, SampleHandle};
 
 use super::Worker;
 use crate::driver::Command;
@@ -81,9 +81,12 @@ impl Worker {
         // A key the sampler finds local is read in the same step (one latch): a local sample
         // (NON-CONFORM) must not go remote because its key moved away between the choice and
         // the pull. `read` maps each key read so far to its latest value's offset in `scratch`.
-        let mut scratch: Vec<f32> = Vec::with_capacity(values.len());
-        let mut read: HashMap<Key, usize> = HashMap::with_capacity(keys.len());
-        self.sampler.pull(handle, keys, values.len(), layout, |k| {
+        // Both are the worker's scratch buffers, kept across calls.
+        let mut scratch = std::mem::take(&mut self.sample_values);
+        let mut read = std::mem::take(&mut self.remote_index);
+        scratch.clear();
+        read.clear();
+        let drawn = self.sampler.pull(handle, keys, values.len(), layout, |k| {
             let Some(len) = layout.len_of(k) else { return false };
             let at = scratch.len();
             scratch.resize(at + len, 0.0);
@@ -94,28 +97,20 @@ impl Worker {
             scratch.truncate(at);
             // Read already (local when drawn): it is served from that read.
             read.contains_key(&k)
-        })?;
+        });
         // Serve from the reads if every key was read and this worker has no write in flight
         // to any of them (a pull would wait for it: read-your-writes); else pull as usual.
-        if !self.order.conflicts(keys, Access::Pull) {
-            let mut off = 0;
-            let mut served = 0;
-            for k in keys.iter() {
-                let Some(&at) = read.get(k) else { break };
-                let Some(len) = layout.len_of(*k) else { break };
-                let (Some(dst), Some(src)) = (values.get_mut(off..off + len), scratch.get(at..at + len))
-                else {
-                    break;
-                };
-                dst.copy_from_slice(src);
-                off += len;
-                served += 1;
-            }
-            if served == keys.len() && off == values.len() {
-                self.stats.keys_pulled_local += keys.len() as u64;
-                self.publish();
-                return Ok(());
-            }
+        let served = drawn.is_ok()
+            && !self.order.conflicts(keys, Access::Pull)
+            && serve_from_reads(layout, keys, values, &read, &scratch);
+        read.clear();
+        self.sample_values = scratch;
+        self.remote_index = read;
+        drawn?;
+        if served {
+            self.stats.keys_pulled_local += keys.len() as u64;
+            self.publish();
+            return Ok(());
         }
         self.pull(keys, values)
     }
@@ -129,4 +124,25 @@ impl Worker {
     pub fn sampling_stats(&self) -> SamplingStats {
         self.sampler.stats()
     }
+}
+
+/// Copies the value read for every key of `keys` into `values`; false (with `values` partly
+/// written, to be overwritten by a pull) if a key was not read.
+fn serve_from_reads(
+    layout: &Layout,
+    keys: &[Key],
+    values: &mut [f32],
+    read: &HashMap<Key, usize>,
+    scratch: &[f32],
+) -> bool {
+    let mut off = 0;
+    for k in keys {
+        let (Some(&at), Some(len)) = (read.get(k), layout.len_of(*k)) else { return false };
+        let (Some(dst), Some(src)) = (values.get_mut(off..off + len), scratch.get(at..at + len)) else {
+            return false;
+        };
+        dst.copy_from_slice(src);
+        off += len;
+    }
+    off == values.len()
 }

@@ -23,7 +23,8 @@
 //! it, a page of up to 256 keys and a position in the page. A page holds each of its keys' home
 //! record (state, owner, epoch, version: 16 bytes) and room for its value, and is allocated
 //! whole on the first touch of any of its keys; the key itself is not stored. A page key is
-//! untouched (implicitly held here, with its initial value), owned, or away. A replica held
+//! untouched (implicitly held here, with its initial value), owned, or away. A shard finds its
+//! pages by direct index, or through a hash map when the range is too wide for one. A replica held
 //! at the home node of a key that is away lives in the shard's table beside the page. Keys
 //! homed elsewhere (moved in, or replicas) are in the tables as under [`Placement::Hashed`].
 
@@ -141,18 +142,94 @@ struct Shard {
     /// Free arena ranges by length.
     free: FreeLists,
     /// `Placement::Dense` only: the pages of home keys, by page number.
-    pages: PageMap,
+    pages: PageTable,
 }
 
 type PageMap = HashMap<u64, Page, BuildHasherDefault<MixHasher<0>>>;
+
+/// Most pages a shard finds by direct index; a shard of a wider range uses a hash map. At the
+/// bound the index takes 32 bytes per 256 keys of the shard's range, however few are touched.
+const DIRECT_PAGES_MAX: u64 = 1 << 16;
+
+/// The pages of one shard, by page number. A dense model's range is small enough for a vector
+/// indexed by page number (grown to the highest page touched); a wider range, which a model
+/// may touch sparsely, gets a hash map, whose size follows the pages touched.
+enum PageTable {
+    Direct(Vec<Option<Page>>),
+    Map(Box<PageMap>),
+}
+
+impl PageTable {
+    /// A table for a shard with at most `pages` pages.
+    fn for_pages(pages: u64) -> PageTable {
+        if pages <= DIRECT_PAGES_MAX {
+            PageTable::Direct(Vec::new())
+        } else {
+            PageTable::Map(Box::default())
+        }
+    }
+
+    #[inline]
+    fn get(&self, page: u64) -> Option<&Page> {
+        match self {
+            PageTable::Direct(v) => v.get(usize::try_from(page).ok()?)?.as_ref(),
+            PageTable::Map(m) => m.get(&page),
+        }
+    }
+
+    #[inline]
+    fn get_mut(&mut self, page: u64) -> Option<&mut Page> {
+        match self {
+            PageTable::Direct(v) => v.get_mut(usize::try_from(page).ok()?)?.as_mut(),
+            PageTable::Map(m) => m.get_mut(&page),
+        }
+    }
+
+    /// The page `page`, made by `make` if it is not here yet. `None` only for a page number
+    /// beyond the direct index's bound (which `Store::place` never computes).
+    #[inline]
+    fn get_or_insert_with(&mut self, page: u64, make: impl FnOnce() -> Page) -> Option<&mut Page> {
+        match self {
+            PageTable::Direct(v) => {
+                let i = usize::try_from(page).ok().filter(|i| (*i as u64) < DIRECT_PAGES_MAX)?;
+                if i >= v.len() {
+                    v.resize_with(i + 1, || None);
+                }
+                Some(v[i].get_or_insert_with(make))
+            }
+            PageTable::Map(m) => Some(m.entry(page).or_insert_with(make)),
+        }
+    }
+
+    /// Every page allocated, with its number.
+    fn iter(&self) -> impl Iterator<Item = (u64, &Page)> {
+        let (direct, map) = match self {
+            PageTable::Direct(v) => (Some(v), None),
+            PageTable::Map(m) => (None, Some(m)),
+        };
+        let direct = direct
+            .into_iter()
+            .flat_map(|v| v.iter().enumerate())
+            .filter_map(|(i, p)| Some((i as u64, p.as_ref()?)));
+        direct.chain(map.into_iter().flat_map(|m| m.iter().map(|(k, p)| (*k, p))))
+    }
+
+    /// Bytes of the index itself (the pages not included).
+    fn allocation_size(&self) -> usize {
+        match self {
+            PageTable::Direct(v) => v.capacity() * core::mem::size_of::<Option<Page>>(),
+            PageTable::Map(m) => m.allocation_size() + core::mem::size_of::<PageMap>(),
+        }
+    }
+}
 
 /// Free arena ranges by length.
 type FreeLists = HashMap<u32, Vec<u32>, BuildHasherDefault<MixHasher<0>>>;
 
 /// The home record at position `pos` of page `page`, if the page was allocated (a key of a
 /// page never allocated is untouched).
-fn home_record(pages: &PageMap, page: u64, pos: usize) -> Option<&HomeSlot> {
-    pages.get(&page).and_then(|p| p.slots.get(pos))
+fn home_record(pages: &PageTable, page: u64, pos: usize) -> Option<&HomeSlot> {
+    pages.get(page).and_then(|p| p.slots.get(pos))
 }
 
 /// The home record of a key in a page.
@@ -278,20 +355,25 @@ impl Store {
     /// An empty store for node `me` of the cluster `cfg` describes.
     pub fn new(cfg: &Config, me: NodeId) -> Store {
         let n = cfg.store_shards.clamp(1, crate::config::STORE_SHARDS_MAX).next_power_of_two();
+        let homes = Homes::new(cfg.placement, cfg.nodes, cfg.layout.key_end());
+        let page_stride = cfg.layout.len_max().max(1);
+        let page_keys = (PAGE_FLOATS / page_stride).clamp(1, PAGE_KEYS_MAX);
+        // A power of two: the largest not above `page_keys`.
+        let page_bits = usize::BITS - 1 - page_keys.leading_zeros();
+        let pages_per_shard = match cfg.placement {
+            Placement::Dense => (homes.homed_on(me) >> n.trailing_zeros() >> page_bits) + 1,
+            Placement::Hashed => 0,
+        };
         let shards = (0..n)
             .map(|_| {
                 Latched(spin::Mutex::new(Shard {
                     map: SlotMap::default(),
                     arena: Vec::new(),
                     free: HashMap::default(),
-                    pages: HashMap::default(),
+                    pages: PageTable::for_pages(pages_per_shard),
                 }))
             })
             .collect();
-        let page_stride = cfg.layout.len_max().max(1);
-        let page_keys = (PAGE_FLOATS / page_stride).clamp(1, PAGE_KEYS_MAX);
-        // A power of two: the largest not above `page_keys`.
-        let page_bits = usize::BITS - 1 - page_keys.leading_zeros();
         Store {
             shards,
             shard_mask: n - 1,
@@ -299,7 +381,7 @@ impl Store {
             page_bits,
             page_stride,
             layout: cfg.layout.clone(),
-            homes: Homes::new(cfg.placement, cfg.nodes, cfg.layout.key_end()),
+            homes,
             me,
             init: cfg.init,
             seed: cfg.seed,
@@ -403,10 +485,11 @@ impl Store {
     }
 
     /// The page `page` of `shard`, allocated (every key untouched) if it is not yet.
-    fn page<'s>(&self, pages: &'s mut PageMap, page: u64) -> &'s mut Page {
+    #[inline]
+    fn page<'s>(&self, pages: &'s mut PageTable, page: u64) -> Option<&'s mut Page> {
         let keys = 1usize << self.page_bits;
         let stride = self.page_stride;
-        pages.entry(page).or_insert_with(|| Page {
+        pages.get_or_insert_with(page, || Page {
             slots: alloc::vec![HomeSlot::default(); keys].into_boxed_slice(),
             values: alloc::vec![0.0; keys * stride].into_boxed_slice(),
         })
@@ -474,7 +557,7 @@ impl Store {
         let shard = &mut *guard;
         let len = self.layout.len_of(key)?;
         let stride = self.page_stride;
-        let p = self.page(&mut shard.pages, page);
+        let p = self.page(&mut shard.pages, page)?;
         let slot = p.slots.get_mut(pos)?;
         let value = p.values.get_mut(pos * stride..pos * stride + len)?;
         match slot.state {
@@ -713,7 +796,7 @@ impl Store {
         let len = self.layout.len_of(key)?;
         let stride = self.page_stride;
         let mut guard = self.shards[shard].lock();
-        let p = self.page(&mut guard.pages, page);
+        let p = self.page(&mut guard.pages, page)?;
         let slot = p.slots.get_mut(pos)?;
         match slot.state {
             HomeState::Away => return None,
@@ -809,7 +892,8 @@ impl Store {
         let mut guard = self.shards[shard].lock();
         let shard = &mut *guard;
         let stride = self.page_stride;
-        let p = self.page(&mut shard.pages, page);
+        // A key of a page never allocated is untouched: held here.
+        let Some(p) = shard.pages.get_mut(page) else { return Err(InstallError::AlreadyOwned) };
         let (Some(slot), Some(value)) =
             (p.slots.get_mut(pos), p.values.get_mut(pos * stride..pos * stride + values.len()))
         else {
@@ -978,7 +1062,7 @@ impl Store {
             Place::Table { .. } => return false,
             Place::Page { shard, page, pos } => {
                 let mut shard = self.shards[shard].lock();
-                return match shard.pages.get_mut(&page).and_then(|p| p.slots.get_mut(pos)) {
+                return match shard.pages.get_mut(page).and_then(|p| p.slots.get_mut(pos)) {
                     Some(s) if s.state == HomeState::Away && epoch > s.epoch => {
                         s.owner = owner;
                         s.epoch = epoch;
@@ -1011,7 +1095,7 @@ impl Store {
             for (k, s) in shard.map.iter().filter(|(k, s)| away(k, s)) {
                 f(*k, s.owner);
             }
-            for (&page, p) in shard.pages.iter() {
+            for (page, p) in shard.pages.iter() {
                 for (pos, s) in p.slots.iter().enumerate().filter(|(_, s)| s.state == HomeState::Away) {
                     if let Some(k) = self.page_key(i, page, pos) {
                         f(k, s.owner);
@@ -1033,7 +1117,7 @@ impl Store {
                     f(*k, s.epoch, s.version, v);
                 }
             }
-            for (&page, p) in shard.pages.iter() {
+            for (page, p) in shard.pages.iter() {
                 for (pos, s) in p.slots.iter().enumerate().filter(|(_, s)| s.state == HomeState::Owned) {
                     let Some(k) = self.page_key(i, page, pos) else { continue };
                     let Some(len) = self.layout.len_of(k) else { continue };
@@ -1073,7 +1157,7 @@ impl Store {
             let shard = shard.lock();
             f.slots += shard.map.allocation_size();
             f.slots += shard.pages.allocation_size();
-            for p in shard.pages.values() {
+            for (_, p) in shard.pages.iter() {
                 f.slots += p.slots.len() * core::mem::size_of::<HomeSlot>();
                 f.arenas += p.values.len() * core::mem::size_of::<f32>();
             }

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
 use hashbrown::HashMap;
-use parma_core::{Config, Key, Layout, NodeId};
+use parma_core::{Config, Key, Layout, NodeId, Placement};
 use parma_runtime::{NodeRuntime, Worker};
 use parma_transport_loopback::threaded::{cluster, ThreadedOptions};
 
@@ -104,6 +104,10 @@ fn batch(thread: u64) -> Vec<Key> {
 fn parma(threads: u16) -> (NodeRuntime, Vec<Worker>) {
     let mut cfg = Config::new(1, threads, Layout::uniform(KEY_SPACE, LEN as u32).unwrap());
     cfg.store_shards = SHARDS;
+    // `PARMA_PLACEMENT=dense` measures the dense placement's page path instead.
+    if let Ok(name) = std::env::var("PARMA_PLACEMENT") {
+        cfg.placement = Placement::from_name(&name).expect("PARMA_PLACEMENT: hashed or dense");
+    }
     let transport = cluster(1, ThreadedOptions::default()).pop().unwrap();
     let (node, mut workers) = NodeRuntime::start(cfg, NodeId(0), transport).unwrap();
     let all: Vec<Key> = (0..KEY_SPACE).map(Key).collect();

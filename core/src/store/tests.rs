@@ -266,3 +266,28 @@ fn a_never_touched_key_moves_with_its_initial_value() {
         assert!(a.record_owner(k, NodeId(0), Epoch(3)));
     }
 }
+
+#[test]
+fn dense_pages_of_a_wide_range_are_found_by_a_map() {
+    // 2^40 keys over 2 nodes: 2^23 pages per shard, too many to index directly.
+    let mut c = Config::new(2, 1, Layout::uniform(1 << 40, 4).unwrap());
+    c.placement = Placement::Dense;
+    let a = Store::new(&c, NodeId(0));
+    let b = Store::new(&c, NodeId(1));
+    let keys: Vec<Key> = [0, 1, 12_345, 1 << 39, (1 << 40) - 1].into_iter().map(Key).collect();
+    for &k in &keys {
+        let (owner, other, to) =
+            if home(&c, k) == NodeId(0) { (&a, &b, NodeId(1)) } else { (&b, &a, NodeId(0)) };
+        assert!(owner.add(k, &[k.0 as f32; 4]));
+        let mut buf = vec![];
+        let (e, v) = owner.take(k, to, &mut buf).unwrap();
+        assert_eq!(owner.whereabouts(k), Whereabouts::Away(to, e));
+        other.install(k, e, v, &buf, false).unwrap();
+        let mut out = [0.0; 4];
+        assert!(other.read(k, &mut out));
+        assert_eq!(out, [k.0 as f32; 4]);
+    }
+    // Five pages, not an index over the range.
+    let bytes = a.footprint().slots + b.footprint().slots;
+    assert!(bytes < 1 << 20, "{bytes} bytes of slots for {} keys", keys.len());
+}

@@ -20,20 +20,27 @@ use parma_core::{
 struct Counting;
 
 static LIVE: AtomicUsize = AtomicUsize::new(0);
+/// The most bytes live at once since the last `reset_peak`.
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+fn grew(bytes: usize) {
+    let now = LIVE.fetch_add(bytes, Ordering::Relaxed) + bytes;
+    PEAK.fetch_max(now, Ordering::Relaxed);
+}
 
 // SAFETY: every call is passed on to `System` unchanged; the counter only observes sizes.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: AllocLayout) -> *mut u8 {
         let p = System.alloc(layout);
         if !p.is_null() {
-            LIVE.fetch_add(layout.size(), Ordering::Relaxed);
+            grew(layout.size());
         }
         p
     }
     unsafe fn alloc_zeroed(&self, layout: AllocLayout) -> *mut u8 {
         let p = System.alloc_zeroed(layout);
         if !p.is_null() {
-            LIVE.fetch_add(layout.size(), Ordering::Relaxed);
+            grew(layout.size());
         }
         p
     }
@@ -44,7 +51,7 @@ unsafe impl GlobalAlloc for Counting {
     unsafe fn realloc(&self, p: *mut u8, layout: AllocLayout, new_size: usize) -> *mut u8 {
         let q = System.realloc(p, layout, new_size);
         if !q.is_null() {
-            LIVE.fetch_add(new_size, Ordering::Relaxed);
+            grew(new_size);
             LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
         }
         q
@@ -56,6 +63,15 @@ static ALLOCATOR: Counting = Counting;
 
 fn live() -> usize {
     LIVE.load(Ordering::Relaxed)
+}
+
+/// Starts a new peak at the bytes live now.
+fn reset_peak() {
+    PEAK.store(live(), Ordering::Relaxed);
+}
+
+fn peak() -> usize {
+    PEAK.load(Ordering::Relaxed)
 }
 
 /// Floats per value.
@@ -91,6 +107,8 @@ struct Row {
     bytes: usize,
     value_keys: usize,
     footprint: Option<Footprint>,
+    /// The most bytes live at once while the row was built, if it differs from `bytes`.
+    peak: Option<usize>,
 }
 
 impl Row {
@@ -107,7 +125,17 @@ impl Row {
             ),
             None => format!("{:>8} {:>8} {:>8}", "-", "-", "-"),
         };
-        println!("{:<40} {:<7} {:>9} {:>12.1} {parts}", self.what, self.placement.name(), self.keys, per_key);
+        let peak = match self.peak {
+            Some(b) => format!("{:>8.1}", (b as f64 - values as f64) / n),
+            None => format!("{:>8}", "-"),
+        };
+        println!(
+            "{:<40} {:<7} {:>9} {:>12.1} {parts} {peak}",
+            self.what,
+            self.placement.name(),
+            self.keys,
+            per_key
+        );
         if let Some(f) = self.footprint {
             // The breakdown accounts for everything but the shard array and the layout.
             let counted = f.slots + f.arenas + f.free_lists;
@@ -117,16 +145,19 @@ impl Row {
 }
 
 /// Keys homed here, each touched once (created with its initial value), in a key space of
-/// `space` keys.
-fn home_keys(what: &'static str, space: u64, p: Placement) -> Row {
-    let keys = homed_in(space, 0, p);
+/// `space` keys: all of them, or (`every` > 1) one in `every`, as a model that touches its
+/// range sparsely. The peak counts the bytes live at once while the keys were touched.
+fn home_keys(what: &'static str, space: u64, every: usize, p: Placement) -> Row {
+    let keys: Vec<Key> = homed_in(space, 0, p).into_iter().step_by(every).collect();
     let mut buf = [0f32; LEN];
     let before = live();
+    reset_peak();
     let store = Store::new(&config_for(space, p), NodeId(0));
     for &k in &keys {
         assert!(store.read(k, &mut buf));
     }
     let bytes = live() - before;
+    let top = peak() - before;
     Row {
         what,
         placement: p,
@@ -134,6 +165,7 @@ fn home_keys(what: &'static str, space: u64, p: Placement) -> Row {
         bytes,
         value_keys: keys.len(),
         footprint: Some(store.footprint()),
+        peak: (top > bytes).then_some(top),
     }
 }
 
@@ -154,6 +186,7 @@ fn moved_in(p: Placement) -> Row {
         bytes,
         value_keys: keys.len(),
         footprint: Some(store.footprint()),
+        peak: None,
     }
 }
 
@@ -181,6 +214,7 @@ fn directory(p: Placement) -> (Row, Row) {
         bytes,
         value_keys: 0,
         footprint: Some(f),
+        peak: None,
     };
     let records = Row {
         placement: p,
@@ -189,6 +223,7 @@ fn directory(p: Placement) -> (Row, Row) {
         bytes: bytes - f.arenas,
         value_keys: 0,
         footprint: None,
+        peak: None,
     };
     (all, records)
 }
@@ -212,6 +247,7 @@ fn replicas(p: Placement) -> Row {
         bytes,
         value_keys: keys.len(),
         footprint: Some(store.footprint()),
+        peak: None,
     }
 }
 
@@ -236,6 +272,7 @@ fn intents(p: Placement) -> Row {
         bytes,
         value_keys: 0,
         footprint: None,
+        peak: None,
     }
 }
 
@@ -252,14 +289,16 @@ fn main() {
     // `cargo bench -- --test` (CI) runs the same rows; they take a few seconds.
     println!("bytes per key beyond its value ({LEN} floats = {} B), about 1,000,000 keys per row", LEN * 4);
     println!(
-        "{:<40} {:<7} {:>9} {:>12} {:>8} {:>8} {:>8}",
-        "what", "place", "keys", "B/key", "slots", "arena+", "free"
+        "{:<40} {:<7} {:>9} {:>12} {:>8} {:>8} {:>8} {:>8}",
+        "what", "place", "keys", "B/key", "slots", "arena+", "free", "peak"
     );
     for p in [Placement::Hashed, Placement::Dense] {
-        home_keys("owned, homed here", KEY_SPACE, p).print();
+        home_keys("owned, homed here", KEY_SPACE, 1, p).print();
         // The same with 1.8 times the keys: the slot tables have the same number of buckets,
         // so they are fuller (hash tables double when 7/8 full).
-        home_keys("owned, homed here (1.8 M keys)", KEY_SPACE * 9 / 5, p).print();
+        home_keys("owned, homed here (1.8 M keys)", KEY_SPACE * 9 / 5, 1, p).print();
+        // A range 16 times wider, touched at one key in 16: too sparse for pages.
+        home_keys("owned, homed here, 1 in 16 touched", KEY_SPACE * 16, 16, p).print();
         moved_in(p).print();
         let (all, records) = directory(p);
         all.print();

@@ -129,9 +129,11 @@ pub enum Placement {
     Hashed,
     /// Home = a permutation of the layout's range modulo the node count; a store keeps its
     /// home keys in pages of an array indexed by the permutation (no key stored, about 16
-    /// bytes per key beyond its value). A page holds 256 home keys and is allocated whole on
-    /// the first touch of any of them, so this suits models that touch most keys of their
-    /// range: embeddings, knowledge graphs, word vectors.
+    /// bytes per key beyond its value). A page of 256 home keys is allocated once enough of
+    /// them are touched to fill it better than a hash table would; until then, and for ranges
+    /// touched sparsely, the keys have hash-table slots as under [`Placement::Hashed`]. Pays
+    /// off for models that touch most keys of their range: embeddings, knowledge graphs, word
+    /// vectors.
     Dense,
 }
 

@@ -18,15 +18,23 @@
 //! Keys are sparse: a home node creates a key's slot on first touch, with the configured
 //! initial value. Keys never touched take no memory.
 //!
-//! Under [`Placement::Dense`] the keys homed here are kept apart, in **pages**: each home key
-//! has a dense home index (see [`crate::placement`]); the index picks the shard and, within
+//! Under [`Placement::Dense`] the keys homed here can be kept apart, in **pages**: each home
+//! key has a dense home index (see [`crate::placement`]); the index picks the shard and, within
 //! it, a page of up to 256 keys and a position in the page. A page holds each of its keys' home
-//! record (state, owner, epoch, version: 16 bytes) and room for its value, and is allocated
-//! whole on the first touch of any of its keys; the key itself is not stored. A page key is
-//! untouched (implicitly held here, with its initial value), owned, or away. A shard finds its
-//! pages by direct index, or through a hash map when the range is too wide for one. A replica held
-//! at the home node of a key that is away lives in the shard's table beside the page. Keys
-//! homed elsewhere (moved in, or replicas) are in the tables as under [`Placement::Hashed`].
+//! record (state, owner, epoch, version: 16 bytes) and room for its value; the key itself is not
+//! stored. A page key is untouched (implicitly held here, with its initial value), owned, or
+//! away. A replica held at the home node of a key that is away lives in the shard's table
+//! beside the page. Keys homed elsewhere (moved in, or replicas) are in the tables as under
+//! [`Placement::Hashed`].
+//!
+//! A page is allocated only once enough of its keys are touched: until then its touched keys
+//! have slots in the shard's table, exactly as home keys do under the hashed placement, and
+//! the shard counts them. When their slots would take more room than the whole page (about
+//! half of the page's keys for short values, more for long ones), the page is allocated and
+//! takes them, and the table and arena give back the room they leave. A model that touches
+//! most of its range ends with its home keys in pages; one that touches its range sparsely
+//! (hashed feature ids) keeps them in tables and pays what the hashed placement pays. A range
+//! too wide to index (more than 2^16 pages per shard) keeps every key in tables.
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;
@@ -114,6 +122,23 @@ impl SlotMap {
         self.0.iter().map(|(k, s)| (k, s))
     }
 
+    fn slots_mut(&mut self) -> impl Iterator<Item = &mut Slot> {
+        self.0.iter_mut().map(|(_, s)| s)
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    fn capacity(&self) -> usize {
+        self.0.capacity()
+    }
+
+    /// Shrinks the table to fit its slots.
+    fn shrink(&mut self) {
+        self.0.shrink_to(0, |(k, _)| Self::hash(mix(*k)));
+    }
+
     fn allocation_size(&self) -> usize {
         self.0.allocation_size()
     }
@@ -141,95 +166,52 @@ struct Shard {
     arena: Vec<f32>,
     /// Free arena ranges by length.
     free: FreeLists,
-    /// `Placement::Dense` only: the pages of home keys, by page number.
-    pages: PageTable,
+    /// `Placement::Dense` only: the pages of home keys, by page number (grown to the highest
+    /// page touched; empty for a range too wide to index, whose home keys stay in the table).
+    pages: Vec<PageEntry>,
 }
 
-type PageMap = HashMap<u64, Page, BuildHasherDefault<MixHasher<0>>>;
+/// Most pages a shard indexes: 40 bytes of index per 256 keys of the shard's range. A range
+/// wider than this (about 2^32 home keys per node with 256 shards) keeps every key in tables.
+const PAGES_PER_SHARD_MAX: u64 = 1 << 16;
 
-/// Most pages a shard finds by direct index; a shard of a wider range uses a hash map. At the
-/// bound the index takes 32 bytes per 256 keys of the shard's range, however few are touched.
-const DIRECT_PAGES_MAX: u64 = 1 << 16;
+/// The bytes a key's slot takes in a table, at a typical load of the table (a 33-byte bucket
+/// in a table between 7/16 and 7/8 full): what a page is weighed against.
+const TABLE_SLOT_BYTES: usize = 48;
 
-/// The pages of one shard, by page number. A dense model's range is small enough for a vector
-/// indexed by page number (grown to the highest page touched); a wider range, which a model
-/// may touch sparsely, gets a hash map, whose size follows the pages touched.
-enum PageTable {
-    Direct(Vec<Option<Page>>),
-    Map(Box<PageMap>),
+/// One page of a shard's index.
+#[derive(Default)]
+struct PageEntry {
+    /// The page, once its keys are dense enough (see `Store::promote_at`).
+    page: Option<Page>,
+    /// Until then: how many of its keys have a slot in the shard's table (which they keep until
+    /// the page takes them).
+    table_keys: u16,
 }
 
-impl PageTable {
-    /// A table for a shard with at most `pages` pages.
-    fn for_pages(pages: u64) -> PageTable {
-        if pages <= DIRECT_PAGES_MAX {
-            PageTable::Direct(Vec::new())
-        } else {
-            PageTable::Map(Box::default())
-        }
-    }
+/// The page `page` of a shard's index, if it is allocated.
+#[inline]
+fn page_of(pages: &[PageEntry], page: u64) -> Option<&Page> {
+    pages.get(usize::try_from(page).ok()?)?.page.as_ref()
+}
 
-    #[inline]
-    fn get(&self, page: u64) -> Option<&Page> {
-        match self {
-            PageTable::Direct(v) => v.get(usize::try_from(page).ok()?)?.as_ref(),
-            PageTable::Map(m) => m.get(&page),
-        }
-    }
+/// The allocated pages of a shard's index, with their numbers.
+fn allocated(pages: &[PageEntry]) -> impl Iterator<Item = (u64, &Page)> {
+    pages.iter().enumerate().filter_map(|(i, e)| Some((i as u64, e.page.as_ref()?)))
+}
 
-    #[inline]
-    fn get_mut(&mut self, page: u64) -> Option<&mut Page> {
-        match self {
-            PageTable::Direct(v) => v.get_mut(usize::try_from(page).ok()?)?.as_mut(),
-            PageTable::Map(m) => m.get_mut(&page),
-        }
-    }
-
-    /// The page `page`, made by `make` if it is not here yet. `None` only for a page number
-    /// beyond the direct index's bound (which `Store::place` never computes).
-    #[inline]
-    fn get_or_insert_with(&mut self, page: u64, make: impl FnOnce() -> Page) -> Option<&mut Page> {
-        match self {
-            PageTable::Direct(v) => {
-                let i = usize::try_from(page).ok().filter(|i| (*i as u64) < DIRECT_PAGES_MAX)?;
-                if i >= v.len() {
-                    v.resize_with(i + 1, || None);
-                }
-                Some(v[i].get_or_insert_with(make))
-            }
-            PageTable::Map(m) => Some(m.entry(page).or_insert_with(make)),
-        }
-    }
-
-    /// Every page allocated, with its number.
-    fn iter(&self) -> impl Iterator<Item = (u64, &Page)> {
-        let (direct, map) = match self {
-            PageTable::Direct(v) => (Some(v), None),
-            PageTable::Map(m) => (None, Some(m)),
-        };
-        let direct = direct
-            .into_iter()
-            .flat_map(|v| v.iter().enumerate())
-            .filter_map(|(i, p)| Some((i as u64, p.as_ref()?)));
-        direct.chain(map.into_iter().flat_map(|m| m.iter().map(|(k, p)| (*k, p))))
-    }
-
-    /// Bytes of the index itself (the pages not included).
-    fn allocation_size(&self) -> usize {
-        match self {
-            PageTable::Direct(v) => v.capacity() * core::mem::size_of::<Option<Page>>(),
-            PageTable::Map(m) => m.allocation_size() + core::mem::size_of::<PageMap>(),
-        }
-    }
+#[inline]
+fn page_of_mut(pages: &mut [PageEntry], page: u64) -> Option<&mut Page> {
+    pages.get_mut(usize::try_from(page).ok()?)?.page.as_mut()
 }
 
 /// Free arena ranges by length.
 type FreeLists = HashMap<u32, Vec<u32>, BuildHasherDefault<MixHasher<0>>>;
 
-/// The home record at position `pos` of page `page`, if the page was allocated (a key of a
-/// page never allocated is untouched).
-fn home_record(pages: &PageTable, page: u64, pos: usize) -> Option<&HomeSlot> {
-    pages.get(page).and_then(|p| p.slots.get(pos))
+/// The home record at position `pos` of page `page`, if the page is allocated (if not, the
+/// key's slot is in the table, or the key is untouched).
+fn home_record(pages: &[PageEntry], page: u64, pos: usize) -> Option<&HomeSlot> {
+    page_of(pages, page).and_then(|p| p.slots.get(pos))
 }
 
 /// The home record of a key in a page.
@@ -251,8 +233,8 @@ enum HomeState {
     Away,
 }
 
-/// Home keys `page_keys` in a row (by home index within one shard): their records, and room
-/// for each one's value, `stride` floats apart.
+/// Home keys `2^page_bits` in a row (by home index within one shard; fewer in a shard's last
+/// page): their records, and room for each one's value, `stride` floats apart.
 struct Page {
     slots: Box<[HomeSlot]>,
     values: Box<[f32]>,
@@ -340,6 +322,8 @@ pub struct Store {
     /// log2 of the keys per page, and the floats between two keys' values in a page.
     page_bits: u32,
     page_stride: usize,
+    /// Pages a shard may index (0: none, home keys stay in tables).
+    pages_max: u64,
     layout: Layout,
     homes: Homes,
     me: NodeId,
@@ -360,17 +344,20 @@ impl Store {
         let page_keys = (PAGE_FLOATS / page_stride).clamp(1, PAGE_KEYS_MAX);
         // A power of two: the largest not above `page_keys`.
         let page_bits = usize::BITS - 1 - page_keys.leading_zeros();
-        let pages_per_shard = match cfg.placement {
-            Placement::Dense => (homes.homed_on(me) >> n.trailing_zeros() >> page_bits) + 1,
+        let pages_max = match cfg.placement {
+            Placement::Dense => Some((homes.homed_on(me) >> n.trailing_zeros() >> page_bits) + 1)
+                .filter(|p| *p <= PAGES_PER_SHARD_MAX)
+                .unwrap_or(0),
             Placement::Hashed => 0,
         };
+
         let shards = (0..n)
             .map(|_| {
                 Latched(spin::Mutex::new(Shard {
                     map: SlotMap::default(),
                     arena: Vec::new(),
                     free: HashMap::default(),
-                    pages: PageTable::for_pages(pages_per_shard),
+                    pages: Vec::new(),
                 }))
             })
             .collect();
@@ -380,6 +367,7 @@ impl Store {
             shard_bits: n.trailing_zeros(),
             page_bits,
             page_stride,
+            pages_max,
             layout: cfg.layout.clone(),
             homes,
             me,
@@ -462,15 +450,19 @@ impl Store {
         })
     }
 
-    /// Whether `key`, whose slot belongs in a table, is homed here: only under the hashed
-    /// placement (the dense one keeps every home key of the layout in a page). Computed only
-    /// where needed: a division.
-    #[inline]
-    fn table_home(&self, key: Key) -> bool {
-        self.table_home_mix(mix(key))
+    /// Whether this node keeps the home record of `key` in `key`'s shard's table (with
+    /// `pages`, that shard's pages): the key is homed here, and under the dense placement its
+    /// page is not allocated.
+    fn record_in_table(&self, pages: &[PageEntry], key: Key) -> bool {
+        match self.place(key) {
+            Place::Table { mix, .. } => self.table_home_mix(mix),
+            Place::Page { page, .. } => page_of(pages, page).is_none(),
+        }
     }
 
-    /// [`Store::table_home`] of the key with this [`mix`].
+    /// Whether the key with this [`mix`], whose slot belongs in a table, is homed here: only
+    /// under the hashed placement (under the dense one a home key's place is in a page, whose
+    /// callers know it is home). Computed only where needed: a division.
     #[inline]
     fn table_home_mix(&self, mix: u64) -> bool {
         self.homes.hashed_home_is(mix, self.me)
@@ -484,15 +476,109 @@ impl Store {
         }
     }
 
-    /// The page `page` of `shard`, allocated (every key untouched) if it is not yet.
-    #[inline]
-    fn page<'s>(&self, pages: &'s mut PageTable, page: u64) -> Option<&'s mut Page> {
-        let keys = 1usize << self.page_bits;
+    /// A home key of page `page` of shard `i` is about to be used: whether its page is allocated
+    /// (its record is there). If not, its slot is in the table, created now if the key was never
+    /// touched; that may make the page's keys dense enough for the page, which then takes them
+    /// (and the answer is yes). `None` if the slot cannot be created (the arena is full).
+    fn touch_home(&self, shard: &mut Shard, i: usize, page: u64, key: Key) -> Option<bool> {
+        if page_of(&shard.pages, page).is_some() {
+            return Some(true);
+        }
+        if shard.map.contains_key(&key) {
+            return Some(false);
+        }
+        self.materialize(shard, key)?;
+        let Some(at) = usize::try_from(page).ok().filter(|p| (*p as u64) < self.pages_max) else {
+            return Some(false);
+        };
+        if at >= shard.pages.len() {
+            shard.pages.resize_with(at + 1, PageEntry::default);
+        }
+        let keys = self.page_len(i, at as u64);
+        let entry = &mut shard.pages[at];
+        entry.table_keys = entry.table_keys.saturating_add(1);
+        if usize::from(entry.table_keys) < self.promote_at(keys) {
+            return Some(false);
+        }
+        self.promote(shard, i, at, keys);
+        Some(true)
+    }
+
+    /// How many keys page `at` of shard `i` has: all but a shard's last page have
+    /// `2^page_bits`.
+    fn page_len(&self, i: usize, at: u64) -> usize {
+        // The shard's home indexes are i, i + shards, i + 2 shards, ... below `homed_on`.
+        let shard_keys = self.homes.homed_on(self.me).saturating_sub(i as u64).div_ceil(1 << self.shard_bits);
+        let before = at.saturating_mul(1 << self.page_bits);
+        shard_keys.saturating_sub(before).min(1 << self.page_bits) as usize
+    }
+
+    /// How many of a page's `keys` must have a slot in the table for the page to take them: the
+    /// point where their table slots and arena ranges would take more room than the page.
+    fn promote_at(&self, keys: usize) -> usize {
+        let value = self.page_stride * core::mem::size_of::<f32>();
+        let page = keys * (core::mem::size_of::<HomeSlot>() + value);
+        page.div_ceil(TABLE_SLOT_BYTES + value).max(1)
+    }
+
+    /// Allocates page `at` of shard `i` and moves the slots of its keys from the table into it.
+    /// A replica held here of a key that is away stays in the table; its ownership record goes
+    /// to the page.
+    fn promote(&self, shard: &mut Shard, i: usize, at: usize, keys: usize) {
         let stride = self.page_stride;
-        pages.get_or_insert_with(page, || Page {
+        let mut page = Page {
             slots: alloc::vec![HomeSlot::default(); keys].into_boxed_slice(),
             values: alloc::vec![0.0; keys * stride].into_boxed_slice(),
-        })
+        };
+        for (pos, record) in page.slots.iter_mut().enumerate() {
+            let Some(key) = self.page_key(i, at as u64, pos) else { continue };
+            let Some(s) = shard.map.get(&key).copied() else { continue };
+            let state = match s.state {
+                State::Owned => {
+                    let (off, len) = (s.off as usize, s.len as usize);
+                    if let (Some(to), Some(from)) = (
+                        page.values.get_mut(pos * stride..pos * stride + len),
+                        shard.arena.get(off..off + len),
+                    ) {
+                        to.copy_from_slice(from);
+                    }
+                    shard.free.entry(s.alloc_len()).or_default().push(s.off);
+                    shard.map.remove(&key);
+                    HomeState::Owned
+                }
+                State::Away => {
+                    shard.map.remove(&key);
+                    HomeState::Away
+                }
+                State::Replica => HomeState::Away,
+            };
+            *record = HomeSlot { version: s.version, epoch: s.epoch, owner: s.owner, state };
+        }
+        shard.pages[at] = PageEntry { page: Some(page), table_keys: 0 };
+        Self::compact(shard);
+    }
+
+    /// Gives back the spare room of a shard's table and arena once most of it is unused. Keys
+    /// leave the table for pages in a burst when a dense model touches its keys; without this
+    /// their table buckets and arena ranges would stay allocated for good.
+    fn compact(shard: &mut Shard) {
+        if shard.map.len() * 4 < shard.map.capacity() {
+            shard.map.shrink();
+        }
+        let free: usize = shard.free.iter().map(|(len, offs)| *len as usize * offs.len()).sum();
+        if free * 4 <= shard.arena.len() * 3 {
+            return;
+        }
+        let mut arena = Vec::with_capacity(shard.arena.len() - free.min(shard.arena.len()));
+        for slot in shard.map.slots_mut() {
+            let (off, len) = (slot.off as usize, slot.alloc_len() as usize);
+            if let Some(range) = shard.arena.get(off..off + len).filter(|_| len > 0) {
+                slot.off = arena.len() as u32;
+                arena.extend_from_slice(range);
+            }
+        }
+        shard.arena = arena;
+        shard.free = FreeLists::default();
     }
 
     /// The key at position `pos` of page `page` of shard `shard` (the inverse of `place`).
@@ -553,11 +639,18 @@ impl Store {
         pos: usize,
         f: impl FnOnce(&mut [f32], Option<&mut [f32]>, &mut Version) -> R,
     ) -> Option<R> {
-        let mut guard = self.shards[shard].lock();
+        let i = shard;
+        let mut guard = self.shards[i].lock();
         let shard = &mut *guard;
         let len = self.layout.len_of(key)?;
         let stride = self.page_stride;
-        let p = self.page(&mut shard.pages, page)?;
+        if page_of(&shard.pages, page).is_none() && !self.touch_home(shard, i, page, key)? {
+            // The key's slot is in the table, as under the hashed placement.
+            let slot = shard.map.get_mut(&key)?;
+            return Self::apply::<REPLICA, R>(&mut shard.arena, slot, f);
+        }
+        let Shard { map, arena, pages, .. } = shard;
+        let p = page_of_mut(pages, page)?;
         let slot = p.slots.get_mut(pos)?;
         let value = p.values.get_mut(pos * stride..pos * stride + len)?;
         match slot.state {
@@ -568,8 +661,8 @@ impl Store {
                 Some(f(value, None, &mut slot.version))
             }
             HomeState::Away if REPLICA => {
-                let slot = shard.map.get_mut(&key)?;
-                Self::apply::<REPLICA, R>(&mut shard.arena, slot, f)
+                let slot = map.get_mut(&key)?;
+                Self::apply::<REPLICA, R>(arena, slot, f)
             }
             HomeState::Away => None,
         }
@@ -712,6 +805,10 @@ impl Store {
             },
             Place::Page { shard, page, pos } => {
                 let shard = self.shards[shard].lock();
+                if page_of(&shard.pages, page).is_none() {
+                    // In the table, or untouched.
+                    return shard.map.get(&key).is_none_or(|s| s.state != State::Away);
+                }
                 match home_record(&shard.pages, page, pos) {
                     Some(s) if s.state == HomeState::Away => shard.map.contains_key(&key),
                     _ => true,
@@ -731,6 +828,14 @@ impl Store {
             Place::Table { shard, mix } => (shard, mix),
             Place::Page { shard, page, pos } => {
                 let shard = self.shards[shard].lock();
+                if page_of(&shard.pages, page).is_none() {
+                    // In the table (owned, or away with or without a replica here), or untouched.
+                    return match shard.map.get(&key) {
+                        Some(s) if s.state == State::Owned => Whereabouts::Here(s.epoch),
+                        Some(s) => Whereabouts::Away(s.owner, s.epoch),
+                        None => Whereabouts::Here(Epoch(0)),
+                    };
+                }
                 return match home_record(&shard.pages, page, pos) {
                     Some(s) if s.state == HomeState::Away => Whereabouts::Away(s.owner, s.epoch),
                     Some(s) => Whereabouts::Here(s.epoch),
@@ -759,7 +864,20 @@ impl Store {
         };
         let home = self.table_home_mix(mix);
         let mut guard = self.shards[shard].lock();
-        let shard = &mut *guard;
+        self.take_table(&mut guard, key, mix, home, to, out)
+    }
+
+    /// [`Store::take`] of a key whose slot belongs in `shard`'s table (its mix is `mix`), on its
+    /// home node if `home`.
+    fn take_table(
+        &self,
+        shard: &mut Shard,
+        key: Key,
+        mix: u64,
+        home: bool,
+        to: NodeId,
+        out: &mut Vec<f32>,
+    ) -> Option<(Epoch, Version)> {
         if home && shard.map.get_mixed(mix, key).is_none() {
             self.materialize(shard, key)?;
         }
@@ -795,8 +913,13 @@ impl Store {
     ) -> Option<(Epoch, Version)> {
         let len = self.layout.len_of(key)?;
         let stride = self.page_stride;
-        let mut guard = self.shards[shard].lock();
-        let p = self.page(&mut guard.pages, page)?;
+        let i = shard;
+        let mut guard = self.shards[i].lock();
+        let shard = &mut *guard;
+        if page_of(&shard.pages, page).is_none() && !self.touch_home(shard, i, page, key)? {
+            return self.take_table(shard, key, mix(key), true, to, out);
+        }
+        let p = page_of_mut(&mut shard.pages, page)?;
         let slot = p.slots.get_mut(pos)?;
         match slot.state {
             HomeState::Away => return None,
@@ -835,7 +958,23 @@ impl Store {
         };
         let home = self.table_home_mix(mix);
         let mut guard = self.shards[shard].lock();
-        let shard = &mut *guard;
+        self.install_table(&mut guard, key, mix, home, epoch, version, values, reserved)
+    }
+
+    /// [`Store::install`] of a key whose slot belongs in `shard`'s table (its mix is `mix`), on
+    /// its home node if `home`.
+    #[allow(clippy::too_many_arguments)]
+    fn install_table(
+        &self,
+        shard: &mut Shard,
+        key: Key,
+        mix: u64,
+        home: bool,
+        epoch: Epoch,
+        version: Version,
+        values: &[f32],
+        reserved: bool,
+    ) -> Result<(), InstallError> {
         let old = shard.map.get_mixed(mix, key).copied();
         match old {
             Some(s) if s.state == State::Owned => return Err(InstallError::AlreadyOwned),
@@ -892,8 +1031,10 @@ impl Store {
         let mut guard = self.shards[shard].lock();
         let shard = &mut *guard;
         let stride = self.page_stride;
-        // A key of a page never allocated is untouched: held here.
-        let Some(p) = shard.pages.get_mut(page) else { return Err(InstallError::AlreadyOwned) };
+        let Some(p) = page_of_mut(&mut shard.pages, page) else {
+            // The key's record is in the table (or it is untouched: held here).
+            return self.install_table(shard, key, mix(key), true, epoch, version, values, reserved);
+        };
         let (Some(slot), Some(value)) =
             (p.slots.get_mut(pos), p.values.get_mut(pos * stride..pos * stride + values.len()))
         else {
@@ -932,16 +1073,17 @@ impl Store {
         if self.layout.len_of(key) != Some(values.len()) {
             return Err(InstallError::Length);
         }
-        let (shard, page) = match self.place(key) {
-            Place::Table { shard, .. } => (shard, None),
-            Place::Page { shard, page, pos } => (shard, Some((page, pos))),
+        let (shard, page, mut home) = match self.place(key) {
+            Place::Table { shard, mix } => (shard, None, self.table_home_mix(mix)),
+            Place::Page { shard, page, pos } => (shard, Some((page, pos)), true),
         };
         let mut guard = self.shards[shard].lock();
         let shard = &mut *guard;
         let mut old = shard.map.get(&key).copied();
-        if let Some((page, pos)) = page {
+        if let Some((page, pos)) = page.filter(|(page, _)| page_of(&shard.pages, *page).is_some()) {
             // A home key in a page: a replica only while the key is away; its ownership record
             // stays in the page.
+            home = false;
             match home_record(&shard.pages, page, pos) {
                 Some(h) if h.state == HomeState::Away => {
                     old = old.or(Some(Slot {
@@ -958,7 +1100,8 @@ impl Store {
         }
         let (epoch, owner) = match old {
             Some(s) if s.state == State::Owned => return Err(InstallError::AlreadyOwned),
-            None if self.table_home(key) => return Err(InstallError::AlreadyOwned),
+            // Untouched at its home: held here.
+            None if home => return Err(InstallError::AlreadyOwned),
             Some(s) if s.state == State::Replica => {
                 drop(guard);
                 self.refresh_replica(key, version, values);
@@ -1038,8 +1181,8 @@ impl Store {
         let taken = Self::take_delta_locked(shard, key, out)?;
         let slot = *shard.map.get(&key)?;
         self.retire_replica(&mut shard.free, &slot);
-        // A home key's record stays: in the table (hashed), or in its page (dense).
-        if self.table_home(key) {
+        // A home key's record stays: in the table, or in its page.
+        if self.record_in_table(&shard.pages, key) {
             shard.map.insert(key, Slot { state: State::Away, off: 0, len: 0, ..slot });
         } else {
             shard.map.remove(&key);
@@ -1057,22 +1200,23 @@ impl Store {
     /// Home node only: records that `owner` holds `key` as of `epoch`, if that is newer than
     /// what is known. Returns whether the record changed.
     pub fn record_owner(&self, key: Key, owner: NodeId, epoch: Epoch) -> bool {
-        let shard = match self.place(key) {
-            Place::Table { shard, mix } if self.table_home_mix(mix) => shard,
+        let (shard, page) = match self.place(key) {
+            Place::Table { shard, mix } if self.table_home_mix(mix) => (shard, None),
             Place::Table { .. } => return false,
-            Place::Page { shard, page, pos } => {
-                let mut shard = self.shards[shard].lock();
-                return match shard.pages.get_mut(page).and_then(|p| p.slots.get_mut(pos)) {
-                    Some(s) if s.state == HomeState::Away && epoch > s.epoch => {
-                        s.owner = owner;
-                        s.epoch = epoch;
-                        true
-                    }
-                    _ => false,
-                };
-            }
+            Place::Page { shard, page, pos } => (shard, Some((page, pos))),
         };
-        let mut shard = self.shards[shard].lock();
+        let mut guard = self.shards[shard].lock();
+        let shard = &mut *guard;
+        if let Some((page, pos)) = page.filter(|(page, _)| page_of(&shard.pages, *page).is_some()) {
+            return match page_of_mut(&mut shard.pages, page).and_then(|p| p.slots.get_mut(pos)) {
+                Some(s) if s.state == HomeState::Away && epoch > s.epoch => {
+                    s.owner = owner;
+                    s.epoch = epoch;
+                    true
+                }
+                _ => false,
+            };
+        }
         match shard.map.get_mut(&key) {
             Some(s) if s.state != State::Owned && epoch > s.epoch => {
                 s.owner = owner;
@@ -1090,12 +1234,13 @@ impl Store {
             let shard = shard.lock();
             // A replica of a key homed here keeps the key's ownership record in its slot.
             let away = |k: &Key, s: &Slot| {
-                s.state == State::Away || (s.state == State::Replica && self.table_home(*k))
+                s.state == State::Away
+                    || (s.state == State::Replica && self.record_in_table(&shard.pages, *k))
             };
             for (k, s) in shard.map.iter().filter(|(k, s)| away(k, s)) {
                 f(*k, s.owner);
             }
-            for (page, p) in shard.pages.iter() {
+            for (page, p) in allocated(&shard.pages) {
                 for (pos, s) in p.slots.iter().enumerate().filter(|(_, s)| s.state == HomeState::Away) {
                     if let Some(k) = self.page_key(i, page, pos) {
                         f(k, s.owner);
@@ -1117,7 +1262,7 @@ impl Store {
                     f(*k, s.epoch, s.version, v);
                 }
             }
-            for (page, p) in shard.pages.iter() {
+            for (page, p) in allocated(&shard.pages) {
                 for (pos, s) in p.slots.iter().enumerate().filter(|(_, s)| s.state == HomeState::Owned) {
                     let Some(k) = self.page_key(i, page, pos) else { continue };
                     let Some(len) = self.layout.len_of(k) else { continue };
@@ -1156,8 +1301,8 @@ impl Store {
         for shard in self.shards.iter() {
             let shard = shard.lock();
             f.slots += shard.map.allocation_size();
-            f.slots += shard.pages.allocation_size();
-            for (_, p) in shard.pages.iter() {
+            f.slots += shard.pages.capacity() * core::mem::size_of::<PageEntry>();
+            for (_, p) in allocated(&shard.pages) {
                 f.slots += p.slots.len() * core::mem::size_of::<HomeSlot>();
                 f.arenas += p.values.len() * core::mem::size_of::<f32>();
             }

@@ -3,11 +3,16 @@ use crate::config::Placement;
 use crate::layout::Layout;
 use alloc::vec;
 
-const PLACEMENTS: [Placement; 2] = [Placement::Hashed, Placement::Dense];
+/// Each test runs under both placements; under the dense one with 256 shards (pages of one or
+/// two keys, allocated on first touch) and with one shard (pages of 256 keys, whose keys stay
+/// in the table until 128 of them are touched).
+const PLACEMENTS: [(Placement, usize); 3] =
+    [(Placement::Hashed, 256), (Placement::Dense, 256), (Placement::Dense, 1)];
 
-fn cfg_in(nodes: u16, placement: Placement) -> Config {
+fn cfg_in(nodes: u16, (placement, shards): (Placement, usize)) -> Config {
     let mut c = Config::new(nodes, 1, Layout::uniform(1000, 4).unwrap());
     c.placement = placement;
+    c.store_shards = shards;
     c
 }
 
@@ -290,4 +295,114 @@ fn dense_pages_of_a_wide_range_are_found_by_a_map() {
     // Five pages, not an index over the range.
     let bytes = a.footprint().slots + b.footprint().slots;
     assert!(bytes < 1 << 20, "{bytes} bytes of slots for {} keys", keys.len());
+}
+
+/// The keys homed on `me`, in the order of their home indexes (the dense placement's pages).
+fn by_home_index(c: &Config, me: NodeId) -> Vec<Key> {
+    let homes = Homes::new(c.placement, c.nodes, c.layout.key_end());
+    let mut keys: Vec<(u64, Key)> = (0..c.layout.key_end())
+        .map(Key)
+        .filter_map(|k| homes.dense(k).filter(|(h, _)| *h == me).map(|(_, i)| (i, k)))
+        .collect();
+    keys.sort();
+    keys.into_iter().map(|(_, k)| k).collect()
+}
+
+#[test]
+fn a_page_takes_its_keys_from_the_table_once_they_are_dense() {
+    // One shard: node 0's 500 home keys fill page 0 (256 keys) and most of page 1. With 16-byte
+    // values, a page of 256 keys takes as much room as 128 keys in the table.
+    let c = cfg_in(2, (Placement::Dense, 1));
+    let a = Store::new(&c, NodeId(0));
+    let b = Store::new(&c, NodeId(1));
+    let keys = by_home_index(&c, NodeId(0));
+    assert_eq!(keys.len(), 500);
+    assert_eq!(a.promote_at(a.page_len(0, 0)), 128);
+    let page_allocated = |s: &Store| page_of(&s.shards[0].lock().pages, 0).is_some();
+    let (mut away, mut replicas, mut owned) = (vec![], vec![], vec![]);
+    for (i, &k) in keys[..128].iter().enumerate() {
+        assert!(!page_allocated(&a), "page allocated before key {i}");
+        if i % 10 == 0 {
+            let mut buf = vec![];
+            let (e, v) = a.take(k, NodeId(1), &mut buf).unwrap();
+            b.install(k, e, v, &buf, false).unwrap();
+            assert!(b.add(k, &[i as f32; 4]));
+            if i % 20 == 0 {
+                let mut val = vec![];
+                let v = b.read_versioned(k, &mut val).unwrap();
+                a.install_replica(k, NodeId(1), v, &val).unwrap();
+                assert!(a.add(k, &[0.5; 4]), "an update before the page takes the record");
+                replicas.push(k);
+            }
+            away.push(k);
+        } else {
+            assert!(a.add(k, &[i as f32; 4]));
+            owned.push(k);
+        }
+    }
+    assert!(page_allocated(&a));
+    // Only the replicas stay in the table, and the arena was compacted to them.
+    assert_eq!(a.shards[0].lock().map.len(), replicas.len());
+    let f = a.footprint();
+    let page_bytes = 256 * 4 * 4;
+    assert!(f.arenas <= page_bytes + 2 * replicas.len() * 8 * 4, "{f:?}");
+    for (i, &k) in keys[..128].iter().enumerate() {
+        let mut out = [0.0; 4];
+        if owned.contains(&k) {
+            assert_eq!(a.whereabouts(k), Whereabouts::Here(Epoch(0)));
+            assert!(a.read(k, &mut out));
+            assert_eq!(out, [i as f32; 4]);
+        } else {
+            assert_eq!(a.whereabouts(k), Whereabouts::Away(NodeId(1), Epoch(1)));
+            assert_eq!(a.is_local(k), replicas.contains(&k), "key {i}");
+        }
+    }
+    let mut listed = vec![];
+    a.for_each_away(|k, o| listed.push((k, o)));
+    listed.sort();
+    let mut want: Vec<(Key, NodeId)> = away.iter().map(|k| (*k, NodeId(1))).collect();
+    want.sort();
+    assert_eq!(listed, want);
+    let mut listed_owned = vec![];
+    a.for_each_owned(|k, _, _, _| listed_owned.push(k));
+    listed_owned.sort();
+    owned.sort();
+    assert_eq!(listed_owned, owned);
+    // A key with a replica here comes home: into the page, its unsent update folded in.
+    let k = replicas[1];
+    let mut buf = vec![];
+    let (e, v) = b.take(k, NodeId(0), &mut buf).unwrap();
+    a.install(k, e, v, &buf, false).unwrap();
+    let mut out = [0.0; 4];
+    assert!(a.read(k, &mut out));
+    assert_eq!(out, [20.5; 4]);
+    assert!(!a.has_replica(k));
+    assert_eq!(a.shards[0].lock().map.len(), replicas.len() - 1);
+    // A replica dropped after the page took the record leaves nothing in the table.
+    assert!(a.drop_replica(replicas[0], &mut vec![]).is_some());
+    assert_eq!(a.whereabouts(replicas[0]), Whereabouts::Away(NodeId(1), Epoch(1)));
+    assert_eq!(a.shards[0].lock().map.len(), replicas.len() - 2);
+}
+
+#[test]
+fn a_sparsely_touched_dense_range_costs_about_what_hashed_does() {
+    // Every 16th key of a 2^20 range: about 16 keys of each page of 256, far below the 154 at
+    // which a page of 32-byte values pays off, so every key stays in a table.
+    let total = |placement: Placement| {
+        let mut c = Config::new(2, 1, Layout::uniform(1 << 20, 8).unwrap());
+        c.placement = placement;
+        let s = Store::new(&c, NodeId(0));
+        let homes = Homes::new(c.placement, c.nodes, c.layout.key_end());
+        let mut touched = 0;
+        for k in (0..1 << 20).step_by(16).map(Key).filter(|k| homes.home(*k) == NodeId(0)) {
+            assert!(s.add(k, &[1.0; 8]));
+            touched += 1;
+        }
+        let f = s.footprint();
+        (f.slots + f.arenas + f.free_lists, touched)
+    };
+    let (hashed, n) = total(Placement::Hashed);
+    let (dense, _) = total(Placement::Dense);
+    // Allocating a page on first touch would take 256 * 48 bytes per page: 16 times more.
+    assert!(dense * 4 <= hashed * 5, "dense {dense} bytes, hashed {hashed} bytes for {n} keys");
 }

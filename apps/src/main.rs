@@ -112,9 +112,9 @@ struct TechniquesArgs {
     /// Sampling: how often each pool is traversed (U).
     #[arg(long, default_value_t = 16)]
     reuse: u32,
-    /// Where keys are homed: `hashed` (a hash of the key) or `dense` (a permutation of the key
-    /// range; home keys kept in pages).
-    #[arg(long, default_value = "hashed", value_parser = parse_placement)]
+    /// Where keys are homed: `dense` (a permutation of the key range; home keys kept in pages
+    /// once touched densely) or `hashed` (a hash of the key; home keys in hash tables).
+    #[arg(long, default_value = "dense", value_parser = parse_placement)]
     placement: parma_core::Placement,
 }
 

@@ -125,7 +125,6 @@ impl Technique {
 pub enum Placement {
     /// Home = a hash of the key modulo the node count; every key a store holds has a slot in a
     /// hash table. For key ranges the model touches sparsely (hashed feature ids).
-    #[default]
     Hashed,
     /// Home = a permutation of the layout's range modulo the node count; a store keeps its
     /// home keys in pages of an array indexed by the permutation (no key stored, about 16
@@ -133,7 +132,9 @@ pub enum Placement {
     /// them are touched to fill it better than a hash table would; until then, and for ranges
     /// touched sparsely, the keys have hash-table slots as under [`Placement::Hashed`]. Pays
     /// off for models that touch most keys of their range: embeddings, knowledge graphs, word
-    /// vectors.
+    /// vectors. The default: a sparsely touched range costs about what it costs under
+    /// [`Placement::Hashed`].
+    #[default]
     Dense,
 }
 

@@ -11,7 +11,7 @@ use parma_transport_loopback::threaded::ThreadedOptions;
 #[test]
 fn pull_after_own_push_sees_it() {
     let cfg = Config::new(2, 1, Layout::uniform(100, 2).unwrap());
-    let k = key_homed_at(NodeId(1), 2, 0);
+    let k = key_homed_at(NodeId(1), &cfg, 0);
     let c = start(&cfg, Options::default(), ThreadedOptions::default());
     let done = run_all(c.workers, |i, w| {
         if i != 0 {

@@ -77,7 +77,7 @@ fn killed_peer_ends_waits() {
     opts.drain_timeout = Duration::from_secs(5);
     let c = start(&cfg, opts, ThreadedOptions::default());
     let mut workers = c.workers;
-    let far = key_homed_at(NodeId(2), 3, 0);
+    let far = key_homed_at(NodeId(2), &cfg, 0);
     let mut v = [0.0];
     workers[0].pull(&[far], &mut v).unwrap();
 

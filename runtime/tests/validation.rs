@@ -14,7 +14,7 @@ fn invalid_calls_change_nothing() {
     let cfg = Config::new(2, 2, Layout::uniform(10, 2).unwrap());
     let c = start(&cfg, Options::default(), ThreadedOptions::default());
     let mut workers = c.workers;
-    let (local, remote) = (key_homed_at(NodeId(0), 2, 0), key_homed_at(NodeId(1), 2, 0));
+    let (local, remote) = (key_homed_at(NodeId(0), &cfg, 0), key_homed_at(NodeId(1), &cfg, 0));
     let outside = Key(10);
     let w = &mut workers[0];
     let mut v = [0.0; 6];
@@ -51,12 +51,12 @@ fn duplicate_keys_and_ranged_lengths() {
     let cfg = Config::new(2, 1, layout.clone());
     let c = start(&cfg, Options::default(), ThreadedOptions::default());
     let keys: Vec<Key> = [
-        key_homed_at(NodeId(0), 2, 0),
-        key_homed_at(NodeId(1), 2, 0),
-        key_homed_at(NodeId(0), 2, 100),
-        key_homed_at(NodeId(1), 2, 100),
-        key_homed_at(NodeId(0), 2, 500),
-        key_homed_at(NodeId(1), 2, 500),
+        key_homed_at(NodeId(0), &cfg, 0),
+        key_homed_at(NodeId(1), &cfg, 0),
+        key_homed_at(NodeId(0), &cfg, 100),
+        key_homed_at(NodeId(1), &cfg, 100),
+        key_homed_at(NodeId(0), &cfg, 500),
+        key_homed_at(NodeId(1), &cfg, 500),
     ]
     .to_vec();
     // Every key twice, in a scrambled order.

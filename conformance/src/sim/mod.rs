@@ -88,9 +88,11 @@ pub fn config_for(seed: u64, technique: Technique) -> Config {
     }
     cfg.timing.immediate = rng.chance(0.2);
     // Drawn apart so that every other choice of a seed is the same under either placement.
-    if Rng::new(seed ^ 0x706c_6163_656d_656e).chance(0.5) {
-        cfg.placement = parma_core::Placement::Dense;
-    }
+    cfg.placement = if Rng::new(seed ^ 0x706c_6163_656d_656e).chance(0.5) {
+        parma_core::Placement::Dense
+    } else {
+        parma_core::Placement::Hashed
+    };
     if technique == Technique::MultiTechnique {
         let hot: std::collections::HashSet<Key> =
             (0..rng.range(1, 4)).map(|_| Key(rng.range(0, keys - 1))).collect();

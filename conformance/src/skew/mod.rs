@@ -115,7 +115,7 @@ impl SkewOptions {
             check_every: 0,
             negatives: Negatives::Plan,
             sampling: parma_core::SamplingOptions::default(),
-            placement: parma_core::Placement::Hashed,
+            placement: parma_core::Placement::default(),
         }
     }
 

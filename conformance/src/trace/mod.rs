@@ -27,7 +27,8 @@
 //! | `sampling` | `node= worker=` | the worker's sampler counters: pools drawn, samples pulled, local, remote, postponed |
 //!
 //! `cluster` also takes `pool=G reuse=U replacement=yes|no` for the sampling manager, and
-//! `placement=hashed|dense` (default `hashed`) for where keys are homed.
+//! `placement=hashed|dense` (default `hashed`, unlike `Config`'s, so that the expected homes
+//! written in the traces stay put) for where keys are homed.
 //!
 //! Any command may instead output `error: <message>`. A `keys=` value may be a range `a..b`.
 //! Running with the environment variable `PARMA_REWRITE=1` rewrites the expected outputs from

@@ -19,7 +19,9 @@ fn cfg(nodes: u16) -> Config {
 
 /// A key whose home is `home` in a cluster of `nodes`.
 fn key_homed(nodes: u16, home: u16) -> Key {
-    (0..64).map(Key).find(|k| crate::placement::hashed_home(*k, nodes) == NodeId(home)).unwrap()
+    let c = cfg(nodes);
+    let homes = crate::placement::Homes::new(c.placement, nodes, c.layout.key_end());
+    (0..64).map(Key).find(|k| homes.home(*k) == NodeId(home)).unwrap()
 }
 
 fn events(n: &mut Node) -> Vec<Event> {

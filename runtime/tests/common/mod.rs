@@ -60,9 +60,10 @@ pub fn shutdown_all(nodes: Vec<NodeRuntime>) -> Vec<Stats> {
     nodes.into_iter().map(|n| n.shutdown().unwrap()).collect()
 }
 
-/// A key of `0..key_end` whose home is `node`.
-pub fn key_homed_at(node: NodeId, nodes: u16, from: u64) -> Key {
-    (from..).map(Key).find(|k| parma_core::placement::hashed_home(*k, nodes) == node).unwrap()
+/// A key from `from` on whose home is `node` in the cluster `cfg` describes.
+pub fn key_homed_at(node: NodeId, cfg: &Config, from: u64) -> Key {
+    let homes = parma_core::placement::Homes::new(cfg.placement, cfg.nodes, cfg.layout.key_end());
+    (from..cfg.layout.key_end()).map(Key).find(|k| homes.home(*k) == node).unwrap()
 }
 
 /// splitmix64: a small seeded generator.

@@ -264,6 +264,27 @@ impl Config {
         }
     }
 
+    /// The cluster id this node's frames carry, and the only one it accepts: `cluster_id`
+    /// combined with a digest of what all nodes of a cluster must agree on (the node count,
+    /// the layout, the placement, the technique and, under [`Technique::MultiTechnique`], the
+    /// hot keys). A node configured unlike its peers has its frames dropped by them, and
+    /// drops theirs, counted in `Stats::frames_foreign`, instead of disagreeing with them
+    /// about where keys live.
+    pub fn wire_cluster(&self) -> ClusterId {
+        let fold = |acc: u64, x: u64| crate::ids::mix(Key(acc.rotate_left(23) ^ x));
+        let mut d = fold(u64::from(self.nodes), self.layout.digest());
+        // By name, so that the digest does not depend on the order the variants are declared.
+        for name in [self.placement.name(), self.technique.name()] {
+            d = name.bytes().fold(fold(d, name.len() as u64), |a, b| fold(a, u64::from(b)));
+        }
+        if self.technique == Technique::MultiTechnique {
+            // Independent of the set's order: a sum of the keys' mixes.
+            let hot = self.hot_keys.iter().fold(0u64, |a, k| a.wrapping_add(crate::ids::mix(*k)));
+            d = fold(fold(d, hot), self.hot_keys.len() as u64);
+        }
+        ClusterId(self.cluster_id.0 ^ (d ^ (d >> 32)) as u32)
+    }
+
     /// The keys NuPS's heuristic replicates: those whose access frequency exceeds `factor`
     /// times the mean frequency (NuPS uses 100). `frequencies` are per key, from statistics
     /// the application supplies (e.g. counts in the training data); keys not listed count as 0

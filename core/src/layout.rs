@@ -26,6 +26,19 @@ enum Lens {
 pub const VALUE_LEN_MAX: u32 = 1 << 24;
 
 impl Layout {
+    /// A 64-bit digest of the layout (its range and every value length), for checking that
+    /// two nodes agree on it (see `Config::wire_cluster`).
+    pub fn digest(&self) -> u64 {
+        let fold = |acc: u64, x: u64| crate::ids::mix(crate::ids::Key(acc.rotate_left(23) ^ x));
+        let acc = fold(0x6c61_796f_7574, self.key_end);
+        match &self.lens {
+            Lens::Uniform(len) => fold(acc, u64::from(*len)),
+            Lens::Ranges(ranges) => ranges
+                .iter()
+                .fold(fold(acc, u64::MAX), |a, (first, len)| fold(fold(a, *first), u64::from(*len))),
+        }
+    }
+
     /// Keys `0..key_end`, every value `len` floats long.
     pub fn uniform(key_end: u64, len: u32) -> Result<Layout, ConfigError> {
         if key_end == 0 {

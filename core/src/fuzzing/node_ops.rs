@@ -251,29 +251,37 @@ impl Harness {
             1 => {
                 // Another cluster, or a header naming another sender: dropped.
                 let (cluster, sender) = if how & 8 == 0 {
-                    (crate::ids::ClusterId(self.cfg.cluster_id.0 ^ 1), from)
+                    (crate::ids::ClusterId(self.cfg.wire_cluster().0 ^ 1), from)
                 } else {
-                    (self.cfg.cluster_id, NodeId(from.0 ^ 2))
+                    (self.cfg.wire_cluster(), NodeId(from.0 ^ 2))
                 };
                 let frame = msg.to_frame(cluster, sender);
+                // Counted as foreign unless something read before the cluster (the length) is
+                // wrong already.
+                let foreign = matches!(
+                    wire::decode(&frame, self.cfg.wire_cluster(), self.cfg.frame_len_max),
+                    Err(crate::error::WireError::ForeignCluster { .. })
+                );
+                let before = self.node.stats().frames_foreign;
                 self.frame(from, &frame, true);
+                assert_eq!(self.node.stats().frames_foreign - before, u64::from(foreign));
             }
             2 => {
-                let mut frame = msg.to_frame(self.cfg.cluster_id, from);
+                let mut frame = msg.to_frame(self.cfg.wire_cluster(), from);
                 if let Some(last) = frame.last_mut() {
                     *last ^= how;
                 }
                 self.frame(from, &frame, false);
             }
             _ => {
-                let frame = msg.to_frame(self.cfg.cluster_id, from);
+                let frame = msg.to_frame(self.cfg.wire_cluster(), from);
                 self.frame(from, &frame, false);
             }
         }
     }
 
     fn frame(&mut self, from: NodeId, frame: &[u8], must_drop: bool) {
-        let decoded = wire::decode(frame, self.cfg.cluster_id, self.cfg.frame_len_max);
+        let decoded = wire::decode(frame, self.cfg.wire_cluster(), self.cfg.frame_len_max);
         let entries = decoded.as_ref().map(|(_, m)| entries(m)).unwrap_or(0);
         self.peer_entries_max = self.peer_entries_max.max(entries);
         let growth = growth(entries);

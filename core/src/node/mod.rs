@@ -24,8 +24,8 @@ pub use stats::{Stats, KINDS};
 pub use sync::IntentKind;
 
 use crate::config::Config;
-use crate::error::{ConfigError, OpError};
-use crate::ids::{Epoch, Key, NodeId, RequestId, Ticket, WorkerId};
+use crate::error::{ConfigError, OpError, WireError};
+use crate::ids::{ClusterId, Epoch, Key, NodeId, RequestId, Ticket, WorkerId};
 use crate::store::Store;
 use crate::time::Instant;
 use crate::wire::{self, Message, WriteKind};
@@ -65,6 +65,8 @@ struct Incoming {
 /// [`Node::poll_event`], [`Node::poll_timeout`]. Everything else is a getter.
 pub struct Node {
     cfg: Config,
+    /// [`Config::wire_cluster`], computed once.
+    wire_cluster: ClusterId,
     me: NodeId,
     store: Arc<Store>,
     cache: LocationCache,
@@ -106,6 +108,7 @@ impl Node {
             sync: SyncState::new(&cfg),
             cache: LocationCache::new(cfg.location_cache_slots),
             barrier: Barrier::new(cfg.nodes, cfg.workers_per_node),
+            wire_cluster: cfg.wire_cluster(),
             cfg,
             me,
             store,
@@ -208,14 +211,19 @@ impl Node {
     // ----- inputs from the network -----
 
     /// A frame from `from` (as the transport says). Undecodable frames, frames from another
-    /// cluster, and frames whose header names another sender are dropped and counted.
+    /// cluster or from a node configured differently (see [`Config::wire_cluster`]), and
+    /// frames whose header names another sender are dropped and counted.
     pub fn handle_frame(&mut self, now: Instant, from: NodeId, frame: &[u8]) {
-        match wire::decode(frame, self.cfg.cluster_id, self.cfg.frame_len_max) {
+        match wire::decode(frame, self.wire_cluster, self.cfg.frame_len_max) {
             Ok((h, msg)) if h.sender == from && from.0 < self.cfg.nodes => {
                 let kind = h.kind as usize % KINDS;
                 self.stats.messages_received[kind] += 1;
                 self.stats.bytes_received[kind] += frame.len() as u64;
                 self.handle_message(now, from, msg);
+            }
+            Err(WireError::ForeignCluster { .. }) => {
+                self.stats.frames_dropped += 1;
+                self.stats.frames_foreign += 1;
             }
             _ => self.stats.frames_dropped += 1,
         }
@@ -580,7 +588,7 @@ impl Node {
         } else if self.failed_peers.contains(&to) {
             self.undeliverable(to, msg);
         } else {
-            self.outbox.push_back(Transmit { to, msg, cluster: self.cfg.cluster_id, sender: self.me });
+            self.outbox.push_back(Transmit { to, msg, cluster: self.wire_cluster, sender: self.me });
         }
     }
 

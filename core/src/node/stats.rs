@@ -32,6 +32,9 @@ pub struct Stats {
     pub bytes_received: [u64; KINDS],
     /// Frames dropped because they could not be decoded or came from a stranger.
     pub frames_dropped: u64,
+    /// Of those, frames from another cluster, or from a node of this one whose configuration
+    /// differs in what all nodes must agree on (see `Config::wire_cluster`).
+    pub frames_foreign: u64,
     /// Messages dropped because their content made no sense (keys outside the layout, wrong
     /// value lengths, impossible states).
     pub messages_rejected: u64,

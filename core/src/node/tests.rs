@@ -42,10 +42,11 @@ fn garbage_and_strangers_are_dropped_and_counted() {
     // Another cluster.
     n.handle_frame(now, NodeId(1), &good.to_frame(ClusterId(1), NodeId(1)));
     // The header names a sender other than the one the transport saw.
-    n.handle_frame(now, NodeId(1), &good.to_frame(n.config().cluster_id, NodeId(0)));
+    n.handle_frame(now, NodeId(1), &good.to_frame(n.config().wire_cluster(), NodeId(0)));
     // A node id outside the cluster.
-    n.handle_frame(now, NodeId(9), &good.to_frame(n.config().cluster_id, NodeId(9)));
+    n.handle_frame(now, NodeId(9), &good.to_frame(n.config().wire_cluster(), NodeId(9)));
     assert_eq!(n.stats().frames_dropped, 5);
+    assert_eq!(n.stats().frames_foreign, 1);
     assert!(transmits(&mut n).is_empty() && events(&mut n).is_empty());
     n.check_invariants().unwrap();
 }
@@ -350,4 +351,44 @@ fn a_slot_reserved_for_a_failed_owners_answer_goes_back() {
     }
     assert_eq!(n.store().keys_held(), 0, "the reservation went back");
     n.check_invariants().unwrap();
+}
+
+#[test]
+fn a_peer_configured_differently_is_a_stranger() {
+    let now = Instant(0);
+    let base = cfg(2);
+    let msg = Message::BarrierRelease { generation: 0 };
+    let mut placement = base.clone();
+    placement.placement = match base.placement {
+        crate::Placement::Dense => crate::Placement::Hashed,
+        _ => crate::Placement::Dense,
+    };
+    let mut technique = base.clone();
+    technique.technique = crate::config::Technique::Adaptive;
+    let mut layout = base.clone();
+    layout.layout = Layout::uniform(65, 2).unwrap();
+    let mut nodes = base.clone();
+    nodes.nodes = 3;
+    let mut hot = base.clone();
+    hot.technique = crate::config::Technique::MultiTechnique;
+    let mut hot_other = hot.clone();
+    hot_other.hot_keys = alloc::sync::Arc::new([Key(1)].into_iter().collect());
+    // Settings each node may choose for itself leave the cluster id alone.
+    let mut own = base.clone();
+    own.seed ^= 1;
+    own.store_shards = 4;
+    own.request_timeout = Duration::from_secs(1);
+    assert_eq!(own.wire_cluster(), base.wire_cluster());
+    for (what, peer) in
+        [("placement", placement), ("technique", technique), ("layout", layout), ("nodes", nodes)]
+    {
+        assert_ne!(peer.wire_cluster(), base.wire_cluster(), "{what}");
+        let mut n = Node::new(base.clone(), NodeId(0)).unwrap();
+        n.handle_frame(now, NodeId(1), &msg.to_frame(peer.wire_cluster(), NodeId(1)));
+        assert_eq!((n.stats().frames_dropped, n.stats().frames_foreign), (1, 1), "{what}");
+    }
+    assert_ne!(hot.wire_cluster(), hot_other.wire_cluster(), "hot keys");
+    let mut n = Node::new(base.clone(), NodeId(0)).unwrap();
+    n.handle_frame(now, NodeId(1), &msg.to_frame(own.wire_cluster(), NodeId(1)));
+    assert_eq!(n.stats().frames_dropped, 0);
 }

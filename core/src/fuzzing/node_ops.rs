@@ -22,7 +22,7 @@
 //! | 4, 5 | a peer's plausible answer to one of the last 16 messages the node sent (a reply, a relocation, a pointer release, a forward back...) |
 //! | 6, 7, 8 | a worker's pull, push (add), push (set): key count and keys (a few outside the layout), values |
 //! | 9 | a worker's localize |
-//! | 10 | a worker's clock command, by `(op >> 5) % 5` (for `op >= 0xe0`, by the next byte `% 5`): barrier; intent (keys as for a pull, then a byte `x`: the window `[clock + x % 8, clock + x % 8 + 1 + (x >> 3) % 8)`, or an empty one for `x >= 0xf8`); `advance_clock`; `wait_sync`; `end_intents` |
+//! | 10 | a worker's clock or sampling command, by `(op >> 5) % 8` (for `op >= 0xe0`, by the next byte `% 8`): barrier; intent (keys as for a pull, then a byte `x`: the window `[clock + x % 8, clock + x % 8 + 1 + (x >> 3) % 8)`, or an empty one for `x >= 0xf8`); `advance_clock`; `wait_sync`; `end_intents`; `register_distribution` (a conformity level, then a uniform range or a few weighted keys, possibly outside the layout); `prepare_sample` (one of distributions 0 to 3, up to 15 samples, a window as an intent's); `pull_sample_keys` of an open sample (or of a handle never given out), up to 4 keys, sometimes with the wrong value length, then maybe `finish` |
 //! | 11 | time advances (a little, or past the request timeout), then `handle_timeout` |
 //! | 12 | the transport reports a peer (or a stranger, or the node itself) failed |
 //! | 13 | drain up to `n` transmits |
@@ -46,7 +46,11 @@
 //! in one message), and names only keys of the layout; every event answers a command accepted
 //! earlier, exactly once, with a completion of the right kind and length; intents, clock
 //! advances and `end_intents` are accepted or refused as their arguments say, and a clock moves
-//! by exactly one. At the end, time passes the request timeout: every accepted pull, push,
+//! by exactly one; a distribution gets the next id unless it does not fit the layout or the
+//! bound is reached; a prepared sample has exactly the samples asked for, and a refused one
+//! leaves no handle open; pulled samples lie in the layout and in their distribution's support,
+//! and use up exactly the samples pulled (none on a refused pull).
+//! At the end, time passes the request timeout: every accepted pull, push,
 //! localize and `wait_sync` has completed, and nothing is pending.
 
 use alloc::collections::VecDeque;
@@ -59,10 +63,11 @@ use crate::config::Placement;
 use crate::config::{Config, Technique};
 use crate::error::OpError;
 use crate::ids::Clock;
-use crate::ids::{Epoch, Key, NodeId, RequestId, Ticket, Version, WorkerId};
+use crate::ids::{DistId, Epoch, Key, NodeId, RequestId, SampleHandle, Ticket, Version, WorkerId};
 use crate::layout::Layout;
 use crate::node::{Completion, IntentKind, Node, HOPS_MAX};
 use crate::placement::Homes;
+use crate::sampling::{Conformity, Distribution, SampleError, Sampler, SamplingOptions};
 use crate::time::{Duration, Instant};
 use crate::wire::{self, FailReason, Message, Moved, OwnerChange, Release, WriteKind, HEADER_LEN};
 
@@ -101,6 +106,14 @@ pub fn node_ops_config(technique: Technique, placement: Placement) -> Config {
     // Room for two keys per frame, so that long batches are split by length as well.
     cfg.frame_len_max = HEADER_LEN + 64 + 2 * (24 + 4 * LEN);
     cfg.request_timeout = Duration::from_millis(100);
+    cfg.sampling = SamplingOptions {
+        pool_size: 6,
+        reuse: 2,
+        with_replacement: true,
+        distributions_max: 3,
+        handles_max: 3,
+        sample_size_max: 12,
+    };
     cfg
 }
 
@@ -150,6 +163,9 @@ struct Harness {
     recent: VecDeque<(NodeId, Message)>,
     /// The most keys (or entries) in one message a peer sent.
     peer_entries_max: usize,
+    /// Each worker's sampler, and the handles of samples prepared and not finished.
+    samplers: Vec<Sampler>,
+    handles: Vec<(usize, SampleHandle, DistId)>,
 }
 
 impl Harness {
@@ -162,7 +178,6 @@ impl Harness {
         let homes = Homes::new(cfg.placement, NODES, KEYS);
         let homed = (0..KEYS).map(Key).filter(|k| homes.home(*k) == ME).collect();
         Harness {
-            node,
             cfg,
             homed,
             auto_drain,
@@ -175,6 +190,11 @@ impl Harness {
             outbox_max: 0,
             recent: VecDeque::new(),
             peer_entries_max: 0,
+            samplers: (0..WORKERS)
+                .map(|w| node.sampler(WorkerId(w)).unwrap_or_else(|e| panic!("sampler of worker {w}: {e}")))
+                .collect(),
+            handles: Vec::new(),
+            node,
         }
     }
 
@@ -407,7 +427,10 @@ impl Harness {
         let exists = worker.0 < WORKERS;
         let now = self.now;
         let which = if op >= 0xe0 { b.u8() } else { op >> 5 };
-        match which % 5 {
+        match which % 8 {
+            5 => self.register_distribution(b),
+            6 => self.prepare_sample(worker, b),
+            7 => self.pull_sample(b),
             0 => self.command(10 | (op & 0xf0), b),
             3 => self.command(11 | (op & 0xf0), b),
             1 => {
@@ -434,12 +457,128 @@ impl Harness {
                 self.after_input(0);
             }
             _ => {
+                // 4
                 let r = self.node.end_intents(now, worker);
                 let want = if exists { Ok(()) } else { Err(OpError::InvalidArgument) };
                 assert_eq!(r, want, "end_intents of worker {worker}");
                 self.after_input(0);
             }
         }
+    }
+
+    /// Registers a uniform distribution over a key range, or a weighted one over a few keys
+    /// (either may reach outside the layout), at a conformity level the next byte picks.
+    fn register_distribution(&mut self, b: &mut Bytes<'_>) {
+        let conformity =
+            [Conformity::Conform, Conformity::Bounded, Conformity::LongTerm, Conformity::NonConform]
+                [usize::from(b.u8() % 4)];
+        let shape = b.u8();
+        let dist = if shape < 0xc0 {
+            Distribution::uniform(small_key(b.u8()), small_key(b.u8()))
+        } else {
+            let keys: Vec<Key> = (0..shape % 5).map(|_| small_key(b.u8())).collect();
+            let weights: Vec<f64> = keys.iter().map(|_| f64::from(b.u8() % 8)).collect();
+            Distribution::weighted(&keys, &weights)
+        };
+        let Ok(dist) = dist else { return };
+        let before = self.node.sampling_registry().len();
+        let fits = dist.fits(&self.cfg.layout);
+        let r = self.node.register_distribution(self.now, dist, conformity);
+        let want = if !fits {
+            Err(OpError::Sampling(SampleError::BadDistribution))
+        } else if before >= self.cfg.sampling.distributions_max {
+            Err(OpError::Sampling(SampleError::TooManyDistributions))
+        } else {
+            Ok(DistId(before as u32))
+        };
+        assert_eq!(r, want, "register_distribution with {before} registered");
+        // One distribution check to each peer.
+        self.after_input(growth(0));
+    }
+
+    /// Prepares a few samples of one of the first distributions (or of one never registered)
+    /// for `worker`, for a window as an intent's.
+    fn prepare_sample(&mut self, worker: WorkerId, b: &mut Bytes<'_>) {
+        let dist = DistId(u32::from(b.u8() % 4));
+        let n = u64::from(b.u8() % 16);
+        let x = b.u8();
+        let clock = self.node.clock(worker).0;
+        let start = clock + u64::from(x % 8);
+        let end = start + 1 + u64::from((x >> 3) % 8);
+        let w = usize::from(worker.0).min(self.samplers.len() - 1);
+        let open = self.samplers[w].open_handles();
+        let known = (dist.0 as usize) < self.node.sampling_registry().len();
+        let r = self.node.prepare_sample(
+            self.now,
+            &mut self.samplers[w],
+            worker,
+            dist,
+            n,
+            Clock(start),
+            Clock(end),
+        );
+        match r {
+            Ok(handle) => {
+                assert!(worker.0 < WORKERS && known, "prepared for worker {worker}, {dist:?}");
+                assert!(n > 0 && n <= self.cfg.sampling.sample_size_max);
+                assert_eq!(self.samplers[w].left(handle), Ok(n));
+                assert_eq!(self.samplers[w].open_handles(), open + 1);
+                assert!(open < self.cfg.sampling.handles_max);
+                self.handles.push((w, handle, dist));
+            }
+            Err(e) => {
+                assert_eq!(self.samplers[w].open_handles(), open, "{e}: a handle stayed open");
+                if worker.0 >= WORKERS {
+                    assert_eq!(e, OpError::InvalidArgument);
+                } else if !known {
+                    assert_eq!(e, OpError::Sampling(SampleError::UnknownDistribution { dist }));
+                }
+            }
+        }
+        // Under relocation the drawn keys are localized at once: two frames per key at most.
+        self.after_input(growth(n as usize));
+    }
+
+    /// Pulls a few keys of one of the open samples (or of a handle never given out), then
+    /// maybe finishes it.
+    fn pull_sample(&mut self, b: &mut Bytes<'_>) {
+        let pick = b.u8();
+        let count = usize::from(b.u8() % 5);
+        let shape = b.u8();
+        let values_len = if shape >= 0xf0 { count * LEN + 1 } else { count * LEN };
+        let (w, handle, dist) = match self.handles.get(usize::from(pick) % self.handles.len().max(1)) {
+            Some(&(w, h, d)) if pick < 0xf0 => (w, h, Some(d)),
+            _ => (usize::from(pick & 1), SampleHandle(1 << 40 | u64::from(pick)), None),
+        };
+        let known = dist.is_some();
+        let left = self.samplers[w].left(handle);
+        let mut keys = alloc::vec![Key(u64::MAX); count];
+        let r = self.node.pull_sample_keys(&mut self.samplers[w], handle, &mut keys, values_len);
+        match r {
+            Ok(()) => {
+                assert!(known, "pulled from a handle never given out");
+                assert_eq!(values_len, count * LEN);
+                let reg = dist.and_then(|d| self.node.sampling_registry().get(d).ok());
+                for k in &keys {
+                    assert!(self.cfg.layout.contains(*k), "sampled {k}, outside the layout");
+                    if let Some(reg) = &reg {
+                        assert!(reg.dist.probability(*k) > 0.0, "sampled {k}, outside the distribution");
+                    }
+                }
+                assert_eq!(self.samplers[w].left(handle), left.map(|l| l - count as u64));
+            }
+            Err(e) => {
+                if !known {
+                    assert_eq!(e, OpError::Sampling(SampleError::UnknownHandle { handle }));
+                }
+                assert_eq!(self.samplers[w].left(handle), left, "{e}: samples used up");
+            }
+        }
+        if known && shape & 1 == 1 {
+            assert_eq!(self.samplers[w].finish(handle), Ok(()));
+            self.handles.retain(|(_, h, _)| *h != handle);
+        }
+        self.after_input(0);
     }
 
     /// The most frames a timer may add: a sync round sends at most an entry per key of the

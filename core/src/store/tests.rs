@@ -273,8 +273,8 @@ fn a_never_touched_key_moves_with_its_initial_value() {
 }
 
 #[test]
-fn dense_pages_of_a_wide_range_are_found_by_a_map() {
-    // 2^40 keys over 2 nodes: 2^23 pages per shard, too many to index directly.
+fn a_range_too_wide_to_index_keeps_its_keys_in_tables() {
+    // 2^40 keys over 2 nodes: 2^23 pages per shard, too many to index, so no page is made.
     let mut c = Config::new(2, 1, Layout::uniform(1 << 40, 4).unwrap());
     c.placement = Placement::Dense;
     let a = Store::new(&c, NodeId(0));
@@ -292,7 +292,10 @@ fn dense_pages_of_a_wide_range_are_found_by_a_map() {
         assert!(other.read(k, &mut out));
         assert_eq!(out, [k.0 as f32; 4]);
     }
-    // Five pages, not an index over the range.
+    // Five table slots, neither pages nor an index over the range.
+    for s in [&a, &b] {
+        assert!(s.shards.iter().all(|sh| sh.lock().pages.is_empty()));
+    }
     let bytes = a.footprint().slots + b.footprint().slots;
     assert!(bytes < 1 << 20, "{bytes} bytes of slots for {} keys", keys.len());
 }

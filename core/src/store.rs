@@ -476,32 +476,27 @@ impl Store {
         }
     }
 
-    /// A home key of page `page` of shard `i` is about to be used: whether its page is allocated
-    /// (its record is there). If not, its slot is in the table, created now if the key was never
-    /// touched; that may make the page's keys dense enough for the page, which then takes them
-    /// (and the answer is yes). `None` if the slot cannot be created (the arena is full).
-    fn touch_home(&self, shard: &mut Shard, i: usize, page: u64, key: Key) -> Option<bool> {
-        if page_of(&shard.pages, page).is_some() {
-            return Some(true);
-        }
-        if shard.map.contains_key(&key) {
-            return Some(false);
-        }
-        self.materialize(shard, key)?;
+    /// A home key of page `page` of shard `i`, whose page is not allocated and which has no
+    /// slot in the table, is touched for the first time. If that makes the page's keys dense
+    /// enough, the page is allocated and takes the table's slots of its keys, and the answer is
+    /// true (the key is then untouched in the page). Otherwise the key counts toward the page
+    /// and the caller creates its slot in the table (if that fails, for want of arena room, the
+    /// page only comes one key early).
+    fn first_touch(&self, shard: &mut Shard, i: usize, page: u64) -> bool {
         let Some(at) = usize::try_from(page).ok().filter(|p| (*p as u64) < self.pages_max) else {
-            return Some(false);
+            return false;
         };
         if at >= shard.pages.len() {
             shard.pages.resize_with(at + 1, PageEntry::default);
         }
         let keys = self.page_len(i, at as u64);
         let entry = &mut shard.pages[at];
-        entry.table_keys = entry.table_keys.saturating_add(1);
-        if usize::from(entry.table_keys) < self.promote_at(keys) {
-            return Some(false);
+        if usize::from(entry.table_keys) + 1 >= self.promote_at(keys) {
+            self.promote(shard, i, at, keys);
+            return true;
         }
-        self.promote(shard, i, at, keys);
-        Some(true)
+        entry.table_keys += 1;
+        false
     }
 
     /// How many keys page `at` of shard `i` has: all but a shard's last page have
@@ -616,15 +611,28 @@ impl Store {
             }
         };
         let mut guard = self.shards[shard].lock();
-        let shard = &mut *guard;
+        self.with_table_value::<REPLICA, R>(&mut guard, key, mix, || self.table_home_mix(mix), f)
+    }
+
+    /// [`Store::with_value`] of a key whose slot belongs in `shard`'s table (its mix is `mix`);
+    /// `home` says, when the key has no slot, whether this is its home node (which creates it).
+    #[inline(always)]
+    fn with_table_value<const REPLICA: bool, R>(
+        &self,
+        shard: &mut Shard,
+        key: Key,
+        mix: u64,
+        home: impl FnOnce() -> bool,
+        f: impl FnOnce(&mut [f32], Option<&mut [f32]>, &mut Version) -> R,
+    ) -> Option<R> {
         if let Some(slot) = shard.map.get_mut_mixed(mix, key) {
             return Self::apply::<REPLICA, R>(&mut shard.arena, slot, f);
         }
-        if !self.table_home_mix(mix) {
+        if !home() {
             return None;
         }
         self.materialize(shard, key)?;
-        let slot = shard.map.get_mut(&key)?;
+        let slot = shard.map.get_mut_mixed(mix, key)?;
         Self::apply::<REPLICA, R>(&mut shard.arena, slot, f)
     }
 
@@ -644,10 +652,16 @@ impl Store {
         let shard = &mut *guard;
         let len = self.layout.len_of(key)?;
         let stride = self.page_stride;
-        if page_of(&shard.pages, page).is_none() && !self.touch_home(shard, i, page, key)? {
-            // The key's slot is in the table, as under the hashed placement.
-            let slot = shard.map.get_mut(&key)?;
-            return Self::apply::<REPLICA, R>(&mut shard.arena, slot, f);
+        if page_of(&shard.pages, page).is_none() {
+            // The key's slot is in the table (or goes there), as under the hashed placement,
+            // unless this first touch allocates the page.
+            let mix = mix(key);
+            if let Some(slot) = shard.map.get_mut_mixed(mix, key) {
+                return Self::apply::<REPLICA, R>(&mut shard.arena, slot, f);
+            }
+            if !self.first_touch(shard, i, page) {
+                return self.with_table_value::<REPLICA, R>(shard, key, mix, || true, f);
+            }
         }
         let Shard { map, arena, pages, .. } = shard;
         let p = page_of_mut(pages, page)?;
@@ -916,8 +930,11 @@ impl Store {
         let i = shard;
         let mut guard = self.shards[i].lock();
         let shard = &mut *guard;
-        if page_of(&shard.pages, page).is_none() && !self.touch_home(shard, i, page, key)? {
-            return self.take_table(shard, key, mix(key), true, to, out);
+        if page_of(&shard.pages, page).is_none() {
+            let mix = mix(key);
+            if shard.map.get_mixed(mix, key).is_some() || !self.first_touch(shard, i, page) {
+                return self.take_table(shard, key, mix, true, to, out);
+            }
         }
         let p = page_of_mut(&mut shard.pages, page)?;
         let slot = p.slots.get_mut(pos)?;

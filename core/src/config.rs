@@ -271,7 +271,7 @@ impl Config {
     /// drops theirs, counted in `Stats::frames_foreign`, instead of disagreeing with them
     /// about where keys live.
     pub fn wire_cluster(&self) -> ClusterId {
-        let fold = |acc: u64, x: u64| crate::ids::mix(Key(acc.rotate_left(23) ^ x));
+        let fold = crate::ids::fold_digest;
         let mut d = fold(u64::from(self.nodes), self.layout.digest());
         // By name, so that the digest does not depend on the order the variants are declared.
         for name in [self.placement.name(), self.technique.name()] {

@@ -99,6 +99,13 @@ impl Version {
     }
 }
 
+/// One step of a digest: folds `x` into `h`. The fingerprints and digests nodes compare
+/// (distributions, the shared configuration) are chains of it.
+#[inline]
+pub fn fold_digest(h: u64, x: u64) -> u64 {
+    mix(Key(h ^ x)).rotate_left(17)
+}
+
 /// Multiplicative hash (Knuth) of a key, used for home nodes, shards and caches so that they
 /// don't correlate with each other or with `key % n` patterns in the data.
 #[inline]

@@ -29,7 +29,7 @@ impl Layout {
     /// A 64-bit digest of the layout (its range and every value length), for checking that
     /// two nodes agree on it (see `Config::wire_cluster`).
     pub fn digest(&self) -> u64 {
-        let fold = |acc: u64, x: u64| crate::ids::mix(crate::ids::Key(acc.rotate_left(23) ^ x));
+        let fold = crate::ids::fold_digest;
         let acc = fold(0x6c61_796f_7574, self.key_end);
         match &self.lens {
             Lens::Uniform(len) => fold(acc, u64::from(*len)),

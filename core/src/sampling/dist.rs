@@ -7,7 +7,7 @@ use hashbrown::HashSet;
 
 use super::rng::SampleRng;
 use super::SampleError;
-use crate::ids::{mix, Key};
+use crate::ids::Key;
 use crate::layout::Layout;
 
 /// Walker's alias table: draw a column uniformly, then keep it with probability `keep` or take
@@ -117,7 +117,7 @@ impl Distribution {
 
     /// A hash of the distribution, equal on every node that registered the same one.
     pub fn fingerprint(&self) -> u64 {
-        let fold = |h: u64, x: u64| mix(Key(h ^ x)).rotate_left(17);
+        let fold = crate::ids::fold_digest;
         match self {
             Distribution::Uniform { start, end } => fold(fold(1, start.0), end.0),
             Distribution::Weighted(t) => {

@@ -8,7 +8,7 @@ use core::sync::atomic::{AtomicU32, Ordering};
 use super::pool::Pool;
 use super::rng::SampleRng;
 use super::{Conformity, Distribution, SampleError, SamplingOptions};
-use crate::ids::{mix, DistId, Key, NodeId};
+use crate::ids::{DistId, NodeId};
 use crate::layout::Layout;
 
 /// One registered distribution.
@@ -66,7 +66,7 @@ impl Registry {
         let fingerprint =
             [conformity as u64, u64::from(o.pool_size), u64::from(o.reuse), o.with_replacement as u64]
                 .into_iter()
-                .fold(dist.fingerprint(), |h, x| mix(Key(h ^ x)).rotate_left(7));
+                .fold(dist.fingerprint(), crate::ids::fold_digest);
         let mut e = self.entries.lock();
         if e.len() >= self.opts.distributions_max {
             return Err(SampleError::TooManyDistributions);

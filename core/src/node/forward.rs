@@ -386,8 +386,9 @@ impl Node {
             let len = self.cfg.layout.len_of(m.key).unwrap_or(0);
             let v = &values[at..at + len];
             at += len;
-            // A key this node asked for has its slot reserved since the request.
-            let reserved = self.incoming.contains_key(&m.key);
+            // A key this node asked for has its slot reserved since the request; the
+            // reservation belongs to the key's entry in `incoming`.
+            let reserved = if self.incoming.contains_key(&m.key) { Reserved::Incoming } else { Reserved::No };
             if let Some(change) = self.install_moved(from, m, v, reserved) {
                 updates.push(change);
                 arrived.push(m.key);
@@ -424,12 +425,16 @@ impl Node {
         from: NodeId,
         m: &Moved,
         values: &[f32],
-        reserved: bool,
+        reserved: Reserved,
     ) -> Option<(NodeId, OwnerChange)> {
-        match self.store.install(m.key, m.epoch, m.version, values, reserved) {
+        match self.store.install(m.key, m.epoch, m.version, values, reserved != Reserved::No) {
             Ok(()) => {}
             Err(e) => {
-                if reserved {
+                // A sync round's reservation ended with its answer. An `incoming` entry keeps
+                // its own until the entry goes (the key may still come: this copy may have
+                // been a stale or bogus one); giving it back here left the entry without one,
+                // so that more keys could be on their way than `store_keys_max`.
+                if reserved == Reserved::Round {
                     self.store.unreserve_slots(1);
                 }
                 if matches!(e, InstallError::Full | InstallError::ArenaFull) && self.home(m.key) != self.me {
@@ -637,4 +642,16 @@ enum Fwd<'a> {
     Pull(RequestId),
     Write(RequestId, WriteKind, &'a [(Key, &'a [f32])]),
     Localize,
+}
+
+/// Whose reservation, if any, a key handed over to this node may take (see
+/// [`Node::install_moved`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Reserved {
+    /// None: the key takes a slot of its own, if there is room.
+    No,
+    /// The sync round's entry for the key, which its answer ends.
+    Round,
+    /// The key's entry in `incoming`, which keeps it while the entry stays.
+    Incoming,
 }

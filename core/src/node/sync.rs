@@ -1118,7 +1118,11 @@ impl Node {
             let v = values.get(at..at + len).unwrap_or(&[]);
             at += len;
             answered.push(m.key);
-            let reserved = self.sync.reserved.remove(&m.key);
+            let reserved = if self.sync.reserved.remove(&m.key) {
+                super::forward::Reserved::Round
+            } else {
+                super::forward::Reserved::No
+            };
             let Some(change) = self.install_moved(from, m, v, reserved) else { continue };
             // Reported to the home node with the next round's grouped request.
             self.sync.owner_updates.push(change);

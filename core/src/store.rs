@@ -869,6 +869,36 @@ impl Store {
         }
     }
 
+    /// With one lookup: `None` if a worker's access to `key` is local ([`Store::is_local`]),
+    /// else its [`Store::whereabouts`] (then `Away` or `Unknown`).
+    #[inline]
+    pub fn whereabouts_if_remote(&self, key: Key) -> Option<Whereabouts> {
+        match self.place(key) {
+            Place::Table { shard, mix } => match self.shards[shard].lock().map.get_mixed(mix, key) {
+                Some(s) if s.state == State::Away => Some(Whereabouts::Away(s.owner, s.epoch)),
+                Some(_) => None,
+                None if self.table_home_mix(mix) => None,
+                None => Some(Whereabouts::Unknown),
+            },
+            Place::Page { shard, page, pos } => {
+                let shard = self.shards[shard].lock();
+                if page_of(&shard.pages, page).is_none() {
+                    // In the table, or untouched.
+                    return match shard.map.get(&key) {
+                        Some(s) if s.state == State::Away => Some(Whereabouts::Away(s.owner, s.epoch)),
+                        _ => None,
+                    };
+                }
+                match home_record(&shard.pages, page, pos) {
+                    Some(s) if s.state == HomeState::Away && !shard.map.contains_key(&key) => {
+                        Some(Whereabouts::Away(s.owner, s.epoch))
+                    }
+                    _ => None,
+                }
+            }
+        }
+    }
+
     /// Removes the main copy of `key` to hand it to `to`: appends the value to `out` and
     /// returns the new epoch and the version. On the home node the slot becomes "away at `to`".
     pub fn take(&self, key: Key, to: NodeId, out: &mut Vec<f32>) -> Option<(Epoch, Version)> {

@@ -155,10 +155,21 @@ impl Node {
 
     /// Where an origin sends a request for `key`, which it does not hold.
     pub(super) fn route(&self, key: Key) -> NodeId {
-        if let Some(owner) = self.replica_owner(key) {
-            return owner;
+        match self.replica_owner(key) {
+            Some(owner) => owner,
+            None => self.route_past_replicas(key, self.store.whereabouts(key)),
         }
-        match self.store.whereabouts(key) {
+    }
+
+    /// [`Node::route`] of `key`, whose whereabouts here are `w`.
+    pub(super) fn route_with(&self, key: Key, w: Whereabouts) -> NodeId {
+        self.replica_owner(key).unwrap_or_else(|| self.route_past_replicas(key, w))
+    }
+
+    /// [`Node::route`] of a key this node holds no replica of and sent no final delta for,
+    /// whose whereabouts here are `w`.
+    fn route_past_replicas(&self, key: Key, w: Whereabouts) -> NodeId {
+        match w {
             Whereabouts::Away(owner, _) => owner,
             _ => self
                 .pointers

@@ -48,6 +48,7 @@ use super::{Node, HOPS_MAX};
 use crate::config::Technique;
 use crate::error::OpError;
 use crate::ids::{Clock, Key, NodeId, Ticket, WorkerId};
+use crate::store::Whereabouts;
 use crate::time::{Duration, Instant};
 use crate::timing::ActionTimer;
 use crate::wire::{Message, Moved, OwnerChange, Refresh, ReplicaSync};
@@ -140,6 +141,14 @@ struct Local {
     announced: bool,
 }
 
+/// A touched key that needs an entry in the round's messages (see `Node::settle_quiet`).
+#[derive(Clone, Copy, Debug)]
+struct Kept {
+    key: Key,
+    /// The node its entry goes to, where known already.
+    to: Option<NodeId>,
+}
+
 /// A replica this node holds.
 #[derive(Clone, Copy, Debug)]
 struct ReplicaMeta {
@@ -198,6 +207,8 @@ pub(super) struct SyncState {
     /// Keys whose aggregated intent changed, or that need another try, at the next round. A key
     /// may be in it more than once; the round sorts it and drops the repeats.
     touched: Vec<Key>,
+    /// The touched keys a round makes entries for (a buffer kept from round to round).
+    kept: Vec<Kept>,
     replicas: KeyMap<ReplicaMeta>,
     /// Replicas dropped this round whose final delta is on its way, and to which owner: this
     /// node's requests for them go there too, behind the delta (per-pair FIFO), so a worker's
@@ -242,6 +253,7 @@ impl SyncState {
             intent_keys: 0,
             local: KeyMap::default(),
             touched: Vec::new(),
+            kept: Vec::new(),
             replicas: KeyMap::default(),
             finals: KeyMap::default(),
             reserved: KeySet::default(),
@@ -553,14 +565,15 @@ impl Node {
         let mut out: BTreeMap<NodeId, SyncOut> = BTreeMap::new();
         self.drop_replicas_of_failed_owners();
         let touched = core::mem::take(&mut self.sync.touched);
-        let touched = self.settle_quiet(touched);
-        for &k in &touched {
+        let kept = self.settle_quiet(&touched);
+        recycle(&mut self.sync.touched, touched);
+        for &Kept { key: k, to } in &kept {
             let l = self.sync.local.get(&k).copied().unwrap_or_default();
             if l.count > 0 {
                 // Not here: `settle_quiet` took the keys that are, and nothing in this loop
                 // brings a key here. The answer may be the key itself: make sure there is
                 // room for it.
-                let to = self.route(k);
+                let to = to.unwrap_or_else(|| self.route(k));
                 if self.failed_peers.contains(&to) {
                     // The key's way leads through a failed node: accesses will fail with
                     // `PeerFailed`; asking again every round would only spin. A slot reserved
@@ -595,7 +608,7 @@ impl Node {
                     self.stats.deltas_sent += u64::from(t.nonzero);
                 }
             } else if l.announced {
-                let to = self.route(k);
+                let to = to.unwrap_or_else(|| self.route(k));
                 if !self.failed_peers.contains(&to) {
                     out.entry(to).or_default().ends.push(k);
                     self.sync.outstanding.insert(k);
@@ -605,7 +618,7 @@ impl Node {
             }
             self.sync.local.remove(&k);
         }
-        recycle(&mut self.sync.touched, touched);
+        recycle(&mut self.sync.kept, kept);
         let mut replicas: Vec<(Key, NodeId)> =
             self.sync.replicas.iter().map(|(k, m)| (*k, m.owner)).collect();
         replicas.sort_unstable_by_key(|(k, _)| *k);
@@ -687,25 +700,25 @@ impl Node {
     }
 
     /// Settles the touched keys whose change needs no message and returns the others in key
-    /// order, the order their entries take in the messages. A key is quiet if it has intent
-    /// and is here already, or if its intent ended with nothing to tell another node (no
+    /// order, the order their entries take in the messages, each with the node its entry goes
+    /// to where the store was asked on the way. A key is quiet if it has
+    /// intent and is here already, or if its intent ended with nothing to tell another node (no
     /// replica, and no start sent or the key's main copy is here). Settling one quiet key
     /// depends on no other key, so the quiet ones are settled in the order they were touched,
-    /// without sorting them.
-    fn settle_quiet(&mut self, mut touched: Vec<Key>) -> Vec<Key> {
-        let mut kept = 0;
-        for i in 0..touched.len() {
-            let k = touched[i];
+    /// without sorting them. Nothing the round does with one kept key changes another's state,
+    /// so the routes found here still hold when its entry is made.
+    fn settle_quiet(&mut self, touched: &[Key]) -> Vec<Kept> {
+        let mut kept = core::mem::take(&mut self.sync.kept);
+        for &k in touched {
             let l = self.sync.local.get(&k).copied().unwrap_or_default();
             if l.count > 0 {
-                if self.store.is_local(k) {
-                    continue;
-                }
+                let Some(w) = self.store.whereabouts_if_remote(k) else { continue };
+                kept.push(Kept { key: k, to: Some(self.route_with(k, w)) });
             } else if !self.sync.replicas.contains_key(&k) {
                 if l.announced {
-                    if !self.store.holds(k) {
-                        touched[kept] = k;
-                        kept += 1;
+                    let w = self.store.whereabouts(k);
+                    if !matches!(w, Whereabouts::Here(_)) {
+                        kept.push(Kept { key: k, to: Some(self.route_with(k, w)) });
                         continue;
                     }
                     // The key's owner is this node (the key came here for the intent, or
@@ -714,13 +727,14 @@ impl Node {
                     self.holder_gone(k, self.me);
                 }
                 self.sync.local.remove(&k);
-                continue;
+            } else {
+                // Its replica goes, to the replica's owner.
+                kept.push(Kept { key: k, to: None });
             }
-            touched[kept] = k;
-            kept += 1;
         }
-        touched.truncate(kept);
-        sorted(touched)
+        kept.sort_unstable_by_key(|e| e.key);
+        kept.dedup_by_key(|e| e.key);
+        kept
     }
 
     /// Action timing and aggregation: expire intents whose end the worker reached, act on
@@ -1111,19 +1125,22 @@ impl Node {
         values: &[f32],
     ) {
         let mut at = 0;
-        let mut answered: Vec<Key> =
+        // Each answered key, and whether its main copy was installed here by this answer (its
+        // reservation is settled then, and its accesses are local).
+        let mut answered: Vec<(Key, bool)> =
             Vec::with_capacity(relocated.len() + refreshed.len() + acks.len() + failed.len());
         for m in relocated {
             let len = self.cfg.layout.len_of(m.key).unwrap_or(0);
             let v = values.get(at..at + len).unwrap_or(&[]);
             at += len;
-            answered.push(m.key);
             let reserved = if self.sync.reserved.remove(&m.key) {
                 super::forward::Reserved::Round
             } else {
                 super::forward::Reserved::No
             };
-            let Some(change) = self.install_moved(from, m, v, reserved) else { continue };
+            let change = self.install_moved(from, m, v, reserved);
+            answered.push((m.key, change.is_some()));
+            let Some(change) = change else { continue };
             // Reported to the home node with the next round's grouped request.
             self.sync.owner_updates.push(change);
             self.arrived(now, m.key);
@@ -1132,7 +1149,7 @@ impl Node {
             let len = self.cfg.layout.len_of(f.key).unwrap_or(0);
             let v = values.get(at..at + len).unwrap_or(&[]);
             at += len;
-            answered.push(f.key);
+            answered.push((f.key, false));
             self.learn_owner(f.key, from);
             if self.store.holds(f.key) {
                 continue;
@@ -1157,7 +1174,7 @@ impl Node {
             }
         }
         for &k in acks {
-            answered.push(k);
+            answered.push((k, false));
             if let Some(meta) = self.sync.replicas.get_mut(&k) {
                 meta.refreshed = now;
             }
@@ -1166,18 +1183,21 @@ impl Node {
             }
         }
         for &k in failed {
-            answered.push(k);
+            answered.push((k, false));
             self.stats.sync_entries_failed += 1;
             self.sync.touched.push(k);
         }
-        for k in answered {
+        for (k, installed) in answered {
             self.release_reservation(k);
             if round == self.sync.round {
                 self.sync.outstanding.remove(&k);
-                self.sync.finals.remove(&k);
+                if !self.sync.finals.is_empty() {
+                    self.sync.finals.remove(&k);
+                }
             }
-            // Intent that is still not served locally is tried again next round.
-            if self.local_count(k) > 0 && !self.store.is_local(k) {
+            // Intent that is still not served locally is tried again next round. (A key just
+            // installed is local: nothing in this answer takes it away again.)
+            if !installed && self.local_count(k) > 0 && !self.store.is_local(k) {
                 self.sync.touched.push(k);
             }
         }
@@ -1227,7 +1247,9 @@ impl Node {
 
     /// Where this node's sync entries and requests for a replicated key go: its owner.
     pub(super) fn replica_owner(&self, key: Key) -> Option<NodeId> {
-        self.sync.replicas.get(&key).map(|m| m.owner).or_else(|| self.sync.finals.get(&key).copied())
+        let finals = &self.sync.finals;
+        let in_finals = || if finals.is_empty() { None } else { finals.get(&key).copied() };
+        self.sync.replicas.get(&key).map(|m| m.owner).or_else(in_finals)
     }
 
     // ----- checks -----

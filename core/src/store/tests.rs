@@ -409,3 +409,41 @@ fn a_sparsely_touched_dense_range_costs_about_what_hashed_does() {
     // Allocating a page on first touch would take 256 * 48 bytes per page: 16 times more.
     assert!(dense * 4 <= hashed * 5, "dense {dense} bytes, hashed {hashed} bytes for {n} keys");
 }
+
+/// `whereabouts_if_remote` answers exactly what `whereabouts` and `is_local` answer, for a key in
+/// each state: untouched at home and elsewhere, owned, moved away (with and without a replica
+/// at home), moved in, and a replica away from home.
+#[test]
+fn whereabouts_if_remote_agrees_with_its_two_questions() {
+    for placement in PLACEMENTS {
+        let c = cfg_in(3, placement);
+        let stores: Vec<Store> = (0..3).map(|n| Store::new(&c, NodeId(n))).collect();
+        let check = |what: &str| {
+            for s in &stores {
+                for k in (0..c.layout.key_end()).map(Key) {
+                    let remote = (!s.is_local(k)).then(|| s.whereabouts(k));
+                    assert_eq!(s.whereabouts_if_remote(k), remote, "{placement:?} {what}: key {k:?}");
+                }
+            }
+        };
+        check("untouched");
+        // Keys homed on node 0: one stays owned, one moves to 1, one moves to 1 and node 0
+        // and node 2 get replicas of it.
+        let homed: Vec<Key> = (0..).map(Key).filter(|k| home(&c, *k) == NodeId(0)).take(3).collect();
+        assert!(stores[0].add(homed[0], &[1.0; 4]));
+        for &k in &homed[1..] {
+            let mut buf = vec![];
+            let (e, v) = stores[0].take(k, NodeId(1), &mut buf).unwrap();
+            stores[1].install(k, e, v, &buf, false).unwrap();
+        }
+        let mut val = vec![];
+        let v = stores[1].read_versioned(homed[2], &mut val).unwrap();
+        stores[0].install_replica(homed[2], NodeId(1), v, &val).unwrap();
+        stores[2].install_replica(homed[2], NodeId(1), v, &val).unwrap();
+        check("moved and replicated");
+        assert_eq!(stores[0].whereabouts_if_remote(homed[2]), None, "a replica at home");
+        assert_eq!(stores[0].whereabouts_if_remote(homed[1]), Some(Whereabouts::Away(NodeId(1), Epoch(1))));
+        assert_eq!(stores[2].whereabouts_if_remote(homed[2]), None, "a replica elsewhere");
+        assert_eq!(stores[2].whereabouts_if_remote(homed[0]), Some(Whereabouts::Unknown));
+    }
+}

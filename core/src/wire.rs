@@ -562,17 +562,22 @@ impl Writer<'_> {
         // Frames are at most u32::MAX bytes, so any section count fits.
         self.u32(u32::try_from(n).unwrap_or(u32::MAX));
     }
-    fn keys(&mut self, keys: &[Key]) {
-        self.count(keys.len());
-        for k in keys {
-            self.u64(k.0);
+    /// `items`, `N` bytes each as `le` gives them, with one range check for the whole section.
+    fn array<T: Copy, const N: usize>(&mut self, items: &[T], le: impl Fn(T) -> [u8; N]) {
+        self.count(items.len());
+        let n = N * items.len();
+        if let Some(dst) = self.buf.get_mut(self.at..self.at + n) {
+            for (d, v) in dst.chunks_exact_mut(N).zip(items) {
+                d.copy_from_slice(&le(*v));
+            }
         }
+        self.at += n;
+    }
+    fn keys(&mut self, keys: &[Key]) {
+        self.array(keys, |k| k.0.to_le_bytes());
     }
     fn values(&mut self, values: &[f32]) {
-        self.count(values.len());
-        for v in values {
-            self.bytes(&v.to_le_bytes());
-        }
+        self.array(values, f32::to_le_bytes);
     }
     fn moved(&mut self, moved: &[Moved]) {
         self.count(moved.len());

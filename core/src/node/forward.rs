@@ -12,6 +12,8 @@
 
 use alloc::vec::Vec;
 
+use hashbrown::hash_map::Entry;
+
 use super::{Node, WaitingOp, HOPS_MAX};
 use crate::ids::{Epoch, Key, NodeId, RequestId};
 use crate::store::{InstallError, Whereabouts};
@@ -506,31 +508,33 @@ impl Node {
     /// At the home node: `from` now owns these keys. Records what is newer and, in any case,
     /// lets the previous owner drop its pointer for that epoch.
     pub(super) fn record_owners(&mut self, from: NodeId, changes: &[OwnerChange]) {
+        // Releases grouped by previous owner, each group in the order of `changes`.
         let mut releases: Vec<(NodeId, Release)> = Vec::with_capacity(changes.len());
         for c in changes {
             self.store.record_owner(c.key, from, c.epoch);
             releases.push((c.prev, Release { key: c.key, epoch: c.epoch }));
         }
-        let mut prevs: Vec<NodeId> = releases.iter().map(|r| r.0).collect();
-        prevs.sort_unstable();
-        prevs.dedup();
-        for p in prevs {
-            let mine: Vec<Release> = releases.iter().filter(|r| r.0 == p).map(|r| r.1).collect();
+        releases.sort_by_key(|r| r.0);
+        for group in releases.chunk_by(|a, b| a.0 == b.0) {
+            let p = group[0].0;
             if p == self.me {
-                for r in mine {
-                    self.release_pointer(r.key, r.epoch);
+                for r in group {
+                    self.release_pointer(r.1.key, r.1.epoch);
                 }
             } else {
-                for chunk in mine.chunks(self.cfg.keys_per_message_max) {
-                    self.send(p, Message::PointerRelease { released: chunk.to_vec() });
+                for chunk in group.chunks(self.cfg.keys_per_message_max) {
+                    let released = chunk.iter().map(|r| r.1).collect();
+                    self.send(p, Message::PointerRelease { released });
                 }
             }
         }
     }
 
     fn release_pointer(&mut self, key: Key, epoch: Epoch) {
-        if self.pointers.get(&key).is_some_and(|(_, e)| *e == epoch) {
-            self.pointers.remove(&key);
+        if let Entry::Occupied(e) = self.pointers.entry(key) {
+            if e.get().1 == epoch {
+                e.remove();
+            }
         }
     }
 

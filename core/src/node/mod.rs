@@ -16,6 +16,7 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 
 use hashbrown::{HashMap, HashSet};
+use keymap::KeyMap;
 
 pub use event::{Completion, Event, Transmit};
 pub use invariants::InvariantViolation;
@@ -71,8 +72,8 @@ pub struct Node {
     store: Arc<Store>,
     cache: LocationCache,
     /// Keys this node gave away: where to, and the epoch the move created.
-    pointers: HashMap<Key, (NodeId, Epoch)>,
-    incoming: HashMap<Key, Incoming>,
+    pointers: KeyMap<(NodeId, Epoch)>,
+    incoming: KeyMap<Incoming>,
     waiting_ops: usize,
     pending: HashMap<RequestId, Pending>,
     /// When pending requests are next scanned for expired deadlines (while any are pending).
@@ -112,8 +113,8 @@ impl Node {
             cfg,
             me,
             store,
-            pointers: HashMap::new(),
-            incoming: HashMap::new(),
+            pointers: KeyMap::default(),
+            incoming: KeyMap::default(),
             waiting_ops: 0,
             pending: HashMap::new(),
             next_scan: None,

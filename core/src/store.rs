@@ -1321,6 +1321,13 @@ impl Store {
         }
     }
 
+    /// Main copies held here of keys homed elsewhere (all in the shards' tables: pages hold
+    /// keys homed here only). Takes each shard's latch in turn; for checks.
+    pub fn moved_in(&self) -> usize {
+        let foreign = |(k, s): &(&Key, &Slot)| s.state == State::Owned && self.homes.home(**k) != self.me;
+        self.shards.iter().map(|shard| shard.lock().map.iter().filter(foreign).count()).sum()
+    }
+
     /// Calls `f` for every replica held here with the version of its last refresh, its value
     /// and its unsent delta. Takes each shard's latch in turn.
     pub fn for_each_replica(&self, mut f: impl FnMut(Key, Version, &[f32], &[f32])) {

@@ -57,6 +57,11 @@ impl Node {
         if self.store.keys_held() > self.cfg.store_keys_max {
             return fail("the store holds more keys than its bound", self.store.keys_held() as u64);
         }
+        // What the bound counts is exactly the main copies of keys homed elsewhere plus one
+        // reserved slot per key this node waits for: a sync start's, or an `incoming` entry's.
+        if self.store.keys_held() != self.store.moved_in() + self.sync_reserved() + self.incoming.len() {
+            return fail("the store's count of keys and reservations is off", self.store.keys_held() as u64);
+        }
         self.check_sync()
     }
 }

@@ -447,6 +447,11 @@ impl Node {
         sorted(self.sync.outstanding.iter().copied().collect())
     }
 
+    /// Store slots reserved for keys this node's sync starts asked for.
+    pub(super) fn sync_reserved(&self) -> usize {
+        self.sync.reserved.len()
+    }
+
     /// Intents kept (waiting or acted on), and the keys in them.
     pub fn intents_kept(&self) -> (usize, usize) {
         (self.sync.intents, self.sync.intent_keys)

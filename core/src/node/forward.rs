@@ -490,7 +490,7 @@ impl Node {
 
     /// `key` is held here now: complete local localizes and run what waited for it, in order.
     pub(super) fn arrived(&mut self, _now: Instant, key: Key) {
-        let Some(inc) = self.incoming.remove(&key) else { return };
+        let Some(inc) = super::keymap::remove(&mut self.incoming, &key) else { return };
         for req in inc.localizes {
             self.answer(req, key, &[]);
         }

@@ -43,7 +43,7 @@ use core::cmp::Ordering;
 use hashbrown::hash_map::Entry;
 
 use super::forward::Budget;
-use super::keymap::{KeyMap, KeySet};
+use super::keymap::{self, KeyMap, KeySet};
 use super::{Node, HOPS_MAX};
 use crate::config::Technique;
 use crate::error::OpError;
@@ -1029,7 +1029,7 @@ impl Node {
         if let Some(h) = self.sync.holders.get_mut(&key) {
             h.retain(|n| *n != node);
             if h.is_empty() {
-                self.sync.holders.remove(&key);
+                keymap::remove(&mut self.sync.holders, &key);
             }
         }
     }
@@ -1106,7 +1106,7 @@ impl Node {
         reply.relocated.push(Moved { key, epoch, version });
         self.pointers.insert(key, (to, epoch));
         self.cache.put(key, to);
-        self.sync.holders.remove(&key);
+        keymap::remove(&mut self.sync.holders, &key);
         self.stats.relocations_out += 1;
         if self.local_count(key) > 0 {
             // Without replication a node that still has intent asks for the key again.
@@ -1196,9 +1196,7 @@ impl Node {
             self.release_reservation(k);
             if round == self.sync.round {
                 self.sync.outstanding.remove(&k);
-                if !self.sync.finals.is_empty() {
-                    self.sync.finals.remove(&k);
-                }
+                keymap::remove(&mut self.sync.finals, &k);
             }
             // Intent that is still not served locally is tried again next round. (A key just
             // installed is local: nothing in this answer takes it away again.)
@@ -1233,7 +1231,7 @@ impl Node {
     /// moves on (without the hold, a key bounced to its home for want of room could be handed
     /// straight back by a stale entry, again and again, with requests chasing it).
     pub(super) fn sync_key_installed(&mut self, key: Key) {
-        if self.sync.replicas.remove(&key).is_some() {
+        if keymap::remove(&mut self.sync.replicas, &key).is_some() {
             self.stats.replicas_upgraded += 1;
         }
         if self.cfg.technique.uses_rounds() {

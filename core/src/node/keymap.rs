@@ -1,4 +1,4 @@
-//! Hash maps and sets of keys for the node's per-key protocol state.
+//! Hash maps from keys for the node's per-key protocol state.
 //!
 //! They hash with [`crate::ids::mix`] and no random seed, so a run replayed from the same inputs sees the
 //! same iteration order (the simulator's traces depend on it). Still, wherever an order reaches
@@ -6,14 +6,12 @@
 
 use core::hash::BuildHasherDefault;
 
-use hashbrown::{HashMap, HashSet};
+use hashbrown::HashMap;
 
 use crate::ids::{Key, MixHasher};
 
 /// A map from keys, hashed with [`crate::ids::mix`].
 pub(crate) type KeyMap<V> = HashMap<Key, V, BuildHasherDefault<MixHasher>>;
-/// A set of keys, hashed with [`crate::ids::mix`].
-pub(crate) type KeySet = HashSet<Key, BuildHasherDefault<MixHasher>>;
 
 /// `map.remove(key)`, without hashing the key when the map is empty: hashbrown's `get`
 /// skips an empty map at once, its `remove` does not, and several of the node's maps are

@@ -33,7 +33,9 @@
 //! When the holder's intent ends it drops the replica and sends the delta as its last.
 //!
 //! **Per-key state** is in hash tables (`super::keymap`), hashed without a random seed so that
-//! a replayed run is the same run. Every order that reaches a message is key order: the keys of
+//! a replayed run is the same run. A key's intent count and the state of its entries (slot
+//! reserved, entry outstanding, final delta on its way) share one 8-byte record, so that a
+//! round and its answer look a key up once. Every order that reaches a message is key order: the keys of
 //! a round are sorted (only those that need a message), and so are the replicas synced in it.
 
 use alloc::collections::{BTreeMap, BTreeSet, BinaryHeap};
@@ -43,7 +45,7 @@ use core::cmp::Ordering;
 use hashbrown::hash_map::Entry;
 
 use super::forward::Budget;
-use super::keymap::{self, KeyMap, KeySet};
+use super::keymap::{self, KeyMap};
 use super::{Node, HOPS_MAX};
 use crate::config::Technique;
 use crate::error::OpError;
@@ -132,13 +134,198 @@ struct WorkerIntents {
     acted: BinaryHeap<Acted>,
 }
 
-/// This node's aggregated intent for one key.
-#[derive(Clone, Copy, Debug, Default)]
-struct Local {
+/// This node's sync state for one key: its aggregated intent, and where the key's entries
+/// stand. A key has a record only while some field differs from the default.
+///
+/// Eight bytes, as the intent count alone took before the flags joined it: the record is
+/// touched on every key-intent, the flags only when an entry is made or answered.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct KeySync {
     /// Acted, unexpired intents (plus one for a key replicated for the whole run).
     count: u32,
-    /// The owner was told of this node's intent (a start was sent and no end since).
-    announced: bool,
+    /// 1 + the node a final delta of this key is on its way to (0: none). The replica was
+    /// dropped this round: this node's requests for the key go there too, behind the delta
+    /// (per-pair FIFO), so a worker's read after its last update through the replica still
+    /// sees it. (Node ids are below `u16::MAX`.)
+    final_to: u16,
+    /// `ANNOUNCED`, `RESERVED`, `OUTSTANDING`.
+    flags: u8,
+}
+
+/// The owner was told of this node's intent (a start was sent and no end since).
+const ANNOUNCED: u8 = 1;
+/// A store slot is reserved for the key's main copy, which the answer to a start (or to an
+/// upgrade offer) may bring.
+const RESERVED: u8 = 2;
+/// An entry of the open round waits for its answer. At most one per key, so a replica's
+/// delta is never in flight twice.
+const OUTSTANDING: u8 = 4;
+
+impl KeySync {
+    fn is_idle(&self) -> bool {
+        *self == KeySync::default()
+    }
+    fn announced(&self) -> bool {
+        self.flags & ANNOUNCED != 0
+    }
+    fn reserved(&self) -> bool {
+        self.flags & RESERVED != 0
+    }
+    fn outstanding(&self) -> bool {
+        self.flags & OUTSTANDING != 0
+    }
+    fn set(&mut self, flag: u8, on: bool) {
+        if on {
+            self.flags |= flag;
+        } else {
+            self.flags &= !flag;
+        }
+    }
+    fn final_to(&self) -> Option<NodeId> {
+        self.final_to.checked_sub(1).map(NodeId)
+    }
+    fn set_final_to(&mut self, to: Option<NodeId>) {
+        self.final_to = to.map_or(0, |n| n.0.saturating_add(1));
+    }
+}
+
+/// As owner: the nodes holding replicas of one key, without an allocation for up to three
+/// (a key replicated to every node of a large cluster spills into a vector).
+#[derive(Clone, Debug)]
+enum Holders {
+    Few { len: u8, nodes: [NodeId; 3] },
+    Many(Vec<NodeId>),
+}
+
+impl Default for Holders {
+    fn default() -> Holders {
+        Holders::Few { len: 0, nodes: [NodeId(0); 3] }
+    }
+}
+
+impl Holders {
+    fn as_slice(&self) -> &[NodeId] {
+        match self {
+            Holders::Few { len, nodes } => &nodes[..usize::from(*len)],
+            Holders::Many(v) => v,
+        }
+    }
+
+    /// Adds `node` unless it is in already.
+    fn insert(&mut self, node: NodeId) {
+        if self.as_slice().contains(&node) {
+            return;
+        }
+        match self {
+            Holders::Few { len, nodes } if usize::from(*len) < nodes.len() => {
+                nodes[usize::from(*len)] = node;
+                *len += 1;
+            }
+            Holders::Few { nodes, .. } => {
+                let mut v = nodes.to_vec();
+                v.push(node);
+                *self = Holders::Many(v);
+            }
+            Holders::Many(v) => v.push(node),
+        }
+    }
+
+    /// Removes `node`; whether none is left.
+    fn remove(&mut self, node: NodeId) -> bool {
+        match self {
+            Holders::Few { len, nodes } => {
+                let n = usize::from(*len);
+                if let Some(i) = nodes[..n].iter().position(|h| *h == node) {
+                    nodes.copy_within(i + 1..n, i);
+                    *len -= 1;
+                }
+                *len == 0
+            }
+            Holders::Many(v) => {
+                v.retain(|n| *n != node);
+                v.is_empty()
+            }
+        }
+    }
+}
+
+/// The per-key records, with counts of the reserved and outstanding ones.
+#[derive(Debug, Default)]
+struct Keys {
+    map: KeyMap<KeySync>,
+    reserved: usize,
+    outstanding: usize,
+}
+
+impl Keys {
+    /// `key`'s record (the default if it has none).
+    fn get(&self, key: Key) -> KeySync {
+        self.map.get(&key).copied().unwrap_or_default()
+    }
+
+    /// Changes `key`'s record with `f`, keeping the counts, and drops it if it became idle.
+    /// Returns what `f` returns.
+    #[inline]
+    fn update<R>(&mut self, key: Key, f: impl FnOnce(&mut KeySync) -> R) -> R {
+        match self.map.entry(key) {
+            Entry::Occupied(mut o) => {
+                let e = o.get_mut();
+                let (r0, o0) = (e.reserved(), e.outstanding());
+                let r = f(e);
+                let (r1, o1) = (e.reserved(), e.outstanding());
+                if e.is_idle() {
+                    o.remove();
+                }
+                self.recount(r0, r1, o0, o1);
+                r
+            }
+            Entry::Vacant(v) => {
+                let mut e = KeySync::default();
+                let r = f(&mut e);
+                if !e.is_idle() {
+                    v.insert(e);
+                }
+                self.recount(false, e.reserved(), false, e.outstanding());
+                r
+            }
+        }
+    }
+
+    fn recount(&mut self, r0: bool, r1: bool, o0: bool, o1: bool) {
+        self.reserved = self.reserved + usize::from(r1) - usize::from(r0);
+        self.outstanding = self.outstanding + usize::from(o1) - usize::from(o0);
+    }
+
+    /// Forgets `key`'s intent (count and announcement), keeping the rest of its record.
+    fn forget_intent(&mut self, key: Key) {
+        let Entry::Occupied(mut o) = self.map.entry(key) else { return };
+        let e = o.get_mut();
+        e.count = 0;
+        e.set(ANNOUNCED, false);
+        if e.is_idle() {
+            o.remove();
+        }
+    }
+
+    /// Clears `key`'s reservation; whether it had one.
+    fn take_reserved(&mut self, key: Key) -> bool {
+        let Entry::Occupied(mut o) = self.map.entry(key) else { return false };
+        let e = o.get_mut();
+        if !e.reserved() {
+            return false;
+        }
+        e.set(RESERVED, false);
+        self.reserved -= 1;
+        if e.is_idle() {
+            o.remove();
+        }
+        true
+    }
+
+    /// Marks an entry for `key` outstanding in the open round.
+    fn set_outstanding(&mut self, key: Key) {
+        self.update(key, |e| e.set(OUTSTANDING, true));
+    }
 }
 
 /// A touched key that needs an entry in the round's messages (see `Node::settle_quiet`).
@@ -203,19 +390,16 @@ pub(super) struct SyncState {
     seq: u64,
     intents: usize,
     intent_keys: usize,
-    local: KeyMap<Local>,
+    /// Every key with intent here, a reserved slot, or an entry in the open round.
+    keys: Keys,
     /// Keys whose aggregated intent changed, or that need another try, at the next round. A key
     /// may be in it more than once; the round sorts it and drops the repeats.
     touched: Vec<Key>,
     /// The touched keys a round makes entries for (a buffer kept from round to round).
     kept: Vec<Kept>,
     replicas: KeyMap<ReplicaMeta>,
-    /// Replicas dropped this round whose final delta is on its way, and to which owner: this
-    /// node's requests for them go there too, behind the delta (per-pair FIFO), so a worker's
-    /// read after its last update through the replica still sees it.
-    finals: KeyMap<NodeId>,
     /// As owner, under the adaptive technique: the other nodes holding replicas of each key.
-    holders: KeyMap<Vec<NodeId>>,
+    holders: KeyMap<Holders>,
     /// Keys that moved here, with the number of rounds this node had completed then. A key
     /// moves on only after one more round here: requests that trail it (forwarded along its
     /// path, at most about a round behind) then catch it instead of chasing it from node to
@@ -224,9 +408,6 @@ pub(super) struct SyncState {
     /// The time of the latest message or timer input (for the rules that need it deep
     /// inside, where no `now` is passed).
     pub(super) now: Instant,
-    /// Keys this node asked for (a start) that may arrive as main copies: a store slot is
-    /// reserved for each until its answer comes.
-    reserved: KeySet,
     /// Ownership changes for home nodes, sent with the next round.
     owner_updates: Vec<(NodeId, OwnerChange)>,
     round: u32,
@@ -234,7 +415,6 @@ pub(super) struct SyncState {
     /// The open round carries more than version checks of replicas with nothing to add: an
     /// intent start or end, a delta, a final delta, or an ownership change.
     dirty: bool,
-    outstanding: KeySet,
     rounds_done: u64,
     started_at: Instant,
     next_at: Option<Instant>,
@@ -251,12 +431,10 @@ impl SyncState {
             seq: 0,
             intents: 0,
             intent_keys: 0,
-            local: KeyMap::default(),
+            keys: Keys::default(),
             touched: Vec::new(),
             kept: Vec::new(),
             replicas: KeyMap::default(),
-            finals: KeyMap::default(),
-            reserved: KeySet::default(),
             arrived: KeyMap::default(),
             now: Instant(0),
             holders: KeyMap::default(),
@@ -264,7 +442,6 @@ impl SyncState {
             round: 0,
             open: false,
             dirty: false,
-            outstanding: KeySet::default(),
             rounds_done: 0,
             started_at: Instant(0),
             // The first round starts at the first call to `handle_timeout`.
@@ -303,24 +480,26 @@ impl SyncState {
 /// An acted intent over `keys` is over: drops their counts and notes the keys whose count
 /// reached 0.
 fn release_intent(
-    local: &mut KeyMap<Local>,
+    records: &mut Keys,
     touched: &mut Vec<Key>,
     replicas: &KeyMap<ReplicaMeta>,
     stats: &mut super::Stats,
     keys: &[Key],
 ) {
     for k in keys {
-        let Entry::Occupied(mut e) = local.entry(*k) else { continue };
+        // Only the count changes: the record's counts of reserved and outstanding keys hold.
+        let Entry::Occupied(mut e) = records.map.entry(*k) else { continue };
         let l = e.get_mut();
         l.count = l.count.saturating_sub(1);
         if l.count == 0 {
             stats.intent_ends += 1;
-            if !l.announced && !replicas.contains_key(k) {
-                // Nothing to tell the owner (the round would find the same): the key is
-                // forgotten at once.
-                e.remove();
-            } else {
+            // With no start sent and no replica, there is nothing to tell the owner (the round
+            // would find the same): the intent is forgotten at once.
+            if l.announced() || replicas.contains_key(k) {
                 touched.push(*k);
+            }
+            if l.is_idle() {
+                e.remove();
             }
         }
     }
@@ -388,7 +567,7 @@ impl Node {
             s.intent_keys -= f.keys.len();
         }
         for a in core::mem::take(&mut wi.acted) {
-            release_intent(&mut s.local, &mut s.touched, &s.replicas, &mut self.stats, &a.keys);
+            release_intent(&mut s.keys, &mut s.touched, &s.replicas, &mut self.stats, &a.keys);
             s.intents -= 1;
             s.intent_keys -= a.keys.len();
         }
@@ -429,7 +608,7 @@ impl Node {
 
     /// Whether this node has (acted-on, unexpired) intent for `key`.
     pub fn has_intent(&self, key: Key) -> bool {
-        self.sync.local.get(&key).is_some_and(|l| l.count > 0)
+        self.sync.keys.get(key).count > 0
     }
 
     /// Replicas this node holds, in key order.
@@ -439,17 +618,18 @@ impl Node {
 
     /// As owner: the nodes holding replicas of `key` (adaptive technique only).
     pub fn replica_holders(&self, key: Key) -> Vec<NodeId> {
-        self.sync.holders.get(&key).cloned().unwrap_or_default()
+        self.sync.holders.get(&key).map_or_else(Vec::new, |h| h.as_slice().to_vec())
     }
 
     /// The keys of this node's open sync round still waiting for an answer, in key order.
     pub fn sync_outstanding(&self) -> Vec<Key> {
-        sorted(self.sync.outstanding.iter().copied().collect())
+        sorted(self.sync.keys.map.iter().filter(|(_, e)| e.outstanding()).map(|(k, _)| *k).collect())
     }
 
-    /// Store slots reserved for keys this node's sync starts asked for.
+    /// Store slots reserved for keys this node's sync starts asked for (counted from the
+    /// records, for checks).
     pub(super) fn sync_reserved(&self) -> usize {
-        self.sync.reserved.len()
+        self.sync.keys.map.values().filter(|e| e.reserved()).count()
     }
 
     /// Intents kept (waiting or acted on), and the keys in them.
@@ -489,9 +669,16 @@ impl Node {
             return;
         }
         self.stats.sync_rounds_abandoned += 1;
-        let keys = core::mem::take(&mut self.sync.outstanding);
-        self.sync.touched.extend(keys);
-        self.sync.finals.clear();
+        let s = &mut self.sync;
+        s.keys.map.retain(|k, e| {
+            if e.outstanding() {
+                s.touched.push(*k);
+            }
+            e.set(OUTSTANDING, false);
+            e.set_final_to(None);
+            !e.is_idle()
+        });
+        s.keys.outstanding = 0;
         self.finish_round(now, true);
     }
 
@@ -514,17 +701,17 @@ impl Node {
         if self.policy(key) != Policy::Adaptive || self.local_count(key) == 0 {
             return 0;
         }
-        if !self.sync.reserved.contains(&key) {
+        if !self.sync.keys.get(key).reserved() {
             if !self.store.reserve_slots(1) {
                 return 0;
             }
-            self.sync.reserved.insert(key);
+            self.sync.keys.update(key, |e| e.set(RESERVED, true));
         }
         ReplicaSync::ROOM
     }
 
     fn local_count(&self, key: Key) -> u32 {
-        self.sync.local.get(&key).map_or(0, |l| l.count)
+        self.sync.keys.map.get(&key).map_or(0, |l| l.count)
     }
 
     /// Keys this node keeps a replica of for the whole run (full replication, NuPS's hot keys).
@@ -541,7 +728,7 @@ impl Node {
         };
         for k in keys {
             if self.home(k) != self.me {
-                self.sync.local.entry(k).or_default().count += 1;
+                self.sync.keys.update(k, |e| e.count += 1);
                 self.sync.touched.push(k);
             }
         }
@@ -573,7 +760,7 @@ impl Node {
         let kept = self.settle_quiet(&touched);
         recycle(&mut self.sync.touched, touched);
         for &Kept { key: k, to } in &kept {
-            let l = self.sync.local.get(&k).copied().unwrap_or_default();
+            let l = self.sync.keys.get(k);
             if l.count > 0 {
                 // Not here: `settle_quiet` took the keys that are, and nothing in this loop
                 // brings a key here. The answer may be the key itself: make sure there is
@@ -587,48 +774,56 @@ impl Node {
                     self.release_reservation(k);
                     continue;
                 }
-                if self.cfg.technique.moves_keys() && !self.sync.reserved.contains(&k) {
-                    if !self.store.reserve_slots(1) {
-                        self.stats.starts_deferred += 1;
-                        self.sync.touched.push(k);
-                        continue;
-                    }
-                    self.sync.reserved.insert(k);
+                let reserve = self.cfg.technique.moves_keys() && !l.reserved();
+                if reserve && !self.store.reserve_slots(1) {
+                    self.stats.starts_deferred += 1;
+                    self.sync.touched.push(k);
+                    continue;
                 }
                 out.entry(to).or_default().starts.push(k);
-                self.sync.outstanding.insert(k);
-                if let Some(l) = self.sync.local.get_mut(&k) {
-                    l.announced = true;
-                }
+                self.sync.keys.update(k, |e| {
+                    e.flags |= OUTSTANDING | ANNOUNCED | (if reserve { RESERVED } else { 0 });
+                });
                 continue;
             }
+            // The intent ended: the replica goes with its final delta, or the owner hears of
+            // the end; either entry is outstanding until answered.
+            let (mut outstanding, mut final_to) = (false, None);
             if let Some(meta) = self.sync.replicas.remove(&k) {
                 let o = out.entry(meta.owner).or_default();
                 if let Some(t) = self.store.drop_replica(k, &mut o.deltas) {
                     let flags = ReplicaSync::FINAL | if t.nonzero { ReplicaSync::DELTA } else { 0 };
                     o.replicas.push(ReplicaSync { key: k, version: t.version, flags });
-                    self.sync.outstanding.insert(k);
-                    self.sync.finals.insert(k, meta.owner);
+                    (outstanding, final_to) = (true, Some(meta.owner));
                     self.stats.replicas_destroyed += 1;
                     self.stats.deltas_sent += u64::from(t.nonzero);
                 }
-            } else if l.announced {
+            } else if l.announced() {
                 let to = to.unwrap_or_else(|| self.route(k));
                 if !self.failed_peers.contains(&to) {
                     out.entry(to).or_default().ends.push(k);
-                    self.sync.outstanding.insert(k);
+                    outstanding = true;
                 } else {
                     self.release_reservation(k);
                 }
             }
-            self.sync.local.remove(&k);
+            self.sync.keys.update(k, |e| {
+                e.count = 0;
+                e.set(ANNOUNCED, false);
+                if outstanding {
+                    e.set(OUTSTANDING, true);
+                }
+                if final_to.is_some() {
+                    e.set_final_to(final_to);
+                }
+            });
         }
         recycle(&mut self.sync.kept, kept);
         let mut replicas: Vec<(Key, NodeId)> =
             self.sync.replicas.iter().map(|(k, m)| (*k, m.owner)).collect();
         replicas.sort_unstable_by_key(|(k, _)| *k);
         for (k, owner) in replicas {
-            if self.sync.outstanding.contains(&k) {
+            if self.sync.keys.get(k).outstanding() {
                 continue;
             }
             let room = self.room_for_upgrade(k);
@@ -636,7 +831,7 @@ impl Node {
             if let Some(t) = self.store.take_delta(k, &mut o.deltas) {
                 let flags = if t.nonzero { ReplicaSync::DELTA } else { 0 } | room;
                 o.replicas.push(ReplicaSync { key: k, version: t.version, flags });
-                self.sync.outstanding.insert(k);
+                self.sync.keys.set_outstanding(k);
                 self.stats.deltas_sent += u64::from(t.nonzero);
             } else {
                 // The store lost the replica (it became the main copy): forget it.
@@ -662,7 +857,7 @@ impl Node {
         for (to, o) in out {
             self.send_sync(to, round, me, 0, o);
         }
-        if self.sync.outstanding.is_empty() {
+        if self.sync.keys.outstanding == 0 {
             self.finish_round(now, sent_any);
         } else {
             self.sync.open = true;
@@ -699,7 +894,7 @@ impl Node {
     /// Gives back the store slot reserved for `key`'s main copy, if one is. A key that comes
     /// after all is installed without it, or sent on to its home (see `install_moved`).
     fn release_reservation(&mut self, key: Key) {
-        if self.sync.reserved.remove(&key) {
+        if self.sync.keys.take_reserved(key) {
             self.store.unreserve_slots(1);
         }
     }
@@ -715,12 +910,12 @@ impl Node {
     fn settle_quiet(&mut self, touched: &[Key]) -> Vec<Kept> {
         let mut kept = core::mem::take(&mut self.sync.kept);
         for &k in touched {
-            let l = self.sync.local.get(&k).copied().unwrap_or_default();
+            let l = self.sync.keys.get(k);
             if l.count > 0 {
                 let Some(w) = self.store.whereabouts_if_remote(k) else { continue };
                 kept.push(Kept { key: k, to: Some(self.route_with(k, w)) });
             } else if !self.sync.replicas.contains_key(&k) {
-                if l.announced {
+                if l.announced() {
                     let w = self.store.whereabouts(k);
                     if !matches!(w, Whereabouts::Here(_)) {
                         kept.push(Kept { key: k, to: Some(self.route_with(k, w)) });
@@ -731,7 +926,7 @@ impl Node {
                     // after a trip to the key's home and back.
                     self.holder_gone(k, self.me);
                 }
-                self.sync.local.remove(&k);
+                self.sync.keys.forget_intent(k);
             } else {
                 // Its replica goes, to the replica's owner.
                 kept.push(Kept { key: k, to: None });
@@ -753,7 +948,7 @@ impl Node {
             let wi = &mut s.workers[w];
             while wi.acted.peek().is_some_and(|a| a.end <= clock) {
                 let Some(a) = wi.acted.pop() else { break };
-                release_intent(&mut s.local, &mut s.touched, &s.replicas, &mut self.stats, &a.keys);
+                release_intent(&mut s.keys, &mut s.touched, &s.replicas, &mut self.stats, &a.keys);
                 s.intents -= 1;
                 s.intent_keys -= a.keys.len();
             }
@@ -766,7 +961,8 @@ impl Node {
                     continue;
                 }
                 for k in &f.keys {
-                    let l = s.local.entry(*k).or_default();
+                    // Only the count changes: the records' counts hold.
+                    let l = s.keys.map.entry(*k).or_default();
                     l.count += 1;
                     if l.count == 1 {
                         self.stats.intent_starts += 1;
@@ -1022,14 +1218,16 @@ impl Node {
 
     /// Whether no node other than `node` holds a replica of `key` (as far as this owner knows).
     fn only_holder_is(&self, key: Key, node: NodeId) -> bool {
-        self.sync.holders.get(&key).is_none_or(|h| h.iter().all(|n| *n == node))
+        self.sync.holders.get(&key).is_none_or(|h| h.as_slice().iter().all(|n| *n == node))
     }
 
     fn holder_gone(&mut self, key: Key, node: NodeId) {
-        if let Some(h) = self.sync.holders.get_mut(&key) {
-            h.retain(|n| *n != node);
-            if h.is_empty() {
-                keymap::remove(&mut self.sync.holders, &key);
+        if self.sync.holders.is_empty() {
+            return;
+        }
+        if let Entry::Occupied(mut h) = self.sync.holders.entry(key) {
+            if h.get_mut().remove(node) {
+                h.remove();
             }
         }
     }
@@ -1056,10 +1254,7 @@ impl Node {
             return;
         }
         if self.policy(key) == Policy::Adaptive {
-            let h = self.sync.holders.entry(key).or_default();
-            if !h.contains(&origin) {
-                h.push(origin);
-            }
+            self.sync.holders.entry(key).or_default().insert(origin);
         }
         if self.store.version(key) == Some(r.version) {
             reply.acks.push(key);
@@ -1079,10 +1274,7 @@ impl Node {
         reply.refreshed.push(Refresh { key, version });
         self.stats.replicas_served += 1;
         if self.policy(key) == Policy::Adaptive {
-            let h = self.sync.holders.entry(key).or_default();
-            if !h.contains(&origin) {
-                h.push(origin);
-            }
+            self.sync.holders.entry(key).or_default().insert(origin);
         }
     }
 
@@ -1138,7 +1330,7 @@ impl Node {
             let len = self.cfg.layout.len_of(m.key).unwrap_or(0);
             let v = values.get(at..at + len).unwrap_or(&[]);
             at += len;
-            let reserved = if self.sync.reserved.remove(&m.key) {
+            let reserved = if self.sync.keys.take_reserved(m.key) {
                 super::forward::Reserved::Round
             } else {
                 super::forward::Reserved::No
@@ -1193,18 +1385,40 @@ impl Node {
             self.sync.touched.push(k);
         }
         for (k, installed) in answered {
-            self.release_reservation(k);
-            if round == self.sync.round {
-                self.sync.outstanding.remove(&k);
-                keymap::remove(&mut self.sync.finals, &k);
+            // One look at the key's record: its reservation goes back, and an answer in this
+            // round settles its entry.
+            let s = &mut self.sync;
+            let current = round == s.round;
+            let (mut unreserve, mut count) = (false, 0);
+            if let Entry::Occupied(mut o) = s.keys.map.entry(k) {
+                let e = o.get_mut();
+                if e.reserved() {
+                    e.set(RESERVED, false);
+                    s.keys.reserved -= 1;
+                    unreserve = true;
+                }
+                if current {
+                    if e.outstanding() {
+                        e.set(OUTSTANDING, false);
+                        s.keys.outstanding -= 1;
+                    }
+                    e.set_final_to(None);
+                }
+                count = e.count;
+                if e.is_idle() {
+                    o.remove();
+                }
+            }
+            if unreserve {
+                self.store.unreserve_slots(1);
             }
             // Intent that is still not served locally is tried again next round. (A key just
             // installed is local: nothing in this answer takes it away again.)
-            if !installed && self.local_count(k) > 0 && !self.store.is_local(k) {
+            if !installed && count > 0 && !self.store.is_local(k) {
                 self.sync.touched.push(k);
             }
         }
-        if self.sync.open && self.sync.outstanding.is_empty() {
+        if self.sync.open && self.sync.keys.outstanding == 0 {
             self.finish_round(now, true);
         }
     }
@@ -1250,9 +1464,8 @@ impl Node {
 
     /// Where this node's sync entries and requests for a replicated key go: its owner.
     pub(super) fn replica_owner(&self, key: Key) -> Option<NodeId> {
-        let finals = &self.sync.finals;
-        let in_finals = || if finals.is_empty() { None } else { finals.get(&key).copied() };
-        self.sync.replicas.get(&key).map(|m| m.owner).or_else(in_finals)
+        let records = &self.sync.keys.map;
+        self.sync.replicas.get(&key).map(|m| m.owner).or_else(|| records.get(&key).and_then(|e| e.final_to()))
     }
 
     // ----- checks -----
@@ -1274,8 +1487,22 @@ impl Node {
                 return fail("a replica is held without intent", k.0);
             }
         }
-        if !s.open && !s.outstanding.is_empty() {
-            return fail("sync entries outstanding with no round open", s.outstanding.len() as u64);
+        let (mut reserved, mut outstanding) = (0, 0);
+        for (k, e) in &s.keys.map {
+            if e.is_idle() {
+                return fail("an idle key record is kept", k.0);
+            }
+            if e.final_to().is_some() && !e.outstanding() {
+                return fail("a final delta is on its way without an outstanding entry", k.0);
+            }
+            reserved += usize::from(e.reserved());
+            outstanding += usize::from(e.outstanding());
+        }
+        if reserved != s.keys.reserved || outstanding != s.keys.outstanding {
+            return fail("the key records' counts are off", outstanding as u64);
+        }
+        if !s.open && outstanding > 0 {
+            return fail("sync entries outstanding with no round open", outstanding as u64);
         }
         let (mut n, mut keys) = (0, 0);
         let mut counts: BTreeMap<Key, u32> = BTreeMap::new();
@@ -1295,7 +1522,12 @@ impl Node {
         if s.intents > self.cfg.intents_max || s.intent_keys > self.cfg.intent_keys_max {
             return fail("more intents than the bound", s.intents as u64);
         }
-        for (k, l) in &s.local {
+        for k in counts.keys() {
+            if !s.keys.map.contains_key(k) {
+                return fail("a key with acted intents has no record", k.0);
+            }
+        }
+        for (k, l) in &s.keys.map {
             let permanent = match self.cfg.technique {
                 Technique::FullReplication => self.home(*k) != self.me,
                 Technique::MultiTechnique => self.cfg.hot_keys.contains(k) && self.home(*k) != self.me,
@@ -1328,5 +1560,35 @@ fn recycle<T>(slot: &mut Vec<T>, mut buf: Vec<T>) {
     if slot.capacity() == 0 && buf.capacity() <= BUFFER_KEEP_MAX {
         buf.clear();
         *slot = buf;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn holders_keep_each_node_once_inline_and_spilled() {
+        let mut h = Holders::default();
+        for n in [3, 1, 3, 2] {
+            h.insert(NodeId(n));
+        }
+        assert!(matches!(h, Holders::Few { .. }));
+        assert_eq!(h.as_slice(), [NodeId(3), NodeId(1), NodeId(2)]);
+        assert!(!h.remove(NodeId(1)));
+        assert!(!h.remove(NodeId(9)), "removing a node not in is harmless");
+        assert_eq!(h.as_slice(), [NodeId(3), NodeId(2)]);
+        for n in [5, 6, 7, 6] {
+            h.insert(NodeId(n));
+        }
+        assert!(matches!(h, Holders::Many(_)));
+        assert_eq!(h.as_slice(), [NodeId(3), NodeId(2), NodeId(5), NodeId(6), NodeId(7)]);
+        for n in [2, 3, 5, 6] {
+            assert!(!h.remove(NodeId(n)));
+        }
+        assert!(h.remove(NodeId(7)), "the last one leaves it empty");
+        let mut few = Holders::default();
+        few.insert(NodeId(4));
+        assert!(few.remove(NodeId(4)));
     }
 }

@@ -811,24 +811,9 @@ impl Store {
     }
 
     /// Whether a worker's access to `key` is local: its main copy or a replica is here.
+    #[inline]
     pub fn is_local(&self, key: Key) -> bool {
-        match self.place(key) {
-            Place::Table { shard, mix } => match self.shards[shard].lock().map.get_mixed(mix, key) {
-                Some(s) => s.state != State::Away,
-                None => self.table_home_mix(mix),
-            },
-            Place::Page { shard, page, pos } => {
-                let shard = self.shards[shard].lock();
-                if page_of(&shard.pages, page).is_none() {
-                    // In the table, or untouched.
-                    return shard.map.get(&key).is_none_or(|s| s.state != State::Away);
-                }
-                match home_record(&shard.pages, page, pos) {
-                    Some(s) if s.state == HomeState::Away => shard.map.contains_key(&key),
-                    _ => true,
-                }
-            }
-        }
+        self.whereabouts_if_remote(key).is_none()
     }
 
     /// Whether a replica of `key` is here.
@@ -869,9 +854,10 @@ impl Store {
         }
     }
 
-    /// With one lookup: `None` if a worker's access to `key` is local ([`Store::is_local`]),
-    /// else its [`Store::whereabouts`] (then `Away` or `Unknown`).
-    #[inline]
+    /// With one lookup: `None` if a worker's access to `key` is local (its main copy or a
+    /// replica is here: [`Store::is_local`]), else its [`Store::whereabouts`] (then `Away` or
+    /// `Unknown`).
+    #[inline(always)]
     pub fn whereabouts_if_remote(&self, key: Key) -> Option<Whereabouts> {
         match self.place(key) {
             Place::Table { shard, mix } => match self.shards[shard].lock().map.get_mixed(mix, key) {

@@ -410,7 +410,8 @@ fn a_sparsely_touched_dense_range_costs_about_what_hashed_does() {
     assert!(dense * 4 <= hashed * 5, "dense {dense} bytes, hashed {hashed} bytes for {n} keys");
 }
 
-/// `whereabouts_if_remote` answers exactly what `whereabouts` and `is_local` answer, for a key in
+/// `whereabouts_if_remote` is `None` exactly for the keys whose main copy or a replica is here
+/// (`is_local`), and otherwise is what `whereabouts` answers, for a key in
 /// each state: untouched at home and elsewhere, owned, moved away (with and without a replica
 /// at home), moved in, and a replica away from home.
 #[test]
@@ -421,7 +422,9 @@ fn whereabouts_if_remote_agrees_with_its_two_questions() {
         let check = |what: &str| {
             for s in &stores {
                 for k in (0..c.layout.key_end()).map(Key) {
-                    let remote = (!s.is_local(k)).then(|| s.whereabouts(k));
+                    let local = s.holds(k) || s.has_replica(k);
+                    assert_eq!(s.is_local(k), local, "{placement:?} {what}: key {k:?}");
+                    let remote = (!local).then(|| s.whereabouts(k));
                     assert_eq!(s.whereabouts_if_remote(k), remote, "{placement:?} {what}: key {k:?}");
                 }
             }

@@ -298,28 +298,19 @@ impl Keys {
 
     /// Forgets `key`'s intent (count and announcement), keeping the rest of its record.
     fn forget_intent(&mut self, key: Key) {
-        let Entry::Occupied(mut o) = self.map.entry(key) else { return };
-        let e = o.get_mut();
-        e.count = 0;
-        e.set(ANNOUNCED, false);
-        if e.is_idle() {
-            o.remove();
-        }
+        self.update(key, |e| {
+            e.count = 0;
+            e.set(ANNOUNCED, false);
+        });
     }
 
     /// Clears `key`'s reservation; whether it had one.
     fn take_reserved(&mut self, key: Key) -> bool {
-        let Entry::Occupied(mut o) = self.map.entry(key) else { return false };
-        let e = o.get_mut();
-        if !e.reserved() {
-            return false;
-        }
-        e.set(RESERVED, false);
-        self.reserved -= 1;
-        if e.is_idle() {
-            o.remove();
-        }
-        true
+        self.update(key, |e| {
+            let had = e.reserved();
+            e.set(RESERVED, false);
+            had
+        })
     }
 
     /// Marks an entry for `key` outstanding in the open round.
@@ -711,7 +702,7 @@ impl Node {
     }
 
     fn local_count(&self, key: Key) -> u32 {
-        self.sync.keys.map.get(&key).map_or(0, |l| l.count)
+        self.sync.keys.get(key).count
     }
 
     /// Keys this node keeps a replica of for the whole run (full replication, NuPS's hot keys).
@@ -1387,28 +1378,16 @@ impl Node {
         for (k, installed) in answered {
             // One look at the key's record: its reservation goes back, and an answer in this
             // round settles its entry.
-            let s = &mut self.sync;
-            let current = round == s.round;
-            let (mut unreserve, mut count) = (false, 0);
-            if let Entry::Occupied(mut o) = s.keys.map.entry(k) {
-                let e = o.get_mut();
-                if e.reserved() {
-                    e.set(RESERVED, false);
-                    s.keys.reserved -= 1;
-                    unreserve = true;
-                }
+            let current = round == self.sync.round;
+            let (unreserve, count) = self.sync.keys.update(k, |e| {
+                let had = e.reserved();
+                e.set(RESERVED, false);
                 if current {
-                    if e.outstanding() {
-                        e.set(OUTSTANDING, false);
-                        s.keys.outstanding -= 1;
-                    }
+                    e.set(OUTSTANDING, false);
                     e.set_final_to(None);
                 }
-                count = e.count;
-                if e.is_idle() {
-                    o.remove();
-                }
-            }
+                (had, e.count)
+            });
             if unreserve {
                 self.store.unreserve_slots(1);
             }

@@ -689,16 +689,21 @@ impl Node {
     /// reserved for it (taken now if need be; the answer gives it back unless it brings the
     /// key). Otherwise 0: the owner keeps the key, and the next round asks again.
     fn room_for_upgrade(&mut self, key: Key) -> u8 {
-        if self.policy(key) != Policy::Adaptive || self.local_count(key) == 0 {
+        if self.policy(key) != Policy::Adaptive {
             return 0;
         }
-        if !self.sync.keys.get(key).reserved() {
-            if !self.store.reserve_slots(1) {
-                return 0;
+        let store = &self.store;
+        let room = self.sync.keys.update(key, |e| {
+            if e.count > 0 && !e.reserved() && store.reserve_slots(1) {
+                e.set(RESERVED, true);
             }
-            self.sync.keys.update(key, |e| e.set(RESERVED, true));
+            e.count > 0 && e.reserved()
+        });
+        if room {
+            ReplicaSync::ROOM
+        } else {
+            0
         }
-        ReplicaSync::ROOM
     }
 
     fn local_count(&self, key: Key) -> u32 {

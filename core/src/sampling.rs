@@ -6,8 +6,17 @@
 //! | --- | --- | --- | --- |
 //! | [`Conformity::Conform`] | independent | draws `n` iid keys, intent for them | returns them in order |
 //! | [`Conformity::Bounded`] | pool reuse | takes `n` keys from the pool stream, intent for them | returns them in order |
-//! | [`Conformity::LongTerm`] | pool reuse + postponing | as BOUNDED | a key not local now moves to the end of the handle's samples, once |
+//! | [`Conformity::LongTerm`] | pool reuse + postponing | as BOUNDED, after the samples carried from earlier handles | a key not local now moves to the end of the handle's samples, once |
 //! | [`Conformity::NonConform`] | local | nothing | draws among the keys local now |
+//!
+//! **What each scheme returns**, checked on the pulled keys with keys local and remote
+//! (`sampling/tests_locality.rs`). Independent and pool reuse return what they drew, local or
+//! not: locality never changes which keys a worker sees. Postponing changes only the order
+//! within a handle; the postponed samples a handle leaves un-pulled at [`Sampler::finish`]
+//! start the worker's next handle of the distribution, so that pulling handles in part does
+//! not favour local keys. Local sampling returns draws from π restricted to the keys local at
+//! the pull (by rejection, exact unless the local keys' total probability is below about
+//! 2·10⁻⁴, where it falls back to the first local key after a random position of the support).
 //!
 //! **Pools.** A pool is `G` iid draws; the pool stream traverses it `U` times, each time in a
 //! fresh random order, then draws the next pool. Every position of a pool is therefore used
@@ -54,7 +63,8 @@ pub enum Conformity {
     Bounded,
     /// L3: each node's long-run frequencies match π.
     LongTerm,
-    /// L4: no promise.
+    /// L4: no promise about π; parma's local sampling draws from π restricted to the keys
+    /// local at the pull.
     NonConform,
 }
 
@@ -193,3 +203,5 @@ impl std::error::Error for SampleError {}
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_locality;

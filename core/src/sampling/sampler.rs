@@ -12,8 +12,11 @@ use super::{Registered, Registry, SampleError, SamplingOptions, Scheme};
 use crate::ids::{DistId, Key, SampleHandle};
 use crate::layout::Layout;
 
-/// Draws local sampling tries by rejection before it scans the support for a local key.
-const LOCAL_TRIES: u32 = 64;
+/// Most draws local sampling tries by rejection before it scans the support for a local key.
+/// Rejection is exact; the scan is not, so it only runs when the local keys' total
+/// probability `m` is so small that this many draws missed them all (chance `(1 − m)^65536`:
+/// below 10⁻⁶ for `m ≥ 2.2·10⁻⁴`). Each costs at most one look-up of `is_local` per key tried.
+const LOCAL_TRIES: u32 = 1 << 16;
 /// Most keys of the support one scan of local sampling looks at.
 const LOCAL_SCAN_MAX: u64 = 1 << 20;
 /// Draws a sample without replacement tries before it scans for a key not yet in the handle.
@@ -37,6 +40,12 @@ pub struct SamplingStats {
     pub samples_remote: u64,
     /// Samples postponed to the end of their handle (LONG-TERM).
     pub samples_postponed: u64,
+    /// Postponed samples not pulled when their handle finished, carried to the front of the
+    /// worker's next handle of the same distribution (LONG-TERM).
+    pub samples_carried: u64,
+    /// Postponed samples dropped at `finish` because the carry was full
+    /// (`SamplingOptions::sample_size_max` per distribution).
+    pub samples_dropped: u64,
     /// Local draws that fell back to scanning the support for a local key (NON-CONFORM).
     pub local_scans: u64,
 }
@@ -50,6 +59,8 @@ impl core::ops::AddAssign for SamplingStats {
         self.samples_local += o.samples_local;
         self.samples_remote += o.samples_remote;
         self.samples_postponed += o.samples_postponed;
+        self.samples_carried += o.samples_carried;
+        self.samples_dropped += o.samples_dropped;
         self.local_scans += o.local_scans;
     }
 }
@@ -57,6 +68,7 @@ impl core::ops::AddAssign for SamplingStats {
 /// The state of one prepared sample.
 #[derive(Clone, Debug)]
 struct Handle {
+    dist: DistId,
     reg: Arc<Registered>,
     /// Samples not yet pulled.
     left: u64,
@@ -74,6 +86,10 @@ pub struct Sampler {
     opts: SamplingOptions,
     rng: SampleRng,
     handles: BTreeMap<SampleHandle, Handle>,
+    /// LONG-TERM: per distribution, postponed samples of finished handles that were never
+    /// pulled; the next handle of the distribution starts with them. Dropping them instead
+    /// would bias the worker towards local keys whenever it pulls only part of its handles.
+    carried: BTreeMap<DistId, VecDeque<Key>>,
     next: u64,
     stats: SamplingStats,
 }
@@ -83,7 +99,15 @@ impl Sampler {
     /// generator (see [`SampleRng::new`]).
     pub fn new(registry: Arc<Registry>, rng: SampleRng) -> Sampler {
         let opts = registry.options();
-        Sampler { registry, opts, rng, handles: BTreeMap::new(), next: 0, stats: SamplingStats::default() }
+        Sampler {
+            registry,
+            opts,
+            rng,
+            handles: BTreeMap::new(),
+            carried: BTreeMap::new(),
+            next: 0,
+            stats: SamplingStats::default(),
+        }
     }
 
     /// The distributions this sampler draws from (its node's).
@@ -121,18 +145,24 @@ impl Sampler {
         if self.handles.len() >= self.opts.handles_max {
             return Err(SampleError::TooManyHandles);
         }
-        let keys = match reg.conformity.scheme() {
-            Scheme::Independent => self.draw_independent(&reg, n as usize),
-            Scheme::PoolReuse | Scheme::PoolReusePostpone => self.draw_pooled(&reg, n as usize),
-            _ => Vec::new(),
+        let (queue, keys): (VecDeque<(Key, bool)>, Vec<Key>) = match reg.conformity.scheme() {
+            Scheme::Independent => (VecDeque::new(), self.draw_independent(&reg, n as usize)),
+            Scheme::PoolReuse => (VecDeque::new(), self.draw_pooled(&reg, n as usize, &[])),
+            Scheme::PoolReusePostpone => {
+                let carried = self.take_carried(dist, n as usize);
+                let fresh = self.draw_pooled(&reg, n as usize - carried.len(), &carried);
+                (carried.into_iter().map(|k| (k, true)).collect(), fresh)
+            }
+            Scheme::Local => (VecDeque::new(), Vec::new()),
         };
-        let mut intent = keys.clone();
+        let mut queue = queue;
+        queue.extend(keys.into_iter().map(|k| (k, false)));
+        let mut intent: Vec<Key> = queue.iter().map(|(k, _)| *k).collect();
         intent.sort_unstable();
         intent.dedup();
         self.next += 1;
         let handle = SampleHandle(self.next);
-        let queue = keys.into_iter().map(|k| (k, false)).collect();
-        self.handles.insert(handle, Handle { reg, left: n, queue, seen: HashSet::new() });
+        self.handles.insert(handle, Handle { dist, reg, left: n, queue, seen: HashSet::new() });
         self.stats.handles_prepared += 1;
         Ok((handle, intent))
     }
@@ -177,12 +207,55 @@ impl Sampler {
         Ok(())
     }
 
-    /// Ends `handle`; samples not pulled are dropped.
+    /// Ends `handle`. Samples not pulled are dropped, except under LONG-TERM those that were
+    /// postponed: the worker's next handle of the distribution starts with them (up to
+    /// `SamplingOptions::sample_size_max` per distribution), so that postponing never drops
+    /// the non-local samples a partly pulled handle leaves behind.
     pub fn finish(&mut self, handle: SampleHandle) -> Result<(), SampleError> {
-        self.handles.remove(&handle).map(|_| ()).ok_or(SampleError::UnknownHandle { handle })
+        let h = self.handles.remove(&handle).ok_or(SampleError::UnknownHandle { handle })?;
+        if h.reg.conformity.scheme() == Scheme::PoolReusePostpone {
+            let room = self.opts.sample_size_max as usize;
+            let carried = self.carried.entry(h.dist).or_default();
+            for (k, _) in h.queue.into_iter().filter(|(_, postponed)| *postponed) {
+                if carried.len() < room {
+                    carried.push_back(k);
+                    self.stats.samples_carried += 1;
+                } else {
+                    self.stats.samples_dropped += 1;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Postponed samples of `dist` waiting to be pulled: carried from finished handles.
+    pub fn carried(&self, dist: DistId) -> usize {
+        self.carried.get(&dist).map_or(0, VecDeque::len)
     }
 
     // ----- internals -----
+
+    /// Up to `n` carried samples of `dist` for a new handle (distinct ones, without
+    /// replacement; repeats stay carried).
+    fn take_carried(&mut self, dist: DistId, n: usize) -> Vec<Key> {
+        let Some(carried) = self.carried.get_mut(&dist) else { return Vec::new() };
+        if self.opts.with_replacement {
+            let take = n.min(carried.len());
+            return carried.drain(..take).collect();
+        }
+        let mut seen = HashSet::new();
+        let mut out = Vec::new();
+        let mut kept = VecDeque::new();
+        for k in carried.drain(..) {
+            if out.len() < n && seen.insert(k) {
+                out.push(k);
+            } else {
+                kept.push_back(k);
+            }
+        }
+        *carried = kept;
+        out
+    }
 
     fn pull_keys(
         &mut self,
@@ -258,8 +331,9 @@ impl Sampler {
         Ok(())
     }
 
-    /// A draw from `reg` restricted to the keys `ok` accepts: by rejection (exact), and after
-    /// `LOCAL_TRIES` misses by a scan from a random position of the support.
+    /// A draw from `reg` restricted to the keys `ok` accepts: by rejection, which is exact,
+    /// and only after `LOCAL_TRIES` misses by a scan from a random position of the support,
+    /// which favours keys after long runs of rejected ones.
     fn draw_local(&mut self, reg: &Registered, mut ok: impl FnMut(Key) -> bool) -> Option<Key> {
         for _ in 0..LOCAL_TRIES {
             let (k, _) = reg.dist.draw(&mut self.rng);
@@ -308,11 +382,11 @@ impl Sampler {
             .unwrap_or(Key(0))
     }
 
-    /// BOUNDED and LONG-TERM: the next `n` keys of the node's pool stream of `reg`. Without
-    /// replacement, stream keys the handle has already are carried over to later handles (up
-    /// to `G` of them), and the stream is abandoned for independent draws if it cannot fill
-    /// the handle in `4n + 2·U·G` steps.
-    fn draw_pooled(&mut self, reg: &Registered, n: usize) -> Vec<Key> {
+    /// BOUNDED and LONG-TERM: the next `n` keys of the node's pool stream of `reg`, none of
+    /// them in `have` without replacement. Without replacement, stream keys the handle has
+    /// already are carried over to later handles (up to `G` of them), and the stream is
+    /// abandoned for independent draws if it cannot fill the handle in `4n + 2·U·G` steps.
+    fn draw_pooled(&mut self, reg: &Registered, n: usize, have: &[Key]) -> Vec<Key> {
         let (g, u) = (self.opts.pool_size, self.opts.reuse);
         let mut out = Vec::with_capacity(n);
         let mut pool = reg.pool.lock();
@@ -327,7 +401,7 @@ impl Sampler {
             (0..n).for_each(|_| out.push(next(&mut pool)));
             return out;
         }
-        let mut seen = HashSet::with_capacity(n);
+        let mut seen: HashSet<Key> = have.iter().copied().collect();
         let mut kept = VecDeque::new();
         for k in core::mem::take(&mut pool.carry) {
             if out.len() < n && seen.insert(k) {

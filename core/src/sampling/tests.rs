@@ -15,26 +15,31 @@ use crate::layout::Layout;
 
 const KEYS: u64 = 40;
 
-fn layout() -> Layout {
+pub(super) fn layout() -> Layout {
     Layout::uniform(1 << 41, 1).unwrap()
 }
 
-fn opts(g: u32, u: u32, with_replacement: bool) -> SamplingOptions {
+pub(super) fn opts(g: u32, u: u32, with_replacement: bool) -> SamplingOptions {
     SamplingOptions { pool_size: g, reuse: u, with_replacement, ..SamplingOptions::default() }
 }
 
-fn uniform() -> Distribution {
+pub(super) fn uniform() -> Distribution {
     Distribution::uniform(Key(100), Key(100 + KEYS)).unwrap()
 }
 
 /// Zipf-like weights (1/(i+1)^1.1, as word counts), over keys spread out in the key space.
-fn skewed() -> Distribution {
+pub(super) fn skewed() -> Distribution {
     let keys: Vec<Key> = (0..KEYS).map(|i| Key(7 * i + 3)).collect();
     let w: Vec<f64> = (0..KEYS).map(|i| 1.0 / libm::pow(i as f64 + 1.0, 1.1)).collect();
     Distribution::weighted(&keys, &w).unwrap()
 }
 
-fn sampler_with(o: SamplingOptions, dist: Distribution, level: Conformity, seed: u64) -> (Sampler, DistId) {
+pub(super) fn sampler_with(
+    o: SamplingOptions,
+    dist: Distribution,
+    level: Conformity,
+    seed: u64,
+) -> (Sampler, DistId) {
     let reg = Arc::new(Registry::new(o, layout(), SampleRng::new(seed, 0, 99)));
     let id = reg.register(dist, level).unwrap();
     (Sampler::new(reg, SampleRng::new(seed, 0, 0)), id)
@@ -47,18 +52,33 @@ fn run(
     handles: usize,
     n: u64,
     per_pull: usize,
-    mut is_local: impl FnMut(Key, usize) -> bool,
+    is_local: impl FnMut(Key, usize) -> bool,
 ) -> Vec<Key> {
+    run_partly(s, id, handles, n, n, per_pull, is_local).into_iter().map(|(k, _)| k).collect()
+}
+
+/// `handles` handles of `n` samples each, of which the first `used` are pulled, `per_pull` at
+/// a time with `is_local(key, t)`, where `t` counts the samples pulled before that pull. Each
+/// pulled key comes with its pull's `t`.
+pub(super) fn run_partly(
+    s: &mut Sampler,
+    id: DistId,
+    handles: usize,
+    n: u64,
+    used: u64,
+    per_pull: usize,
+    mut is_local: impl FnMut(Key, usize) -> bool,
+) -> Vec<(Key, usize)> {
     let mut out = Vec::new();
     for _ in 0..handles {
         let (h, _) = s.prepare(id, n).unwrap();
-        let mut left = n as usize;
+        let mut left = used as usize;
         while left > 0 {
             let c = per_pull.min(left);
             let mut keys = vec![Key(0); c];
             let t = out.len();
             s.pull(h, &mut keys, c, &layout(), |k| is_local(k, t)).unwrap();
-            out.extend_from_slice(&keys);
+            out.extend(keys.iter().map(|k| (*k, t)));
             left -= c;
         }
         s.finish(h).unwrap();
@@ -67,14 +87,14 @@ fn run(
 }
 
 /// Upper 0.001 critical value of chi-square with `df` degrees of freedom (Wilson-Hilferty).
-fn chi2_crit(df: usize) -> f64 {
+pub(super) fn chi2_crit(df: usize) -> f64 {
     let d = df as f64;
     let a = 2.0 / (9.0 * d);
     d * libm::pow(1.0 - a + 3.090 * libm::sqrt(a), 3.0)
 }
 
 /// Chi-square statistic of `samples` (each weighing `1/scale`) against `dist`; and its df.
-fn goodness(dist: &Distribution, samples: &[Key], scale: f64) -> (f64, usize) {
+pub(super) fn goodness(dist: &Distribution, samples: &[Key], scale: f64) -> (f64, usize) {
     let mut counts: HashMap<Key, f64> = HashMap::new();
     for k in samples {
         *counts.entry(*k).or_default() += 1.0 / scale;
@@ -93,7 +113,7 @@ fn goodness(dist: &Distribution, samples: &[Key], scale: f64) -> (f64, usize) {
     (stat, support as usize - 1)
 }
 
-fn assert_fits(dist: &Distribution, samples: &[Key], scale: f64) {
+pub(super) fn assert_fits(dist: &Distribution, samples: &[Key], scale: f64) {
     let (stat, df) = goodness(dist, samples, scale);
     assert!(stat < chi2_crit(df), "chi-square {stat:.1} above {:.1} (df {df})", chi2_crit(df));
 }
@@ -112,7 +132,7 @@ fn binner(dist: &Distribution, bins: usize) -> HashMap<Key, usize> {
 }
 
 /// Chi-square test of independence of the pairs' binned components.
-fn assert_independent(dist: &Distribution, pairs: &[(Key, Key)]) {
+pub(super) fn assert_independent(dist: &Distribution, pairs: &[(Key, Key)]) {
     let bins = 4;
     let bin = binner(dist, bins);
     let mut table = vec![vec![0.0f64; bins]; bins];
@@ -133,7 +153,7 @@ fn assert_independent(dist: &Distribution, pairs: &[(Key, Key)]) {
     assert!(stat < chi2_crit(df), "dependence: chi-square {stat:.1} above {:.1}", chi2_crit(df));
 }
 
-fn both() -> [(&'static str, Distribution); 2] {
+pub(super) fn both() -> [(&'static str, Distribution); 2] {
     [("uniform", uniform()), ("skewed", skewed())]
 }
 

@@ -145,3 +145,75 @@ fn nodes_that_register_different_distributions_are_told() {
     };
     assert!(stats.iter().all(|s| s.node.distribution_mismatches == 1), "{stats:?}");
 }
+
+/// Upper 0.001 critical value of chi-square with `df` degrees of freedom (Wilson-Hilferty).
+fn chi2_crit(df: usize) -> f64 {
+    let d = df as f64;
+    let a = 2.0 / (9.0 * d);
+    d * (1.0 - a + 3.090 * a.sqrt()).powi(3)
+}
+
+#[test]
+fn conform_pulls_follow_the_distribution_with_keys_local_and_remote() {
+    // Static partitioning over three nodes: most sampled keys stay remote, some are local, and
+    // the keys a worker pulls must follow π all the same (no swap of remote keys for local ones).
+    const SUPPORT: u64 = 30;
+    let mut cfg = Config::new(3, 1, Layout::uniform(KEYS, 2).unwrap());
+    cfg.technique = Technique::StaticPartitioning;
+    let c = start(&cfg, Options::default(), ThreadedOptions::default());
+    let keys: Vec<Key> = (0..SUPPORT).map(|i| Key(3 * i + 1)).collect();
+    let weights: Vec<f64> = (0..SUPPORT).map(|i| 1.0 / (i as f64 + 1.0).powf(1.1)).collect();
+    let dist = Distribution::weighted(&keys, &weights).unwrap();
+    let mut workers = c.workers;
+    for w in workers.iter_mut() {
+        w.register_distribution(dist.clone(), Conformity::Conform).unwrap();
+    }
+    let out = run_all(workers, |_, w| {
+        w.barrier().unwrap();
+        let mut pulled = Vec::new();
+        for _ in 0..2_000 {
+            let c = w.clock();
+            // `Busy` is back-pressure from a full command queue: try again, a bounded number of times.
+            let h = (0..10_000)
+                .find_map(|_| match w.prepare_sample(DistId(0), 8, c, Clock(c.0 + 1)) {
+                    Err(OpError::Busy) => {
+                        std::thread::sleep(std::time::Duration::from_micros(100));
+                        None
+                    }
+                    r => Some(r.unwrap()),
+                })
+                .expect("the command queue stayed full");
+            for _ in 0..4 {
+                let (mut k, mut v) = ([Key(0); 2], [0.0; 4]);
+                w.pull_sample(h, &mut k, &mut v).unwrap();
+                pulled.extend(k);
+            }
+            w.finish_sample(h).unwrap();
+            w.advance_clock().unwrap();
+        }
+        (pulled, w.sampling_stats())
+    });
+    let mut all = Vec::new();
+    let mut workers = Vec::new();
+    for (w, (pulled, stats)) in out {
+        assert_eq!(stats.samples_pulled, 16_000);
+        assert!(stats.samples_remote > 4_000 && stats.samples_local > 1_000, "{stats:?}");
+        all.extend(pulled);
+        workers.push(w);
+    }
+    let total: f64 = weights.iter().sum();
+    let n = all.len() as f64;
+    let stat: f64 = keys
+        .iter()
+        .zip(&weights)
+        .map(|(k, w)| {
+            let e = n * w / total;
+            let o = all.iter().filter(|x| *x == k).count() as f64;
+            (o - e) * (o - e) / e
+        })
+        .sum();
+    let crit = chi2_crit(keys.len() - 1);
+    assert!(stat < crit, "pulled keys: chi-square {stat:.1} above {crit:.1}");
+    finalize_all(workers);
+    shutdown_all(c.nodes);
+}

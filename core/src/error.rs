@@ -76,6 +76,10 @@ pub enum OpError {
     RoutingLoop,
     /// A node on the request's way knew that the next node had failed.
     Unreachable,
+    /// A transport refused for good a frame of the request, or of its answer, on its way to or
+    /// from `node` (larger than it accepts although within `Config::frame_len_max`, or a peer
+    /// it does not know).
+    FrameRefused { node: NodeId },
     /// The node is shutting down or has shut down.
     Closed,
     /// The call is not valid in the current state (e.g. a worker id out of range).
@@ -114,6 +118,11 @@ impl fmt::Display for OpError {
             OpError::PeerFailed { node } => write!(f, "node {node} failed"),
             OpError::RoutingLoop => f.write_str("request exceeded the hop limit (a parma bug)"),
             OpError::Unreachable => f.write_str("a node on the way has failed"),
+            OpError::FrameRefused { node } => write!(
+                f,
+                "a transport refused a frame of this request on its way to or from node {node} \
+                 (too large for it, or a peer it does not know)"
+            ),
             OpError::Closed => f.write_str("the node is shut down"),
             OpError::InvalidArgument => f.write_str("invalid argument"),
             OpError::Sampling(e) => write!(f, "sampling: {e}"),

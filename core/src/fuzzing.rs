@@ -143,11 +143,12 @@ impl<'a> Bytes<'a> {
 /// One message of the kind `selector` picks, its fields read from `b`.
 fn message(selector: u8, b: &mut Bytes<'_>) -> Message {
     let write = |x: u8| if x & 1 == 0 { WriteKind::Add } else { WriteKind::Set };
-    let reason = |x: u8| match x % 4 {
+    let reason = |x: u8| match x % 5 {
         0 => FailReason::RoutingLoop,
         1 => FailReason::Busy,
         2 => FailReason::Unreachable,
-        _ => FailReason::StoreFull,
+        3 => FailReason::StoreFull,
+        _ => FailReason::Refused,
     };
     match selector % 14 {
         0 => Message::Pull { req: RequestId(b.u64()), origin: NodeId(b.u16()), hops: b.u8(), keys: b.keys() },
@@ -339,7 +340,7 @@ mod tests {
             ("kind-unknown", patch(0, 5, &[15]), WireError::UnknownKind { kind: 15 }),
             ("key-count-huge", patch(0, HEADER_LEN + 11, &u32::MAX.to_le_bytes()), WireError::CountTooLarge),
             ("write-kind", patch(2, HEADER_LEN + 11, &[2]), WireError::BadField),
-            ("fail-reason", patch(8, HEADER_LEN + 8, &[4]), WireError::BadField),
+            ("fail-reason", patch(8, HEADER_LEN + 8, &[5]), WireError::BadField),
         ];
         let mut longer = pull.clone();
         longer.push(0);

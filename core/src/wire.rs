@@ -51,6 +51,9 @@ pub enum FailReason {
     Unreachable,
     /// The key's home node has no room to create the key (its store is full).
     StoreFull,
+    /// The transport of a node on the way refused a frame of the request or of its answer
+    /// for good (too large for it, or a peer it does not know).
+    Refused,
 }
 
 /// A key handed over in a relocation, with its ownership epoch and version.
@@ -359,6 +362,7 @@ impl Message {
                     FailReason::Busy => 1,
                     FailReason::Unreachable => 2,
                     FailReason::StoreFull => 3,
+                    FailReason::Refused => 4,
                 });
                 w.keys(keys);
             }
@@ -478,6 +482,7 @@ pub fn decode(
                 1 => FailReason::Busy,
                 2 => FailReason::Unreachable,
                 3 => FailReason::StoreFull,
+                4 => FailReason::Refused,
                 _ => return Err(WireError::BadField),
             };
             Message::RequestFailed { req, reason, keys: r.keys()? }

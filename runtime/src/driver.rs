@@ -273,6 +273,7 @@ impl<T: Transport> Driver<T> {
         }
         let mut sent = false;
         let mut failed = Vec::new();
+        let mut refused = Vec::new();
         let (out, stats) = (&mut self.out, &mut self.stats);
         for (i, q) in out.queues.iter_mut().enumerate() {
             while let Some(t) = q.front() {
@@ -301,13 +302,20 @@ impl<T: Transport> Driver<T> {
                         return sent;
                     }
                     Err(_) => {
-                        // Too large or unknown peer: the frame can never go.
-                        q.pop_front();
+                        // Too large or unknown peer: the frame can never go. The node fails
+                        // whatever waits for it.
+                        if let Some(t) = q.pop_front() {
+                            refused.push(t);
+                        }
                         out.total -= 1;
                         stats.frames_dropped += 1;
                     }
                 }
             }
+        }
+        for t in refused {
+            self.node.handle_send_refused(now, t);
+            drain(&mut self.node, &mut self.out, &self.shared, &mut self.stats);
         }
         for peer in failed {
             self.peer_failed(now, peer);

@@ -400,6 +400,14 @@ impl Cluster {
                     self.stalled[i].push_front(t);
                     break;
                 }
+                // Refused for good: the node fails whatever waits for the frame.
+                Err(SendError::TooLarge | SendError::UnknownPeer) => {
+                    let now = self.now();
+                    self.nodes[i].handle_send_refused(now, t);
+                    while let Some(t) = self.nodes[i].poll_transmit() {
+                        self.stalled[i].push_back(t);
+                    }
+                }
                 // A failed peer: the node hears of it through the transport's events.
                 Err(_) => {}
             }

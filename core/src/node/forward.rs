@@ -74,6 +74,7 @@ impl Node {
                     FailReason::Busy => crate::error::OpError::Busy,
                     FailReason::Unreachable => crate::error::OpError::Unreachable,
                     FailReason::StoreFull => crate::error::OpError::StoreFull,
+                    FailReason::Refused => crate::error::OpError::FrameRefused { node: from },
                 };
                 self.fail_request(req, err);
             }

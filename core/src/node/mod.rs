@@ -307,6 +307,27 @@ impl Node {
         p
     }
 
+    /// The transport refused for good to send `t`, a message this node produced (larger than
+    /// the transport accepts although within [`Config::frame_len_max`], or to a peer it does
+    /// not know). The driver hands it back instead of dropping it, so that whoever waits for
+    /// its answer learns it now instead of at the request's deadline: this node's own
+    /// requests fail with [`OpError::FrameRefused`], and a request of another node (forwarded
+    /// here, or answered here) fails at its origin with [`wire::FailReason::Refused`]. A
+    /// refused message that serves no request (a relocated value, an ownership update) cannot
+    /// be mended: it is counted in `Stats::messages_refused`, and that transport broke the
+    /// promise it made by accepting `Config::frame_len_max` at start.
+    pub fn handle_send_refused(&mut self, now: Instant, t: Transmit) {
+        self.sync.now = now;
+        self.stats.messages_refused += 1;
+        let to = t.to;
+        if let Message::PullReply { req, keys, .. } | Message::PushReply { req, keys } = t.msg {
+            self.send(to, Message::RequestFailed { req, reason: wire::FailReason::Refused, keys });
+        } else {
+            self.undeliverable(t.msg, OpError::FrameRefused { node: to });
+        }
+        self.drain_loopback(now);
+    }
+
     /// The transport reports that `peer` failed. Every outstanding request and barrier ends
     /// with an error: a request may have been routed through the peer, and waiting for it
     /// could be forever.
@@ -587,23 +608,25 @@ impl Node {
         if to == self.me {
             self.loopback.push_back(msg);
         } else if self.failed_peers.contains(&to) {
-            self.undeliverable(to, msg);
+            self.undeliverable(msg, OpError::PeerFailed { node: to });
         } else {
             self.outbox.push_back(Transmit { to, msg, cluster: self.wire_cluster, sender: self.me });
         }
     }
 
-    /// `msg` was for `to`, which has failed: whoever waits for its answer learns it now instead
-    /// of at its deadline.
-    fn undeliverable(&mut self, to: NodeId, msg: Message) {
+    /// `msg` cannot be delivered (`err` says why): whoever waits for its answer learns
+    /// it now instead of at its deadline.
+    fn undeliverable(&mut self, msg: Message, err: OpError) {
         self.stats.messages_undeliverable += 1;
-        let err = OpError::PeerFailed { node: to };
         match msg {
             Message::Pull { req, origin, keys, .. } | Message::Push { req, origin, keys, .. } => {
                 if origin == self.me {
                     self.fail_request(req, err);
                 } else {
-                    let reason = wire::FailReason::Unreachable;
+                    let reason = match err {
+                        OpError::FrameRefused { .. } => wire::FailReason::Refused,
+                        _ => wire::FailReason::Unreachable,
+                    };
                     self.send(origin, Message::RequestFailed { req, reason, keys });
                 }
             }

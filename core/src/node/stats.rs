@@ -38,8 +38,11 @@ pub struct Stats {
     /// Messages dropped because their content made no sense (keys outside the layout, wrong
     /// value lengths, impossible states).
     pub messages_rejected: u64,
-    /// Messages not sent because their destination had failed.
+    /// Messages not sent because their destination had failed, or because the transport
+    /// refused them ([`crate::Node::handle_send_refused`]).
     pub messages_undeliverable: u64,
+    /// Messages the transport refused for good (too large for it, or a peer it does not know).
+    pub messages_refused: u64,
     /// Replies for requests that had already ended (timed out or failed).
     pub replies_late: u64,
     /// Worker operations that ended with an error.

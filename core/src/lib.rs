@@ -92,6 +92,7 @@ pub mod layout;
 pub mod node;
 pub mod placement;
 pub mod sampling;
+pub mod session;
 pub mod store;
 pub mod time;
 pub mod timing;

@@ -1,0 +1,625 @@
+//! The session with one peer: handshake, sequence numbers, acknowledgements, retransmission,
+//! credits and heartbeats, as a state machine (bytes and time in, packets, events and timers
+//! out).
+
+use alloc::collections::VecDeque;
+use alloc::vec::Vec;
+
+use super::packet::{Greeting, Packet, DATA_OVERHEAD, PROOF_LEN};
+use super::{FailCause, Identity, Refusal, SessionEvent, SessionOptions, SessionStats, Token};
+use crate::ids::NodeId;
+use crate::time::Instant;
+use crate::transport::SendError;
+
+/// The state of the link the session runs over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Link {
+    /// No link; this end asks for one at `retry` (if it is the end that connects).
+    Down { retry: Option<Instant> },
+    /// [`SessionEvent::Connect`] was given at `since`; waiting for [`Session::link_up`].
+    Connecting { since: Instant },
+    /// This end sent a Hello with `nonce` at `since`.
+    AwaitWelcome { nonce: u64, since: Instant },
+    /// This end accepted a Hello and sent a Welcome with `nonce` at `since`.
+    AwaitProof { nonce: u64, since: Instant },
+    /// Authenticated: data flows.
+    Up,
+}
+
+/// Whether the session can still carry frames.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Open,
+    /// [`Session::close`] was called: no new frames; a Bye once everything is acknowledged.
+    Closing,
+    Closed,
+    Failed(FailCause),
+}
+
+/// One node's session with one peer. See the module docs of [`crate::session`].
+pub struct Session<T: Token> {
+    opts: SessionOptions,
+    id: Identity,
+    peer: NodeId,
+    token: T,
+    link: Link,
+    phase: Phase,
+    now: Instant,
+    /// The peer's incarnation, once a handshake told it.
+    peer_incarnation: Option<u64>,
+    backoff: crate::time::Duration,
+
+    // ----- sending -----
+    /// The sequence number the next frame gets.
+    next_seq: u64,
+    /// Frames sent and not acknowledged, oldest first, encoded as data packets whose ack and
+    /// window fields are written when they go out. The first has sequence number `acked`.
+    unacked: VecDeque<Vec<u8>>,
+    unacked_bytes: usize,
+    /// Every frame below this was acknowledged.
+    acked: u64,
+    /// The next frame to put on the current link.
+    sent_upto: u64,
+    /// The peer takes frames with sequence numbers below this.
+    peer_window: u64,
+    /// `send` answered `WouldBlock` since room last freed.
+    blocked: bool,
+    last_progress: Instant,
+    last_sent: Instant,
+
+    // ----- receiving -----
+    /// The sequence number of the next frame expected from the peer.
+    next_expected: u64,
+    received: VecDeque<Vec<u8>>,
+    /// Frames handed over by `poll_recv`.
+    taken: u64,
+    /// The window last told to the peer.
+    advertised: u64,
+    /// Frames received since the last acknowledgement sent.
+    acks_owed: u64,
+    ack_due: Option<Instant>,
+    last_heard: Instant,
+
+    control: VecDeque<Vec<u8>>,
+    events: VecDeque<SessionEvent>,
+    stats: SessionStats,
+}
+
+impl<T: Token> Session<T> {
+    /// The session of node `id.me` with `peer`, created at `now`. The end with the lower node
+    /// id connects; the other accepts. Checks the options.
+    pub fn new(
+        opts: SessionOptions,
+        id: Identity,
+        peer: NodeId,
+        token: T,
+        now: Instant,
+    ) -> Result<Self, Refusal> {
+        opts.validate()?;
+        if peer == id.me {
+            return Err(Refusal::WrongPeer { claimed: peer, expected: peer });
+        }
+        let connects = id.me < peer;
+        Ok(Session {
+            opts,
+            id,
+            peer,
+            token,
+            link: Link::Down { retry: connects.then_some(now) },
+            phase: Phase::Open,
+            now,
+            peer_incarnation: None,
+            backoff: opts.reconnect_min,
+            next_seq: 1,
+            unacked: VecDeque::new(),
+            unacked_bytes: 0,
+            acked: 1,
+            sent_upto: 1,
+            peer_window: 1,
+            blocked: false,
+            last_progress: now,
+            last_sent: now,
+            next_expected: 1,
+            received: VecDeque::new(),
+            taken: 0,
+            advertised: 1 + opts.recv_frames_max,
+            acks_owed: 0,
+            ack_due: None,
+            last_heard: now,
+            control: VecDeque::new(),
+            events: VecDeque::new(),
+            stats: SessionStats::default(),
+        })
+    }
+
+    // ----- getters -----
+
+    /// The peer.
+    pub fn peer(&self) -> NodeId {
+        self.peer
+    }
+    /// Whether the link is authenticated and carries data.
+    pub fn is_up(&self) -> bool {
+        self.link == Link::Up
+    }
+    /// Why the session failed, if it did.
+    pub fn failure(&self) -> Option<FailCause> {
+        match self.phase {
+            Phase::Failed(c) => Some(c),
+            _ => None,
+        }
+    }
+    /// Whether the session was closed cleanly (by either end).
+    pub fn is_closed(&self) -> bool {
+        self.phase == Phase::Closed
+    }
+    /// Frames accepted by `send` and not yet acknowledged by the peer.
+    pub fn unacked_frames(&self) -> usize {
+        self.unacked.len()
+    }
+    /// Bytes of those frames.
+    pub fn unacked_bytes(&self) -> usize {
+        self.unacked_bytes
+    }
+    /// Frames received and not yet taken with `poll_recv`.
+    pub fn received_frames(&self) -> usize {
+        self.received.len()
+    }
+    /// Counters.
+    pub fn stats(&self) -> &SessionStats {
+        &self.stats
+    }
+
+    // ----- inputs from the medium -----
+
+    /// The medium opened the link this end asked for with [`SessionEvent::Connect`]; `nonce` is
+    /// fresh randomness from the driver. Sends the Hello.
+    pub fn link_up(&mut self, now: Instant, nonce: u64) {
+        self.now = now;
+        if !self.is_open() {
+            return;
+        }
+        let hello = Packet::Hello(self.greeting(nonce));
+        self.push_control(hello);
+        self.link = Link::AwaitWelcome { nonce, since: now };
+    }
+
+    /// A Hello from the peer opened a link (decode the first packet of an unknown link with
+    /// [`Packet::decode`] to find its peer); `nonce` is fresh randomness from the driver. On
+    /// `Ok` the link becomes the session's link (close any other link to this peer) and the
+    /// Welcome is queued; on `Err` close the link: nothing changed but the counters.
+    pub fn accept(&mut self, now: Instant, hello: &Greeting, nonce: u64) -> Result<(), Refusal> {
+        self.now = now;
+        if let Err(r) = self.check_greeting(hello) {
+            return Err(self.refuse(r));
+        }
+        if !self.is_open() {
+            return Err(self.refuse(Refusal::Closed));
+        }
+        self.resume(hello)?;
+        let proof = self.token.prove(hello.nonce, self.id.me, self.peer, self.id.digest);
+        let welcome = Packet::Welcome(self.greeting(nonce), proof);
+        self.control.clear();
+        self.push_control(welcome);
+        self.link = Link::AwaitProof { nonce, since: now };
+        self.last_heard = now;
+        Ok(())
+    }
+
+    /// The medium lost the link. Frames not acknowledged go out again on the next link.
+    pub fn link_down(&mut self, now: Instant) {
+        self.now = now;
+        self.drop_link();
+    }
+
+    /// A packet from the peer on the session's link. On `Err` the packet was refused and the
+    /// link dropped (close it); the session goes on over the next link unless it failed.
+    pub fn handle_packet(&mut self, now: Instant, bytes: &[u8]) -> Result<(), Refusal> {
+        self.now = now;
+        let packet = match Packet::decode(bytes, self.opts.frame_len_max + DATA_OVERHEAD) {
+            Ok(p) => p,
+            Err(e) => return Err(self.refuse_link(Refusal::Malformed(e))),
+        };
+        self.stats.packets_received += 1;
+        match (packet, self.link) {
+            (Packet::Welcome(g, proof), Link::AwaitWelcome { nonce, .. }) => {
+                self.check_greeting(&g).map_err(|r| self.refuse_link(r))?;
+                if !self.proof_ok(nonce, &proof) {
+                    return Err(self.refuse_link(Refusal::Token));
+                }
+                if let Err(r) = self.resume(&g) {
+                    self.drop_link();
+                    return Err(r);
+                }
+                let proof = self.token.prove(g.nonce, self.id.me, self.peer, self.id.digest);
+                self.push_control(Packet::Proof(proof));
+                self.link_ready();
+            }
+            (Packet::Proof(proof), Link::AwaitProof { nonce, .. }) => {
+                if !self.proof_ok(nonce, &proof) {
+                    return Err(self.refuse_link(Refusal::Token));
+                }
+                self.link_ready();
+            }
+            (Packet::Data { seq, ack, window, payload }, Link::Up) => {
+                self.on_ack(ack, window).map_err(|r| self.refuse_link(r))?;
+                self.on_data(seq, payload);
+            }
+            (Packet::Ack { ack, window }, Link::Up) => {
+                self.on_ack(ack, window).map_err(|r| self.refuse_link(r))?;
+            }
+            (Packet::Bye, Link::Up) => {
+                self.last_heard = now;
+                self.phase = Phase::Closed;
+                self.link = Link::Down { retry: None };
+                self.events.push_back(SessionEvent::Closed);
+            }
+            (p, _) => return Err(self.refuse_link(Refusal::Unexpected { kind: packet_name(&p) })),
+        }
+        self.last_heard = now;
+        Ok(())
+    }
+
+    /// Timers: peer silence, reconnection, handshakes that take too long, retransmission,
+    /// delayed acknowledgements and heartbeats.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.now = now;
+        if !matches!(self.phase, Phase::Open | Phase::Closing) {
+            return;
+        }
+        if now - self.last_heard >= self.opts.peer_timeout {
+            self.fail(FailCause::Silent);
+            return;
+        }
+        match self.link {
+            Link::Down { retry: Some(at) } if at <= now => {
+                self.link = Link::Connecting { since: now };
+                self.events.push_back(SessionEvent::Connect);
+            }
+            Link::Connecting { since }
+            | Link::AwaitWelcome { since, .. }
+            | Link::AwaitProof { since, .. }
+                if now - since >= self.opts.handshake_timeout =>
+            {
+                self.stats.handshakes_timed_out += 1;
+                self.drop_link();
+                self.events.push_back(SessionEvent::Down);
+            }
+            Link::Up => {
+                if self.sent_upto > self.acked && now - self.last_progress >= self.opts.retransmit_timeout {
+                    // Go back: everything not acknowledged goes out again, in order.
+                    self.stats.frames_retransmitted += self.sent_upto - self.acked;
+                    self.sent_upto = self.acked;
+                    self.last_progress = now;
+                }
+                let ack_due = self.ack_due.is_some_and(|t| t <= now);
+                if ack_due || now - self.last_sent >= self.opts.heartbeat_interval {
+                    self.send_ack();
+                }
+            }
+            _ => {}
+        }
+    }
+
+    // ----- commands -----
+
+    /// Queues `frame` (a node frame) for the peer. `WouldBlock` while the frames not yet
+    /// acknowledged fill the window: [`SessionEvent::Writable`] follows when room frees.
+    pub fn send(&mut self, frame: &[u8]) -> Result<(), SendError> {
+        match self.phase {
+            Phase::Open => {}
+            Phase::Failed(_) => return Err(SendError::PeerFailed),
+            Phase::Closing | Phase::Closed => return Err(SendError::Closed),
+        }
+        if frame.len() > self.opts.frame_len_max {
+            return Err(SendError::TooLarge);
+        }
+        let len = frame.len() + DATA_OVERHEAD;
+        if self.unacked.len() >= self.opts.window_frames_max
+            || (self.unacked_bytes + len > self.opts.window_bytes_max && !self.unacked.is_empty())
+        {
+            self.blocked = true;
+            return Err(SendError::WouldBlock);
+        }
+        let mut packet = Packet::Data { seq: self.next_seq, ack: 0, window: 0, payload: Vec::new() }.encode();
+        packet.extend_from_slice(frame);
+        self.next_seq += 1;
+        self.unacked_bytes += len;
+        self.unacked.push_back(packet);
+        Ok(())
+    }
+
+    /// Stops taking frames; once the peer acknowledged every frame, says goodbye and closes.
+    pub fn close(&mut self, now: Instant) {
+        self.now = now;
+        if self.phase == Phase::Open {
+            self.phase = Phase::Closing;
+        }
+    }
+
+    // ----- outputs -----
+
+    /// The next packet to put on the link. Drain until `None` after every input.
+    #[must_use]
+    pub fn poll_transmit(&mut self) -> Option<Vec<u8>> {
+        if let Some(p) = self.control.pop_front() {
+            return Some(self.sent(p));
+        }
+        if self.link != Link::Up {
+            return None;
+        }
+        if self.sent_upto < self.next_seq && self.sent_upto < self.peer_window {
+            let i = (self.sent_upto - self.acked) as usize;
+            let mut p = self.unacked[i].clone();
+            self.write_ack(&mut p);
+            self.sent_upto += 1;
+            self.stats.frames_sent += 1;
+            return Some(self.sent(p));
+        }
+        if self.phase == Phase::Closing && self.unacked.is_empty() {
+            self.phase = Phase::Closed;
+            self.events.push_back(SessionEvent::Closed);
+            return Some(self.sent(Packet::Bye.encode()));
+        }
+        let window_grew = self.window() >= self.advertised + self.opts.recv_frames_max / 2;
+        if window_grew || self.acks_owed >= self.ack_batch() {
+            let p = self.ack_packet();
+            return Some(self.sent(p));
+        }
+        if self.acks_owed > 0 && self.ack_due.is_none() {
+            self.ack_due = Some(self.now + self.opts.ack_delay);
+        }
+        None
+    }
+
+    /// The next frame from the peer, in the order it was sent. Taking frames gives the peer
+    /// room to send more.
+    #[must_use]
+    pub fn poll_recv(&mut self) -> Option<Vec<u8>> {
+        let f = self.received.pop_front()?;
+        self.taken += 1;
+        Some(f)
+    }
+
+    /// The next event. Drain until `None` after every input.
+    #[must_use]
+    pub fn poll_event(&mut self) -> Option<SessionEvent> {
+        self.events.pop_front()
+    }
+
+    /// When [`Session::handle_timeout`] is next due, if ever.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        if !matches!(self.phase, Phase::Open | Phase::Closing) {
+            return None;
+        }
+        let mut t = self.last_heard + self.opts.peer_timeout;
+        let mut at = |x: Instant| t = t.min(x);
+        match self.link {
+            Link::Down { retry: Some(r) } => at(r),
+            Link::Down { retry: None } => {}
+            Link::Connecting { since }
+            | Link::AwaitWelcome { since, .. }
+            | Link::AwaitProof { since, .. } => at(since + self.opts.handshake_timeout),
+            Link::Up => {
+                at(self.last_sent + self.opts.heartbeat_interval);
+                if let Some(d) = self.ack_due {
+                    at(d);
+                }
+                if self.sent_upto > self.acked {
+                    at(self.last_progress + self.opts.retransmit_timeout);
+                }
+            }
+        }
+        Some(t)
+    }
+
+    // ----- internals -----
+
+    fn is_open(&self) -> bool {
+        matches!(self.phase, Phase::Open | Phase::Closing)
+    }
+
+    fn greeting(&self, nonce: u64) -> Greeting {
+        Greeting {
+            from: self.id.me,
+            to: self.peer,
+            digest: self.id.digest,
+            incarnation: self.id.incarnation,
+            nonce,
+            next: self.next_expected,
+            window: self.window(),
+        }
+    }
+
+    /// The window to tell the peer: frames below it fit in what is not yet taken.
+    fn window(&self) -> u64 {
+        self.taken + 1 + self.opts.recv_frames_max
+    }
+
+    fn ack_batch(&self) -> u64 {
+        (self.opts.recv_frames_max / 8).max(1)
+    }
+
+    fn check_greeting(&self, g: &Greeting) -> Result<(), Refusal> {
+        if g.from != self.peer || g.to != self.id.me {
+            let claimed = if g.from != self.peer { g.from } else { g.to };
+            let expected = if g.from != self.peer { self.peer } else { self.id.me };
+            return Err(Refusal::WrongPeer { claimed, expected });
+        }
+        if g.digest != self.id.digest {
+            return Err(Refusal::Digest { theirs: g.digest, ours: self.id.digest });
+        }
+        Ok(())
+    }
+
+    fn proof_ok(&self, nonce: u64, proof: &[u8; PROOF_LEN]) -> bool {
+        let want = self.token.prove(nonce, self.peer, self.id.me, self.id.digest);
+        // Constant time: every byte is compared whatever the first difference.
+        want.iter().zip(proof).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+    }
+
+    /// The peer's greeting says where it stands: drop what it has, send the rest again. A new
+    /// incarnation, or a peer that lost frames it had acknowledged, failed (it restarted).
+    fn resume(&mut self, g: &Greeting) -> Result<(), Refusal> {
+        if let Some(inc) = self.peer_incarnation {
+            if inc != g.incarnation {
+                self.fail(FailCause::Restarted);
+                return Err(Refusal::Restarted);
+            }
+        }
+        if g.next < self.acked {
+            self.fail(FailCause::Restarted);
+            return Err(Refusal::Restarted);
+        }
+        if g.next > self.next_seq {
+            return Err(self.refuse(Refusal::Resume { next: g.next, sent: self.next_seq }));
+        }
+        self.peer_incarnation = Some(g.incarnation);
+        self.release(g.next);
+        self.sent_upto = g.next;
+        self.peer_window = self.peer_window.max(g.window);
+        Ok(())
+    }
+
+    fn link_ready(&mut self) {
+        self.link = Link::Up;
+        self.backoff = self.opts.reconnect_min;
+        self.last_progress = self.now;
+        self.stats.links_up += 1;
+        self.acks_owed = 0;
+        self.advertised = self.window();
+        self.events.push_back(SessionEvent::Up);
+    }
+
+    /// Frames below `ack` reached the peer; the peer takes frames below `window`.
+    fn on_ack(&mut self, ack: u64, window: u64) -> Result<(), Refusal> {
+        if ack > self.next_seq {
+            return Err(Refusal::Resume { next: ack, sent: self.next_seq });
+        }
+        if ack > self.acked {
+            self.release(ack);
+            self.last_progress = self.now;
+        }
+        self.peer_window = self.peer_window.max(window);
+        Ok(())
+    }
+
+    /// Drops the frames below `ack` from the retransmission buffer.
+    fn release(&mut self, ack: u64) {
+        while self.acked < ack {
+            let Some(p) = self.unacked.pop_front() else { break };
+            self.unacked_bytes -= p.len();
+            self.acked += 1;
+        }
+        self.sent_upto = self.sent_upto.max(self.acked);
+        if self.blocked {
+            self.blocked = false;
+            self.events.push_back(SessionEvent::Writable);
+        }
+    }
+
+    fn on_data(&mut self, seq: u64, payload: Vec<u8>) {
+        if seq < self.next_expected {
+            self.stats.duplicates_dropped += 1;
+        } else if seq > self.next_expected || seq >= self.window() {
+            // A gap (a frame lost with a link) or beyond the window: the sender goes back.
+            self.stats.out_of_order_dropped += 1;
+        } else {
+            self.next_expected += 1;
+            self.received.push_back(payload);
+            self.stats.frames_received += 1;
+        }
+        self.acks_owed += 1;
+    }
+
+    fn write_ack(&mut self, p: &mut [u8]) {
+        let (ack, window) = (self.next_expected, self.window());
+        p[super::packet::HEADER_LEN + 8..super::packet::HEADER_LEN + 16].copy_from_slice(&ack.to_le_bytes());
+        p[super::packet::HEADER_LEN + 16..super::packet::HEADER_LEN + 24]
+            .copy_from_slice(&window.to_le_bytes());
+        self.acks_owed = 0;
+        self.ack_due = None;
+        self.advertised = window;
+    }
+
+    /// An acknowledgement of everything received, with the current window (not yet counted
+    /// as sent).
+    fn ack_packet(&mut self) -> Vec<u8> {
+        let (ack, window) = (self.next_expected, self.window());
+        self.acks_owed = 0;
+        self.ack_due = None;
+        self.advertised = window;
+        Packet::Ack { ack, window }.encode()
+    }
+
+    /// Queues an acknowledgement: a delayed one, or a heartbeat on an idle link.
+    fn send_ack(&mut self) {
+        self.stats.heartbeats_sent += 1;
+        let p = self.ack_packet();
+        self.control.push_back(p);
+    }
+
+    fn push_control(&mut self, p: Packet) {
+        self.control.push_back(p.encode());
+    }
+
+    /// Counts `p` as sent now.
+    fn sent(&mut self, p: Vec<u8>) -> Vec<u8> {
+        self.stats.packets_sent += 1;
+        self.stats.bytes_sent += p.len() as u64;
+        self.last_sent = self.now;
+        p
+    }
+
+    fn drop_link(&mut self) {
+        if matches!(self.link, Link::Down { .. }) {
+            return;
+        }
+        if self.link == Link::Up {
+            self.stats.links_lost += 1;
+        }
+        self.control.clear();
+        self.sent_upto = self.acked;
+        let connects = self.id.me < self.peer;
+        let retry = (connects && self.is_open()).then(|| self.now + self.backoff);
+        self.backoff = crate::time::Duration((self.backoff.0 * 2).min(self.opts.reconnect_max.0));
+        self.link = Link::Down { retry };
+    }
+
+    /// Counts a refused greeting; the link (not yet the session's) is to be closed.
+    fn refuse(&mut self, r: Refusal) -> Refusal {
+        self.stats.refused += 1;
+        r
+    }
+
+    /// Counts a refused packet and drops the session's link.
+    fn refuse_link(&mut self, r: Refusal) -> Refusal {
+        self.stats.refused += 1;
+        self.drop_link();
+        r
+    }
+
+    fn fail(&mut self, cause: FailCause) {
+        if matches!(self.phase, Phase::Failed(_) | Phase::Closed) {
+            return;
+        }
+        self.phase = Phase::Failed(cause);
+        self.link = Link::Down { retry: None };
+        self.unacked.clear();
+        self.unacked_bytes = 0;
+        self.control.clear();
+        self.events.push_back(SessionEvent::PeerFailed(cause));
+    }
+}
+
+fn packet_name(p: &Packet) -> &'static str {
+    match p {
+        Packet::Hello(_) => "Hello",
+        Packet::Welcome(..) => "Welcome",
+        Packet::Proof(_) => "Proof",
+        Packet::Data { .. } => "Data",
+        Packet::Ack { .. } => "Ack",
+        Packet::Bye => "Bye",
+    }
+}

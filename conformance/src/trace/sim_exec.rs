@@ -31,6 +31,8 @@ impl SimExecutor {
         Ok(SimExecutor { setup: setup.clone(), cluster, hold: cfg.relocation_hold })
     }
 
+    /// `InvalidArgument` for a node outside the cluster (the cluster would index out of
+    /// bounds).
     fn node_exists(&self, node: NodeId) -> Result<(), OpError> {
         if node.0 < self.setup.nodes {
             Ok(())
@@ -65,6 +67,7 @@ impl Executor for SimExecutor {
         worker: WorkerId,
         keys: &[Key],
     ) -> Result<(Vec<f32>, Vec<bool>), OpError> {
+        self.node_exists(node)?;
         let total = self.setup.layout.total_len(keys).map_err(|key| OpError::KeyOutsideLayout { key })?;
         let mut vals = vec![0.0; total];
         let (ticket, missing) = self.cluster.pull(node, worker, keys, &mut vals)?;
@@ -88,12 +91,14 @@ impl Executor for SimExecutor {
         keys: &[Key],
         vals: &[f32],
     ) -> Result<(), OpError> {
+        self.node_exists(node)?;
         let kind = if set { WriteKind::Set } else { WriteKind::Add };
         let ticket = self.cluster.write(node, worker, kind, keys, vals)?;
         self.wait(node, worker, ticket).map(|_| ())
     }
 
     fn localize(&mut self, node: NodeId, worker: WorkerId, keys: &[Key]) -> Result<(), OpError> {
+        self.node_exists(node)?;
         let ticket = self.cluster.localize(node, worker, keys)?;
         self.wait(node, worker, ticket).map(|_| ())
     }
@@ -120,6 +125,10 @@ impl Executor for SimExecutor {
 
     fn advance(&mut self, node: NodeId, worker: WorkerId, by: u64) -> Result<Clock, OpError> {
         self.node_exists(node)?;
+        if self.cluster.is_dead(node) {
+            // As a worker of a stopped runtime.
+            return Err(OpError::Closed);
+        }
         let mut clock = self.cluster.nodes()[node.index()].clock(worker);
         for _ in 0..by {
             clock = self.cluster.advance_clock(node, worker)?;

@@ -219,6 +219,9 @@ impl Executor for Unstarted {
     fn keys_forwarded(&mut self) -> u64 {
         0
     }
+    fn barrier(&mut self) -> crate::trace::BarrierOut {
+        Vec::new()
+    }
     fn finish(&mut self) -> Result<(), String> {
         Err("the cluster did not start".into())
     }
@@ -248,7 +251,7 @@ pub fn run_loopback(
             let mut merged: Option<Vec<TraceResult>> = None;
             for seed in seeds {
                 let mut make = |s: &Setup| -> Result<Box<dyn Executor>, String> {
-                    Ok(Box::new(SimExecutor::new(s, seed)))
+                    Ok(Box::new(SimExecutor::new(s, seed)?))
                 };
                 let results = run_suite(dir, &skips, &mut make, rewrite)?;
                 merged = Some(match merged {
@@ -282,7 +285,11 @@ pub fn run_loopback(
                 ThreadedOptions { pair_frames_max: 1, ..ThreadedOptions::default() }
             };
             let mut make = |s: &Setup| -> Result<Box<dyn Executor>, String> {
-                Ok(Box::new(RuntimeExecutor::new(s, cluster(s.nodes, opts))?))
+                let ends = cluster(s.nodes, opts);
+                let Some(control) = ends.first().map(|e| e.controller()) else {
+                    return Err("a cluster without nodes".into());
+                };
+                Ok(Box::new(RuntimeExecutor::new(s, ends)?.with_kill(move |n| control.kill(n))))
             };
             run_suite(dir, &skips, &mut make, rewrite)
         }

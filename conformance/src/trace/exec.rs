@@ -1,9 +1,11 @@
 //! What a trace needs from a cluster: one implementation per way of running one.
 
 use parma_core::sampling::SamplingStats;
+use std::sync::Arc;
+
 use parma_core::{
-    Clock, Conformity, DistId, Distribution, Key, Layout, NodeId, OpError, Placement, SampleHandle,
-    SamplingOptions, Technique, WorkerId,
+    Clock, Config, Conformity, DistId, Distribution, Duration, Key, Layout, NodeId, OpError, Placement,
+    SampleHandle, SamplingOptions, Technique, WorkerId,
 };
 
 /// The cluster a trace asks for.
@@ -17,7 +19,29 @@ pub struct Setup {
     pub placement: Placement,
     /// Pool size, use frequency and replacement of the sampling manager.
     pub sampling: SamplingOptions,
+    /// The keys replicated on every node under [`Technique::MultiTechnique`].
+    pub hot_keys: Vec<Key>,
+    /// How long a key that moved stays put at least; `None` keeps `Config`'s default.
+    pub relocation_hold: Option<Duration>,
 }
+
+impl Setup {
+    /// The configuration every node of the cluster runs with.
+    pub fn config(&self) -> Config {
+        let mut cfg = Config::new(self.nodes, self.workers, self.layout.clone());
+        cfg.technique = self.technique;
+        cfg.placement = self.placement;
+        cfg.sampling = self.sampling;
+        cfg.hot_keys = Arc::new(self.hot_keys.iter().copied().collect());
+        if let Some(hold) = self.relocation_hold {
+            cfg.relocation_hold = hold;
+        }
+        cfg
+    }
+}
+
+/// What one worker's part of a `barrier` ended with, by node and worker.
+pub type BarrierOut = Vec<(NodeId, WorkerId, Result<(), OpError>)>;
 
 /// What one `pull-sample` returned: keys, their values (concatenated), and whether each was
 /// local.
@@ -45,9 +69,9 @@ pub trait Executor {
     ) -> Result<(), OpError>;
     /// Moves `keys` to `node`.
     fn localize(&mut self, node: NodeId, worker: WorkerId, keys: &[Key]) -> Result<(), OpError>;
-    /// The nodes that hold the main copy of `key` now.
+    /// The running nodes (not stopped by `kill`) that hold the main copy of `key` now.
     fn owners(&mut self, key: Key) -> Vec<NodeId>;
-    /// The nodes that hold a filled replica of `key` now.
+    /// The running nodes that hold a filled replica of `key` now.
     fn replicas(&mut self, key: Key) -> Vec<NodeId>;
     /// `worker` of `node` will access `keys` while its clock is in `[start, end)`.
     fn intent(
@@ -62,14 +86,24 @@ pub trait Executor {
     fn advance(&mut self, node: NodeId, worker: WorkerId, by: u64) -> Result<Clock, OpError>;
     /// Returns after two more sync rounds of `node`.
     fn wait_sync(&mut self, node: NodeId, worker: WorkerId) -> Result<(), OpError>;
-    /// Lets the cluster settle: time passes beyond the relocation hold, then every node
-    /// completes two more sync rounds, twice over, one node after the other.
+    /// Lets the cluster settle: time passes beyond the relocation hold, then every running
+    /// node completes two more sync rounds, twice over, one node after the other.
     fn settle(&mut self) -> Result<(), OpError>;
     /// Every worker of every node adds `each` to every element of every key, `rounds` times,
     /// concurrently.
     fn concurrent_push(&mut self, keys: &[Key], rounds: u32, each: f32) -> Result<(), OpError>;
     /// Keys forwarded by all nodes so far (a node that did not hold a key passed a request on).
     fn keys_forwarded(&mut self) -> u64;
+    /// Every worker of every node enters the cluster-wide barrier at once; returns how each
+    /// one's barrier ended, in node and worker order. A stopped node's workers are included
+    /// (their barrier fails at once).
+    fn barrier(&mut self) -> BarrierOut;
+    /// Stops `node` for good, as a crash would, and returns once the node has stopped and
+    /// every other running node has been told that it failed. An executor whose transport
+    /// cannot stop a node keeps this default; its transport skips the traces that use it.
+    fn kill(&mut self, _node: NodeId) -> Result<(), OpError> {
+        Err(OpError::InvalidArgument)
+    }
     /// Registers `dist` under `level` on every node, in node order; returns its id.
     fn register(&mut self, _dist: &Distribution, _level: Conformity) -> Result<DistId, OpError> {
         Err(OpError::Closed)

@@ -18,17 +18,23 @@
 //! | `intent` | `node= worker= keys=a,b start=s end=e` | `ok` |
 //! | `advance` | `node= worker= [by=n]` | `clock <c>`: the worker's clock after `n` (default 1) advances |
 //! | `wait-sync` | `node= worker=` | `ok` once the node completed two more sync rounds |
-//! | `settle` | | `ok` once time passed the relocation hold and every node, one after the other, completed two more sync rounds, twice over |
+//! | `settle` | | `ok` once time passed the relocation hold and every running node, one after the other, completed two more sync rounds, twice over |
 //! | `concurrent-push` | `keys=a,b rounds=R each=x` | every worker of every node pushes `x` to every key, `R` times, all at once: `ok` |
 //! | `register` | `dist=uniform:a..b` or `dist=weighted:k:w,k:w,...`, `level=` (`conform`, `bounded`, `long-term`, `non-conform`) | `dist <id>`, registered on every node in node order |
 //! | `prepare-sample` | `node= worker= dist= n= start= end=` | `handle <h>` |
 //! | `pull-sample` | `node= worker= handle= count=` | `k<key> = <values> (local\|remote)` per sample |
 //! | `finish-sample` | `node= worker= handle=` | `ok` |
 //! | `sampling` | `node= worker=` | the worker's sampler counters: pools drawn, samples pulled, local, remote, postponed |
+//! | `barrier` | | every worker of every node enters the cluster-wide barrier at once: `n<node> w<worker> ok` (or `error: ...`) per worker |
+//! | `kill` | `node=` | `ok` once the node has stopped for good (a crash) and every other running node knows it failed |
 //!
-//! `cluster` also takes `pool=G reuse=U replacement=yes|no` for the sampling manager, and
+//! `cluster` also takes `pool=G reuse=U replacement=yes|no` for the sampling manager,
 //! `placement=hashed|dense` (default `hashed`, unlike `Config`'s, so that the expected homes
-//! written in the traces stay put) for where keys are homed.
+//! written in the traces stay put) for where keys are homed, `hot=a,b` for the keys
+//! `multi-technique` replicates on every node, and `hold=<microseconds>` for the relocation
+//! hold (`settle` waits twice that long).
+//!
+//! `owners`, `placement` and `settle` look only at running nodes, not at those `kill` stopped.
 //!
 //! Any command may instead output `error: <message>`. A `keys=` value may be a range `a..b`.
 //! Running with the environment variable `PARMA_REWRITE=1` rewrites the expected outputs from
@@ -40,7 +46,7 @@ mod sim_exec;
 
 use std::fmt::Write as _;
 
-pub use exec::{Executor, Setup};
+pub use exec::{BarrierOut, Executor, Setup};
 pub use runtime_exec::RuntimeExecutor;
 pub use sim_exec::SimExecutor;
 
@@ -108,7 +114,11 @@ impl<'a> Args<'a> {
         self.req(key)?.parse().map_err(|_| format!("`{key}=` is not a number"))
     }
     pub fn keys(&self) -> Result<Vec<Key>, String> {
-        let v = self.req("keys")?;
+        self.key_list("keys")
+    }
+    /// The keys listed in `name=`: `a,b` or ranges `a..b`.
+    pub fn key_list(&self, name: &str) -> Result<Vec<Key>, String> {
+        let v = self.req(name)?;
         let mut keys = Vec::new();
         for part in v.split(',') {
             if let Some((a, b)) = part.split_once("..") {
@@ -318,6 +328,21 @@ fn run_command(exec: &mut dyn Executor, line: &str, forwarded: &mut u64) -> Resu
             ),
             Err(e) => fmt_err(e),
         },
+        "barrier" => {
+            let mut out = String::new();
+            for (node, worker, r) in exec.barrier() {
+                let r = match r {
+                    Ok(()) => "ok\n".to_string(),
+                    Err(e) => fmt_err(e),
+                };
+                let _ = write!(out, "n{node} w{worker} {r}");
+            }
+            out
+        }
+        "kill" => match exec.kill(a.node()?) {
+            Ok(()) => "ok\n".into(),
+            Err(e) => fmt_err(e),
+        },
         other => return Err(format!("unknown command `{other}`")),
     })
 }
@@ -341,7 +366,19 @@ pub fn setup_from(line: &str) -> Result<Setup, String> {
     sampling.with_replacement = a.get("replacement") != Some("no");
     let name = a.get("placement").unwrap_or("hashed");
     let placement = Placement::from_name(name).ok_or_else(|| format!("unknown placement `{name}`"))?;
-    Ok(Setup { nodes: a.num("nodes")?, workers: a.num("workers")?, layout, technique, placement, sampling })
+    let hot_keys = if a.get("hot").is_some() { a.key_list("hot")? } else { Vec::new() };
+    let relocation_hold =
+        if a.get("hold").is_some() { Some(parma_core::Duration(a.num("hold")?)) } else { None };
+    Ok(Setup {
+        nodes: a.num("nodes")?,
+        workers: a.num("workers")?,
+        layout,
+        technique,
+        placement,
+        sampling,
+        hot_keys,
+        relocation_hold,
+    })
 }
 
 /// Runs a trace on executors made by `make` and returns the file's text with the actual
@@ -387,4 +424,42 @@ pub fn run_trace(
     }
     exec.finish()?;
     Ok((out, matched))
+}
+
+#[cfg(test)]
+mod tests {
+    use parma_transport_loopback::threaded::{cluster, ThreadedOptions};
+
+    use super::*;
+
+    #[test]
+    fn cluster_options_reach_the_configuration() {
+        let s = setup_from(
+            "cluster nodes=3 workers=1 keys=9 len=1 technique=multi-technique hot=5,7..9 hold=250",
+        )
+        .unwrap();
+        let cfg = s.config();
+        let mut hot: Vec<Key> = cfg.hot_keys.iter().copied().collect();
+        hot.sort_unstable();
+        assert_eq!(hot, vec![Key(5), Key(7), Key(8)]);
+        assert_eq!(cfg.relocation_hold, parma_core::Duration(250));
+        assert!(setup_from("cluster nodes=3 workers=1 keys=9 len=1 hold=soon").is_err());
+    }
+
+    #[test]
+    fn a_hot_key_outside_the_layout_is_refused() {
+        let s = setup_from("cluster nodes=3 workers=1 keys=9 len=1 technique=multi-technique hot=9").unwrap();
+        assert!(SimExecutor::new(&s, 0).is_err());
+        assert!(RuntimeExecutor::new(&s, cluster(3, ThreadedOptions::default())).is_err());
+    }
+
+    #[test]
+    fn kill_needs_a_way_to_stop_a_node() {
+        let s = setup_from("cluster nodes=2 workers=1 keys=4 len=1").unwrap();
+        let mut exec = RuntimeExecutor::new(&s, cluster(2, ThreadedOptions::default())).unwrap();
+        assert_eq!(exec.kill(NodeId(1)), Err(OpError::InvalidArgument));
+        let barrier: Vec<_> = exec.barrier().into_iter().map(|(n, w, r)| (n.0, w.0, r)).collect();
+        assert_eq!(barrier, vec![(0, 0, Ok(())), (1, 0, Ok(()))]);
+        exec.finish().unwrap();
+    }
 }

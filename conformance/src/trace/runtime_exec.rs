@@ -2,15 +2,26 @@
 //! `Worker` handles, the transport under test.
 
 use std::thread;
+use std::time::{Duration as StdDuration, Instant as StdInstant};
 
 use parma_core::sampling::SamplingStats;
 use parma_core::{
-    Clock, Config, Conformity, DistId, Distribution, Duration, Key, NodeId, OpError, SampleHandle, Transport,
+    Clock, Conformity, DistId, Distribution, Duration, Key, NodeId, OpError, SampleHandle, Transport,
     WorkerId,
 };
-use parma_runtime::{NodeRuntime, Worker};
+use parma_runtime::{NodeRuntime, Options, Worker};
 
-use super::exec::{Executor, SampleOut, Setup};
+use super::exec::{BarrierOut, Executor, SampleOut, Setup};
+
+/// Longest wait of a `barrier` command (the runtime's default is for real training runs).
+const BARRIER_TIMEOUT: StdDuration = StdDuration::from_secs(60);
+/// Longest wait of a `kill` command for the node to stop and every other node to hear of it.
+const KILL_WAIT: StdDuration = StdDuration::from_secs(30);
+/// Pause between two looks at the nodes while a `kill` waits.
+const KILL_POLL: StdDuration = StdDuration::from_millis(1);
+
+/// Stops a node of the transport under test for good, as a crash would.
+pub type KillFn = Box<dyn FnMut(NodeId) + Send>;
 
 /// A trace executor on a cluster of runtimes, one per transport endpoint.
 pub struct RuntimeExecutor {
@@ -18,6 +29,9 @@ pub struct RuntimeExecutor {
     nodes: Vec<NodeRuntime>,
     workers: Vec<Vec<Worker>>,
     hold: Duration,
+    kill: Option<KillFn>,
+    /// Per node: stopped by `kill`.
+    killed: Vec<bool>,
 }
 
 impl RuntimeExecutor {
@@ -29,17 +43,44 @@ impl RuntimeExecutor {
         if transports.len() != usize::from(setup.nodes) {
             return Err(format!("{} endpoints for {} nodes", transports.len(), setup.nodes));
         }
-        let mut cfg = Config::new(setup.nodes, setup.workers, setup.layout.clone());
-        cfg.technique = setup.technique;
-        cfg.placement = setup.placement;
-        cfg.sampling = setup.sampling;
+        let cfg = setup.config();
+        let mut opts = Options::default();
+        opts.barrier_timeout = BARRIER_TIMEOUT;
         let (mut nodes, mut workers) = (Vec::new(), Vec::new());
         for (i, t) in transports.into_iter().enumerate() {
-            let (n, w) = NodeRuntime::start(cfg.clone(), NodeId(i as u16), t).map_err(|e| e.to_string())?;
+            let (n, w) = NodeRuntime::start_with(cfg.clone(), NodeId(i as u16), t, opts.clone())
+                .map_err(|e| e.to_string())?;
             nodes.push(n);
             workers.push(w);
         }
-        Ok(RuntimeExecutor { setup: setup.clone(), nodes, workers, hold: cfg.relocation_hold })
+        let killed = vec![false; nodes.len()];
+        Ok(RuntimeExecutor {
+            setup: setup.clone(),
+            nodes,
+            workers,
+            hold: cfg.relocation_hold,
+            kill: None,
+            killed,
+        })
+    }
+
+    /// Lets the `kill` command stop nodes with `kill`, which must make the node's transport
+    /// stop as a crash would: the node's own transport fails, and every other node's reports
+    /// `PeerFailed` for it. Without it, `kill` fails and the transport skips the traces
+    /// that use it.
+    pub fn with_kill(mut self, kill: impl FnMut(NodeId) + Send + 'static) -> RuntimeExecutor {
+        self.kill = Some(Box::new(kill));
+        self
+    }
+
+    /// The nodes not stopped by `kill`.
+    fn running(&self) -> impl Iterator<Item = &NodeRuntime> {
+        self.nodes.iter().zip(&self.killed).filter(|(_, k)| !**k).map(|(n, _)| n)
+    }
+
+    /// Whether every running node has been told of `failed` failed peers.
+    fn all_told(&self, failed: u64) -> bool {
+        self.running().all(|n| n.stats().driver.peers_failed >= failed)
     }
 
     fn worker(&mut self, node: NodeId, worker: WorkerId) -> Result<&mut Worker, OpError> {
@@ -98,11 +139,11 @@ impl Executor for RuntimeExecutor {
     }
 
     fn owners(&mut self, key: Key) -> Vec<NodeId> {
-        self.nodes.iter().filter(|n| n.store().holds(key)).map(|n| n.id()).collect()
+        self.running().filter(|n| n.store().holds(key)).map(|n| n.id()).collect()
     }
 
     fn replicas(&mut self, key: Key) -> Vec<NodeId> {
-        self.nodes.iter().filter(|n| n.store().has_replica(key)).map(|n| n.id()).collect()
+        self.running().filter(|n| n.store().has_replica(key)).map(|n| n.id()).collect()
     }
 
     fn intent(
@@ -131,8 +172,10 @@ impl Executor for RuntimeExecutor {
     fn settle(&mut self) -> Result<(), OpError> {
         thread::sleep(std::time::Duration::from_micros(2 * self.hold.as_micros()));
         for _ in 0..2 {
-            for n in 0..self.setup.nodes {
-                self.wait_sync(NodeId(n), WorkerId(0))?;
+            let running: Vec<NodeId> =
+                (0..self.setup.nodes).map(NodeId).filter(|n| !self.killed[n.index()]).collect();
+            for n in running {
+                self.wait_sync(n, WorkerId(0))?;
             }
         }
         Ok(())
@@ -220,16 +263,65 @@ impl Executor for RuntimeExecutor {
         self.nodes.iter().map(|n| n.stats().node.keys_forwarded).sum()
     }
 
+    fn barrier(&mut self) -> BarrierOut {
+        thread::scope(|s| {
+            let handles: Vec<_> = self
+                .workers
+                .iter_mut()
+                .flatten()
+                .map(|w| ((w.node(), w.id()), s.spawn(move || w.barrier())))
+                .collect();
+            handles
+                .into_iter()
+                .map(|((node, worker), h)| (node, worker, h.join().unwrap_or(Err(OpError::Closed))))
+                .collect()
+        })
+    }
+
+    fn kill(&mut self, node: NodeId) -> Result<(), OpError> {
+        let i = node.index();
+        if i >= self.nodes.len() {
+            return Err(OpError::InvalidArgument);
+        }
+        if self.killed[i] {
+            return Err(OpError::Closed);
+        }
+        let Some(kill) = self.kill.as_mut() else { return Err(OpError::InvalidArgument) };
+        kill(node);
+        self.killed[i] = true;
+        let failed = self.killed.iter().filter(|k| **k).count() as u64;
+        let deadline = StdInstant::now() + KILL_WAIT;
+        while !(self.nodes[i].is_closed() && self.all_told(failed)) {
+            if StdInstant::now() >= deadline {
+                return Err(OpError::Timeout);
+            }
+            thread::sleep(KILL_POLL);
+        }
+        Ok(())
+    }
+
     fn finish(&mut self) -> Result<(), String> {
-        let workers: Vec<Worker> = self.workers.drain(..).flatten().collect();
+        let killed = std::mem::take(&mut self.killed);
+        let stopped = |n: NodeId| killed.get(n.index()).copied().unwrap_or(false);
+        // A stopped node's workers have nothing left to finish.
+        let workers: Vec<Worker> = self.workers.drain(..).flatten().filter(|w| !stopped(w.node())).collect();
         let results: Vec<Result<(), OpError>> = thread::scope(|s| {
             let handles: Vec<_> = workers.into_iter().map(|w| s.spawn(move || w.finalize())).collect();
             handles.into_iter().map(|h| h.join().unwrap_or(Err(OpError::Closed))).collect()
         });
         for r in results {
-            r.map_err(|e| format!("finalize: {e}"))?;
+            match r {
+                Ok(()) => {}
+                // The last barriers cannot pass without the stopped nodes.
+                Err(OpError::PeerFailed { node }) if stopped(node) => {}
+                Err(e) => return Err(format!("finalize: {e}")),
+            }
         }
         for n in self.nodes.drain(..) {
+            if stopped(n.id()) {
+                // Its driver stopped when its transport failed; dropping it joins the thread.
+                continue;
+            }
             let stats = n.shutdown().map_err(|e| format!("shutdown: {e}"))?;
             if stats.node.frames_dropped + stats.node.messages_rejected > 0 {
                 return Err(format!("node dropped or rejected messages: {:?}", stats.node));

@@ -3,12 +3,11 @@
 use parma_core::sampling::SamplingStats;
 use parma_core::wire::WriteKind;
 use parma_core::{
-    Clock, Completion, Config, Conformity, DistId, Distribution, Key, NodeId, OpError, SampleHandle, Ticket,
-    WorkerId,
+    Clock, Completion, Conformity, DistId, Distribution, Key, NodeId, OpError, SampleHandle, Ticket, WorkerId,
 };
 use parma_transport_loopback::sim::{Faults, SimNet};
 
-use super::exec::{Executor, SampleOut, Setup};
+use super::exec::{BarrierOut, Executor, SampleOut, Setup};
 use crate::sim::workload::fill_remote;
 use crate::sim::Cluster;
 
@@ -23,17 +22,17 @@ pub struct SimExecutor {
 }
 
 impl SimExecutor {
-    /// A cluster for `setup` on a network with the faults `seed` derives.
-    pub fn new(setup: &Setup, seed: u64) -> SimExecutor {
-        let mut cfg = Config::new(setup.nodes, setup.workers, setup.layout.clone());
-        cfg.technique = setup.technique;
-        cfg.placement = setup.placement;
-        cfg.sampling = setup.sampling;
+    /// A cluster for `setup` on a network with the faults `seed` derives, or why the
+    /// configuration is refused.
+    pub fn new(setup: &Setup, seed: u64) -> Result<SimExecutor, String> {
+        let cfg = setup.config();
         let net = SimNet::new(setup.nodes, Faults::from_seed(seed), seed);
-        let cluster = Cluster::new(&cfg, net).expect("trace cluster configuration is valid");
-        SimExecutor { setup: setup.clone(), cluster, hold: cfg.relocation_hold }
+        let cluster = Cluster::new(&cfg, net).map_err(|e| e.to_string())?;
+        Ok(SimExecutor { setup: setup.clone(), cluster, hold: cfg.relocation_hold })
     }
 
+    /// `InvalidArgument` for a node outside the cluster (the cluster would index out of
+    /// bounds).
     fn node_exists(&self, node: NodeId) -> Result<(), OpError> {
         if node.0 < self.setup.nodes {
             Ok(())
@@ -68,6 +67,7 @@ impl Executor for SimExecutor {
         worker: WorkerId,
         keys: &[Key],
     ) -> Result<(Vec<f32>, Vec<bool>), OpError> {
+        self.node_exists(node)?;
         let total = self.setup.layout.total_len(keys).map_err(|key| OpError::KeyOutsideLayout { key })?;
         let mut vals = vec![0.0; total];
         let (ticket, missing) = self.cluster.pull(node, worker, keys, &mut vals)?;
@@ -91,22 +91,24 @@ impl Executor for SimExecutor {
         keys: &[Key],
         vals: &[f32],
     ) -> Result<(), OpError> {
+        self.node_exists(node)?;
         let kind = if set { WriteKind::Set } else { WriteKind::Add };
         let ticket = self.cluster.write(node, worker, kind, keys, vals)?;
         self.wait(node, worker, ticket).map(|_| ())
     }
 
     fn localize(&mut self, node: NodeId, worker: WorkerId, keys: &[Key]) -> Result<(), OpError> {
+        self.node_exists(node)?;
         let ticket = self.cluster.localize(node, worker, keys)?;
         self.wait(node, worker, ticket).map(|_| ())
     }
 
     fn owners(&mut self, key: Key) -> Vec<NodeId> {
-        self.cluster.nodes().iter().filter(|n| n.store().holds(key)).map(|n| n.id()).collect()
+        self.cluster.live_nodes().iter().filter(|n| n.store().holds(key)).map(|n| n.id()).collect()
     }
 
     fn replicas(&mut self, key: Key) -> Vec<NodeId> {
-        self.cluster.nodes().iter().filter(|n| n.store().has_replica(key)).map(|n| n.id()).collect()
+        self.cluster.live_nodes().iter().filter(|n| n.store().has_replica(key)).map(|n| n.id()).collect()
     }
 
     fn intent(
@@ -123,6 +125,10 @@ impl Executor for SimExecutor {
 
     fn advance(&mut self, node: NodeId, worker: WorkerId, by: u64) -> Result<Clock, OpError> {
         self.node_exists(node)?;
+        if self.cluster.is_dead(node) {
+            // As a worker of a stopped runtime.
+            return Err(OpError::Closed);
+        }
         let mut clock = self.cluster.nodes()[node.index()].clock(worker);
         for _ in 0..by {
             clock = self.cluster.advance_clock(node, worker)?;
@@ -143,8 +149,10 @@ impl Executor for SimExecutor {
             self.cluster.run_until(t.max(self.cluster.now()));
         }
         for _ in 0..2 {
-            for n in 0..self.setup.nodes {
-                self.wait_sync(NodeId(n), WorkerId(0))?;
+            let running: Vec<NodeId> =
+                (0..self.setup.nodes).map(NodeId).filter(|n| !self.cluster.is_dead(*n)).collect();
+            for n in running {
+                self.wait_sync(n, WorkerId(0))?;
             }
         }
         Ok(())
@@ -217,16 +225,59 @@ impl Executor for SimExecutor {
         self.cluster.nodes().iter().map(|n| n.stats().keys_forwarded).sum()
     }
 
-    fn finish(&mut self) -> Result<(), String> {
-        self.cluster.net().heal();
+    fn barrier(&mut self) -> BarrierOut {
+        let mut entered = Vec::new();
+        for n in 0..self.setup.nodes {
+            for w in 0..self.setup.workers {
+                let (node, worker) = (NodeId(n), WorkerId(w));
+                entered.push((node, worker, self.cluster.barrier(node, worker)));
+            }
+        }
+        entered
+            .into_iter()
+            .map(|(node, worker, t)| (node, worker, t.and_then(|t| self.wait(node, worker, t)).map(|_| ())))
+            .collect()
+    }
+
+    fn kill(&mut self, node: NodeId) -> Result<(), OpError> {
+        self.node_exists(node)?;
+        if self.cluster.is_dead(node) {
+            return Err(OpError::Closed);
+        }
+        self.cluster.kill(node);
         let start = self.cluster.steps();
-        while !self.cluster.quiet() {
+        let told = |c: &Cluster| c.live_nodes().iter().all(|n| n.failed_peers().contains(&node));
+        while !told(&self.cluster) {
             if self.cluster.steps() - start > STEPS_MAX {
-                return Err("the cluster did not fall quiet".into());
+                return Err(OpError::Timeout);
             }
             let t = self.cluster.next_due().unwrap_or(self.cluster.now());
             self.cluster.run_until(t.max(self.cluster.now()));
         }
-        crate::sim::checks::nothing_left(self.cluster.nodes())
+        Ok(())
+    }
+
+    fn finish(&mut self) -> Result<(), String> {
+        crate::sim::settle(&mut self.cluster, self.setup.technique, |_| Ok(()))?;
+        let live = self.cluster.live_nodes();
+        if live.len() == self.cluster.nodes().len() {
+            return crate::sim::checks::nothing_left(self.cluster.nodes());
+        }
+        // A stopped node leaves the pointers to it behind (the keys they name may be lost).
+        for n in live {
+            let left = [
+                ("pending requests", n.pending_requests()),
+                ("waiting operations", n.waiting_ops()),
+                ("incoming keys", n.keys_incoming()),
+                (
+                    "pointers to running nodes",
+                    n.forwarding_pointers().saturating_sub(n.keys_maybe_lost().len()),
+                ),
+            ];
+            if let Some((what, count)) = left.iter().find(|(_, c)| *c > 0) {
+                return Err(format!("node {} still has {count} {what} after quiescence", n.id()));
+            }
+        }
+        Ok(())
     }
 }

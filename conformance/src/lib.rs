@@ -8,6 +8,7 @@
 //! [`skew`] runs skewed, training-like workloads on the simulator to compare the techniques on
 //! the same accesses (`parma techniques` prints its tables).
 
+pub mod kit;
 pub mod rng;
 pub mod sim;
 pub mod skew;

@@ -13,6 +13,18 @@
 //! [`Transport::register_waker`] is woken. A transport wakes it when frames arrive or when
 //! back-pressure ends. A transport that cannot notify (a polling RDMA transport) says so through
 //! [`Transport::needs_polling`] and the driver polls it.
+//!
+//! The contract, beyond the method docs (`parma_conformance::kit` checks it on any transport
+//! with one call):
+//! - frames between each ordered pair, a node to itself included, arrive complete and in the
+//!   order sent, or not at all once the pair has failed; a frame of zero bytes is a frame;
+//! - once [`TransportEvent::PeerFailed`] for a peer has been handed out, no frame from that
+//!   peer follows; the event is reported once. A peer that closed is reported as failed too;
+//! - [`Transport::frame_len_max`] is at least the configuration's `Config::frame_len_max`
+//!   (the runtime refuses to start otherwise), so a frame the node produced is refused only if
+//!   the transport breaks its word; the runtime then fails the requests behind it at once;
+//! - memory is bounded: a peer that does not read makes `try_send` answer `WouldBlock`, and
+//!   the waker fires when room frees.
 
 use core::task::Waker;
 

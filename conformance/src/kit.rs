@@ -333,8 +333,9 @@ fn stress<C: KitCluster>(c: &mut C) -> Result<(), String> {
     let mut rng = Rng::new(0x5eed);
     let mut next = vec![0u64; n * n];
     let mut expect = vec![Vec::new(); n * n];
-    let mut queue: VecDeque<(usize, usize)> =
-        (0..20_000).map(|_| (rng.range(0, n as u64 - 1) as usize, rng.range(0, n as u64 - 1) as usize)).collect();
+    let mut queue: VecDeque<(usize, usize)> = (0..20_000)
+        .map(|_| (rng.range(0, n as u64 - 1) as usize, rng.range(0, n as u64 - 1) as usize))
+        .collect();
     for _ in 0..PAUSES_MAX * 10 {
         for _ in 0..64 {
             let Some(&(from, to)) = queue.front() else { break };

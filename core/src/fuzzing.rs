@@ -12,9 +12,11 @@
 
 pub mod cluster;
 pub mod node_ops;
+pub mod session_ops;
 
 pub use cluster::cluster_schedule;
 pub use node_ops::node_ops;
+pub use session_ops::session_ops;
 
 use alloc::vec::Vec;
 

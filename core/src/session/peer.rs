@@ -306,25 +306,33 @@ impl<T: Token> Session<T> {
     /// Queues `frame` (a node frame) for the peer. `WouldBlock` while the frames not yet
     /// acknowledged fill the window: [`SessionEvent::Writable`] follows when room frees.
     pub fn send(&mut self, frame: &[u8]) -> Result<(), SendError> {
+        self.send_with(frame.len(), &mut |buf| buf.copy_from_slice(frame))
+    }
+
+    /// [`Session::send`] of a frame of `len` bytes that `fill` writes in place (the shape of
+    /// [`crate::Transport::try_send`]: one copy, into the retransmission buffer). On `Err`,
+    /// `fill` was not called.
+    pub fn send_with(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> Result<(), SendError> {
         match self.phase {
             Phase::Open => {}
             Phase::Failed(_) => return Err(SendError::PeerFailed),
             Phase::Closing | Phase::Closed => return Err(SendError::Closed),
         }
-        if frame.len() > self.opts.frame_len_max {
+        if len > self.opts.frame_len_max {
             return Err(SendError::TooLarge);
         }
-        let len = frame.len() + DATA_OVERHEAD;
+        let packet_len = len + DATA_OVERHEAD;
         if self.unacked.len() >= self.opts.window_frames_max
-            || (self.unacked_bytes + len > self.opts.window_bytes_max && !self.unacked.is_empty())
+            || (self.unacked_bytes + packet_len > self.opts.window_bytes_max && !self.unacked.is_empty())
         {
             self.blocked = true;
             return Err(SendError::WouldBlock);
         }
         let mut packet = Packet::Data { seq: self.next_seq, ack: 0, window: 0, payload: Vec::new() }.encode();
-        packet.extend_from_slice(frame);
+        packet.resize(packet_len, 0);
+        fill(&mut packet[DATA_OVERHEAD..]);
         self.next_seq += 1;
-        self.unacked_bytes += len;
+        self.unacked_bytes += packet_len;
         self.unacked.push_back(packet);
         Ok(())
     }

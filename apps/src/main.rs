@@ -208,9 +208,15 @@ struct SimArgs {
     /// Threads (default: the machine's parallelism).
     #[arg(long)]
     threads: Option<usize>,
-    /// Run every passing seed twice and require the same trace hash.
+    /// Run every seed a second time in another process (a fresh `parma`) and require the same
+    /// fingerprint: the frames delivered, and every transmit, worker completion and peer
+    /// failure in the order the nodes gave them.
     #[arg(long)]
     determinism: bool,
+    /// Print each seed's fingerprint (`fingerprint <technique> <seed> ...`), as the second
+    /// process of `--determinism` does.
+    #[arg(long)]
+    fingerprints: bool,
 }
 
 #[derive(Args, Debug)]
@@ -321,7 +327,21 @@ fn run_demo(args: &DemoArgs) -> Result<(), demo::DemoError> {
 fn run_sim(args: &SimArgs) -> bool {
     let techniques: Vec<Technique> = args.technique.map_or(Technique::ALL.to_vec(), |t| vec![t]);
     let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let rows = verify::sim(&techniques, args.first, args.seeds, threads, args.determinism);
+    let mut rows = verify::sim(&techniques, args.first, args.seeds, threads);
+    if args.fingerprints {
+        for (_, r) in &rows {
+            r.fingerprints.values().for_each(|f| println!("fingerprint {f}"));
+        }
+    }
+    if args.determinism {
+        let compared = std::env::current_exe()
+            .map_err(|e| format!("cannot find the parma executable: {e}"))
+            .and_then(|exe| verify::compare_with_process(&exe, args.first, args.seeds, threads, &mut rows));
+        if let Err(e) = compared {
+            eprintln!("parma: the determinism check did not run: {e}");
+            return false;
+        }
+    }
     println!("{}", verify::sim_table(args.first, args.seeds, &rows));
     rows.iter().all(|(_, r)| r.failed == 0 && r.nondeterministic == 0)
 }

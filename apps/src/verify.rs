@@ -1,13 +1,15 @@
 //! `parma sim` and `parma conformance`: the simulator's seeds and the conformance suite, from
 //! the command line.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
+use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use parma_conformance::sim::run_seed;
+use parma_conformance::sim::{fingerprint, run_seed};
 use parma_conformance::suite;
 use parma_core::Technique;
 
@@ -18,7 +20,8 @@ pub struct SimSummary {
     pub passed: u64,
     /// Seeds with a violation (printed with the seed that replays it).
     pub failed: u64,
-    /// Seeds that passed but whose second run differed (only with the determinism check).
+    /// Seeds whose run in another process differed (only with the determinism check, see
+    /// [`compare_with_process`]); a passing seed counted here is not counted as passed.
     pub nondeterministic: u64,
     /// Worker operations completed, passing seeds.
     pub ops: u64,
@@ -35,19 +38,14 @@ pub struct SimSummary {
     pub ops_failed: u64,
     /// Wall time for all seeds of the technique.
     pub time: Duration,
+    /// Each seed's [`fingerprint`]: what another run of the seed must reproduce.
+    pub fingerprints: BTreeMap<u64, String>,
 }
 
 /// Runs seeds `first..first + count` under each of `techniques` on `threads` threads. Every
-/// violation is printed as it is found (with the seed that replays it); with `determinism`,
-/// every passing seed runs a second time and must give the same trace hash. Returns a
-/// summary per technique.
-pub fn sim(
-    techniques: &[Technique],
-    first: u64,
-    count: u64,
-    threads: usize,
-    determinism: bool,
-) -> Vec<(Technique, SimSummary)> {
+/// violation is printed as it is found (with the seed that replays it). Returns a summary per
+/// technique, with every seed's fingerprint.
+pub fn sim(techniques: &[Technique], first: u64, count: u64, threads: usize) -> Vec<(Technique, SimSummary)> {
     let mut out = Vec::new();
     for &t in techniques {
         let start = Instant::now();
@@ -61,28 +59,12 @@ pub fn sim(
                         break;
                     }
                     let result = run_seed(seed, t);
-                    let again = match (&result, determinism) {
-                        (Ok(_), true) => Some(run_seed(seed, t)),
-                        _ => None,
-                    };
+                    let print = fingerprint(seed, t, &result);
                     let mut sum = summary.lock().unwrap_or_else(|p| p.into_inner());
+                    sum.fingerprints.insert(seed, print);
                     match result {
                         Ok(r) => {
-                            let same = match &again {
-                                Some(Ok(b)) => b.trace_hash == r.trace_hash && b.steps == r.steps,
-                                Some(Err(_)) => false,
-                                None => true,
-                            };
-                            if same {
-                                sum.passed += 1;
-                            } else {
-                                sum.nondeterministic += 1;
-                                println!(
-                                    "seed {seed} ({}): a second run differs (not deterministic)\n  replay \
-                                     with PARMA_SEED={seed}",
-                                    t.name()
-                                );
-                            }
+                            sum.passed += 1;
                             sum.ops += r.ops;
                             sum.relocations += r.relocations;
                             sum.messages += r.messages;
@@ -103,6 +85,63 @@ pub fn sim(
         out.push((t, summary));
     }
     out
+}
+
+/// The determinism check across processes: runs the same seeds under each technique of
+/// `rows` in another process, `exe sim --fingerprints` (a fresh `parma` process: nothing
+/// drawn once per process, such as a hash table's random seed, is shared with this one), and
+/// compares every seed's fingerprint with the one in `rows`. Each seed that differs is
+/// printed and counted in `nondeterministic` (and no longer as passed). Errs if the other
+/// process could not be started or did not report every seed.
+pub fn compare_with_process(
+    exe: &Path,
+    first: u64,
+    count: u64,
+    threads: usize,
+    rows: &mut [(Technique, SimSummary)],
+) -> Result<(), String> {
+    for (t, sum) in rows.iter_mut() {
+        let out = Command::new(exe)
+            .args(["sim", "--fingerprints", "--technique", t.name()])
+            .args(["--first", &first.to_string(), "--seeds", &count.to_string()])
+            .args(["--threads", &threads.to_string()])
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", exe.display()))?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let theirs: BTreeMap<u64, &str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("fingerprint "))
+            .filter_map(|f| {
+                let mut words = f.split(' ');
+                (words.next() == Some(t.name())).then_some(())?;
+                Some((words.next()?.parse().ok()?, f))
+            })
+            .collect();
+        if theirs.len() as u64 != count {
+            return Err(format!(
+                "the second process reported {} of {count} seeds of {}:\n{text}{}",
+                theirs.len(),
+                t.name(),
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        for (seed, mine) in &sum.fingerprints {
+            let other = theirs.get(seed).copied().unwrap_or("(none)");
+            if other != mine {
+                sum.nondeterministic += 1;
+                if mine.contains(" passed ") {
+                    sum.passed -= 1;
+                }
+                println!(
+                    "seed {seed} ({}): its run in another process differs (not deterministic)\n  here:  \
+                     {mine}\n  there: {other}\n  replay with --first {seed} --seeds 1 --technique {}",
+                    t.name(),
+                    t.name()
+                );
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A markdown table of [`sim`]'s summaries.
@@ -149,11 +188,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_few_seeds_pass_and_are_deterministic() {
-        let rows = sim(&[Technique::Adaptive, Technique::StaticPartitioning], 1, 4, 2, true);
+    fn a_few_seeds_pass_with_their_fingerprints() {
+        let rows = sim(&[Technique::Adaptive, Technique::StaticPartitioning], 1, 4, 2);
         for (t, r) in &rows {
             assert_eq!((r.passed, r.failed, r.nondeterministic), (4, 0, 0), "{t:?}");
             assert!(r.ops > 0);
+            assert_eq!(r.fingerprints.keys().copied().collect::<Vec<_>>(), [1, 2, 3, 4]);
+            assert!(r.fingerprints[&2].starts_with(&format!("{} 2 passed ", t.name())));
         }
         assert!(sim_table(1, 4, &rows).contains("| adaptive | 4 | 0 | 0 |"));
     }

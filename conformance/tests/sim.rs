@@ -1,7 +1,9 @@
 //! The simulation: many seeds of random workloads with faults, every invariant after every step,
 //! for every technique.
 
-use parma_conformance::sim::{run_seed, seeds};
+use std::process::{Command, Stdio};
+
+use parma_conformance::sim::{fingerprint, kill_plan, run_seed, seeds};
 use parma_core::Technique;
 
 fn run_many(technique: Technique, count: u64) {
@@ -57,14 +59,67 @@ fn static_partitioning_1000_seeds() {
     run_many(Technique::StaticPartitioning, 1000);
 }
 
+/// Set in the child processes of [`a_seed_replays_exactly_in_another_process`].
+const CHILD: &str = "PARMA_DETERMINISM_CHILD";
+
+/// The runs the cross-process check compares: under every technique, the first 16 seeds in
+/// which a node stops for good (the others' requests then fail with `PeerFailed`, often
+/// several at once) and the first 4 in which none does.
+fn determinism_runs() -> Vec<(Technique, u64)> {
+    let stops = |s: &u64| kill_plan(*s, 8, 1000).is_some();
+    let stopping = (1..).filter(stops).take(16);
+    let plain = (1..).filter(|s| !stops(s)).take(4);
+    let seeds: Vec<u64> = stopping.chain(plain).collect();
+    Technique::ALL.into_iter().flat_map(|t| seeds.iter().map(move |s| (t, *s))).collect()
+}
+
+/// DESIGN's promise, "the same seed replays it exactly", across processes: this test runs
+/// itself twice as a child process (each a fresh process, with its own random seeds for
+/// hash tables), each child prints a fingerprint of every run (`sim::fingerprint`: the
+/// delivered frames, and every transmit, worker completion and peer failure in the order the
+/// nodes gave them), and the two lists must be equal. Two runs in one process may share a
+/// seed drawn once per process (or per thread); two processes share none.
 #[test]
-fn same_seed_same_trace() {
-    for technique in [Technique::Relocation, Technique::Adaptive, Technique::MultiTechnique] {
-        for seed in [3, 17, 99] {
-            let a = run_seed(seed, technique).unwrap();
-            let b = run_seed(seed, technique).unwrap();
-            assert_eq!(a.trace_hash, b.trace_hash, "seed {seed} ({technique:?}) is not deterministic");
-            assert_eq!(a.steps, b.steps);
+fn a_seed_replays_exactly_in_another_process() {
+    let me = "a_seed_replays_exactly_in_another_process";
+    if std::env::var_os(CHILD).is_some() {
+        let mut failed_ops = 0;
+        for (t, seed) in determinism_runs() {
+            let r = run_seed(seed, t);
+            failed_ops += r.as_ref().map_or(0, |r| r.ops_failed);
+            println!("fingerprint {}", fingerprint(seed, t, &r));
         }
+        // The check must cover operations that end with an error, where `pending` is walked.
+        assert!(failed_ops > 0, "no operation failed: the runs do not cover peer failures");
+        return;
     }
+    let exe = std::env::current_exe().expect("the test binary");
+    let spawn = || {
+        Command::new(&exe)
+            .args(["--exact", me, "--nocapture", "--test-threads", "1"])
+            .env(CHILD, "1")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn the test binary")
+    };
+    let children = [spawn(), spawn()];
+    let lists: Vec<Vec<String>> = children
+        .into_iter()
+        .map(|c| {
+            let out = c.wait_with_output().expect("child output");
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            assert!(out.status.success(), "child failed:\n{text}\n{}", String::from_utf8_lossy(&out.stderr));
+            // With `--nocapture`, libtest may print its "test ... " on the first line too.
+            text.lines().filter_map(|l| l.split_once("fingerprint ")).map(|(_, f)| f.to_owned()).collect()
+        })
+        .collect();
+    assert_eq!(lists[0].len(), determinism_runs().len(), "a child skipped runs");
+    let differ: Vec<String> = lists[0]
+        .iter()
+        .zip(&lists[1])
+        .filter(|(a, b)| a != b)
+        .map(|(a, b)| format!("  {a}\n  {b}"))
+        .collect();
+    assert!(differ.is_empty(), "{} runs differ between two processes:\n{}", differ.len(), differ.join("\n"));
 }

@@ -5,6 +5,7 @@
 //! transport). Every step is a function of the seed, so a run replays exactly.
 
 use std::collections::{HashMap, VecDeque};
+use std::fmt::Write as _;
 
 use parma_core::node::Transmit;
 use parma_core::transport::{SendError, Transport, TransportEvent};
@@ -14,6 +15,8 @@ use parma_core::{
     OpError, SampleHandle, Sampler, Ticket, WorkerId,
 };
 use parma_transport_loopback::sim::{SimNet, SimTransport};
+
+use super::digest::Digest;
 
 /// Result of a worker operation as the simulated worker sees it.
 pub type OpResult = Result<Completion, OpError>;
@@ -54,6 +57,9 @@ pub struct Cluster {
     accesses: Accesses,
     /// Each worker's sampler, by node and worker.
     samplers: Vec<Vec<Sampler>>,
+    /// Everything the nodes gave this driver, in the order they gave it (see
+    /// [`Cluster::outputs_digest`]).
+    outputs: Digest,
 }
 
 impl Cluster {
@@ -77,6 +83,7 @@ impl Cluster {
             steps: 0,
             dead: vec![false; usize::from(cfg.nodes)],
             accesses: Accesses::default(),
+            outputs: Digest::default(),
         })
     }
 
@@ -117,6 +124,15 @@ impl Cluster {
     /// Keys of worker pulls and writes so far, by where they were served.
     pub fn accesses(&self) -> Accesses {
         self.accesses
+    }
+    /// A digest of every output of every node so far, in the order the nodes gave them, with
+    /// the virtual time: each transmit (sender, receiver, length, and the frame's bytes when
+    /// it goes on the wire), each worker completion (node, worker, ticket, result), and each
+    /// peer failure handed to a node. The network's [`SimNet::trace_hash`] covers deliveries
+    /// only; this also sees the order in which a node completes its workers' operations,
+    /// which nothing in the simulated workers depends on (they look results up by ticket).
+    pub fn outputs_digest(&self) -> u64 {
+        self.outputs.finish()
     }
 
     fn ticket(&mut self) -> Ticket {
@@ -349,6 +365,9 @@ impl Cluster {
             }
             let id = NodeId(i as u16);
             while let Some(TransportEvent::PeerFailed(p)) = self.ends[i].poll_event() {
+                for w in [3, now.as_micros(), i as u64, u64::from(p.0)] {
+                    self.outputs.word(w);
+                }
                 self.nodes[i].handle_peer_failed(now, p);
                 busy = true;
             }
@@ -387,12 +406,18 @@ impl Cluster {
     /// The drain contract for one node: send everything, collect every completion.
     fn drain(&mut self, id: NodeId) {
         let i = id.index();
+        let now = self.now().as_micros();
+        let out = &mut self.outputs;
         while let Some(t) = self.nodes[i].poll_transmit() {
+            for w in [1, now, i as u64, u64::from(t.to().0), t.encoded_len() as u64] {
+                out.word(w);
+            }
             self.stalled[i].push_back(t);
         }
         while let Some(t) = self.stalled[i].pop_front() {
             let res = self.ends[i].try_send(t.to(), t.encoded_len(), &mut |buf| {
                 let _ = t.encode(buf);
+                out.bytes(buf);
             });
             match res {
                 Ok(()) => {}
@@ -414,6 +439,18 @@ impl Cluster {
         }
         while let Some(ev) = self.nodes[i].poll_event() {
             let (w, t, r) = ev.into_parts();
+            for x in [2, now, i as u64, u64::from(w.0), t.0] {
+                out.word(x);
+            }
+            match &r {
+                Ok(Completion::Pull(values)) => {
+                    out.word(values.len() as u64);
+                    values.iter().for_each(|v| out.word(u64::from(v.to_bits())));
+                }
+                other => {
+                    let _ = write!(out, "{other:?}");
+                }
+            }
             self.done.insert((id, w, t), r);
         }
     }

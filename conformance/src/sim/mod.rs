@@ -6,6 +6,7 @@
 
 pub mod checks;
 pub mod cluster;
+pub mod digest;
 pub mod sampling;
 pub mod workload;
 
@@ -41,7 +42,11 @@ pub struct Report {
     pub steps: u64,
     pub relocations: u64,
     pub messages: u64,
+    /// The network's [`SimNet::trace_hash`] at the end: every delivery, in order.
     pub trace_hash: u64,
+    /// [`Cluster::outputs_digest`] at the end: every transmit, worker completion and peer
+    /// failure, in the order the nodes gave them.
+    pub outputs_hash: u64,
 }
 
 /// A failing run: what broke, and the seed that replays it.
@@ -185,6 +190,7 @@ pub fn run_seed(seed: u64, technique: Technique) -> Result<Report, Failure> {
             relocations: cluster.nodes().iter().map(|n| n.stats().relocations_in).sum(),
             messages: cluster.nodes().iter().map(|n| n.stats().messages_sent_total()).sum(),
             trace_hash: cluster.net().trace_hash(),
+            outputs_hash: cluster.outputs_digest(),
         });
     }
     end_state(&cluster, technique).map_err(fail)?;
@@ -223,7 +229,29 @@ pub fn run_seed(seed: u64, technique: Technique) -> Result<Report, Failure> {
         relocations,
         messages,
         trace_hash: cluster.net().trace_hash(),
+        outputs_hash: cluster.outputs_digest(),
     })
+}
+
+/// One line that two runs of `seed` under `technique` must print alike if the seed replays
+/// exactly: for a passing run its trace and output digests and its step count, for a failing
+/// one a digest of what failed (the message names keys, nodes and values as the run met them).
+pub fn fingerprint(seed: u64, technique: Technique, result: &Result<Report, Failure>) -> String {
+    match result {
+        Ok(r) => format!(
+            "{} {seed} passed trace {:016x} outputs {:016x} steps {} ops_failed {}",
+            technique.name(),
+            r.trace_hash,
+            r.outputs_hash,
+            r.steps,
+            r.ops_failed
+        ),
+        Err(f) => {
+            let mut d = digest::Digest::default();
+            d.bytes(f.what.as_bytes());
+            format!("{} {seed} failed {:016x}", technique.name(), d.finish())
+        }
+    }
 }
 
 /// Whether and when `seed` stops a node for good: in one seed of eight, a node chosen by the

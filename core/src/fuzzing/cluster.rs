@@ -57,7 +57,7 @@
 //! replica may remain unless the technique keeps them, and each key that only received adds,
 //! none of which failed, must hold exactly the sum of them.
 
-use alloc::collections::VecDeque;
+use alloc::collections::{BTreeMap, VecDeque};
 use alloc::vec::Vec;
 
 use hashbrown::HashMap;
@@ -191,7 +191,9 @@ struct Cluster {
     in_flight: Vec<u32>,
     frames: usize,
     next_ticket: u64,
-    ops: HashMap<Ticket, Op>,
+    /// Operations under way, by ticket: in issue order, so that a report of one that never
+    /// completed names the oldest, the same in every run of an input.
+    ops: BTreeMap<Ticket, Op>,
     keys: Vec<KeyModel>,
     /// The heal has begun: nothing may time out any more (every frame is delivered).
     healing: bool,
@@ -213,7 +215,7 @@ impl Cluster {
             in_flight: alloc::vec![0; KEYS as usize],
             frames: 0,
             next_ticket: 0,
-            ops: HashMap::new(),
+            ops: BTreeMap::new(),
             keys: alloc::vec![KeyModel::default(); KEYS as usize],
             healing: false,
             cfg,

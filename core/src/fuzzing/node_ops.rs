@@ -53,7 +53,7 @@
 //! At the end, time passes the request timeout: every accepted pull, push,
 //! localize and `wait_sync` has completed, and nothing is pending.
 
-use alloc::collections::VecDeque;
+use alloc::collections::{BTreeMap, VecDeque};
 use alloc::vec::Vec;
 
 use hashbrown::{HashMap, HashSet};
@@ -152,8 +152,9 @@ struct Harness {
     next_ticket: u64,
     /// Requests the node created so far (its request ids are `1..=reqs`).
     reqs: u64,
-    /// Accepted commands not yet completed.
-    open: HashMap<Ticket, Cmd>,
+    /// Accepted commands not yet completed, in issue order (a report lists them so, the same
+    /// in every run of an input).
+    open: BTreeMap<Ticket, Cmd>,
     /// Barrier entries of each worker not yet completed (drained).
     in_barrier: HashMap<WorkerId, u32>,
     any_peer_failed: bool,
@@ -184,7 +185,7 @@ impl Harness {
             now: Instant(1),
             next_ticket: 0,
             reqs: 0,
-            open: HashMap::new(),
+            open: BTreeMap::new(),
             in_barrier: HashMap::new(),
             any_peer_failed: false,
             outbox_max: 0,

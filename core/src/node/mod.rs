@@ -7,6 +7,7 @@ mod forward;
 mod invariants;
 mod keymap;
 mod origin;
+mod peers;
 mod sample;
 mod stats;
 mod sync;
@@ -15,7 +16,7 @@ use alloc::collections::VecDeque;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 
-use hashbrown::{HashMap, HashSet};
+use hashbrown::HashSet;
 use keymap::KeyMap;
 
 pub use event::{Completion, Event, Transmit};
@@ -32,7 +33,8 @@ use crate::time::Instant;
 use crate::wire::{self, Message, WriteKind};
 use barrier::Barrier;
 use cache::LocationCache;
-use origin::{Pending, PendingKind};
+use origin::{Pending, PendingKind, PendingMap};
+use peers::PeerSet;
 use sync::SyncState;
 
 /// Most hops a request may travel before it is failed as a routing loop. Correct routing needs
@@ -75,7 +77,7 @@ pub struct Node {
     pointers: KeyMap<(NodeId, Epoch)>,
     incoming: KeyMap<Incoming>,
     waiting_ops: usize,
-    pending: HashMap<RequestId, Pending>,
+    pending: PendingMap,
     /// When pending requests are next scanned for expired deadlines (while any are pending).
     next_scan: Option<Instant>,
     next_req: u64,
@@ -83,7 +85,7 @@ pub struct Node {
     loopback: VecDeque<Message>,
     events: VecDeque<Event>,
     barrier: Barrier,
-    failed_peers: HashSet<NodeId>,
+    failed_peers: PeerSet,
     stats: Stats,
     sync: SyncState,
     registry: Arc<crate::sampling::Registry>,
@@ -109,6 +111,7 @@ impl Node {
             sync: SyncState::new(&cfg),
             cache: LocationCache::new(cfg.location_cache_slots),
             barrier: Barrier::new(cfg.nodes, cfg.workers_per_node),
+            failed_peers: PeerSet::new(cfg.nodes),
             wire_cluster: cfg.wire_cluster(),
             cfg,
             me,
@@ -116,13 +119,12 @@ impl Node {
             pointers: KeyMap::default(),
             incoming: KeyMap::default(),
             waiting_ops: 0,
-            pending: HashMap::new(),
+            pending: PendingMap::default(),
             next_scan: None,
             next_req: 0,
             outbox: VecDeque::new(),
             loopback: VecDeque::new(),
             events: VecDeque::new(),
-            failed_peers: HashSet::new(),
             stats: Stats::default(),
             registry: Arc::new(crate::sampling::Registry::new(cfg_sampling, layout, pool_seed)),
             dists_announced: 0,
@@ -252,8 +254,10 @@ impl Node {
         if self.next_scan.is_none_or(|t| t > now) {
             return;
         }
-        let expired: Vec<RequestId> =
+        let mut expired: Vec<RequestId> =
             self.pending.iter().filter(|(_, p)| p.deadline <= now).map(|(r, _)| *r).collect();
+        // Oldest first, so the workers' completions come in the same order in every run.
+        expired.sort_unstable();
         for req in expired {
             self.fail_request(req, OpError::Timeout);
         }
@@ -302,9 +306,7 @@ impl Node {
 
     /// Peers reported failed, in id order.
     pub fn failed_peers(&self) -> Vec<NodeId> {
-        let mut p: Vec<NodeId> = self.failed_peers.iter().copied().collect();
-        p.sort_unstable();
-        p
+        self.failed_peers.iter().collect()
     }
 
     /// The transport refused for good to send `t`, a message this node produced (larger than
@@ -337,7 +339,9 @@ impl Node {
         }
         // The open round's answers may have been routed through the peer.
         self.abandon_round(now);
-        let reqs: Vec<RequestId> = self.pending.keys().copied().collect();
+        let mut reqs: Vec<RequestId> = self.pending.keys().copied().collect();
+        // Oldest first, so the workers' completions come in the same order in every run.
+        reqs.sort_unstable();
         for req in reqs {
             self.fail_request(req, OpError::PeerFailed { node: peer });
         }
@@ -500,7 +504,7 @@ impl Node {
         if !self.wants_input() {
             return Err(OpError::Busy);
         }
-        if let Some(&peer) = self.failed_peers.iter().next() {
+        if let Some(peer) = self.failed_peers.first() {
             return Err(OpError::PeerFailed { node: peer });
         }
         if let Some(generation) = self.barrier.enter(worker, ticket)? {

@@ -1,12 +1,18 @@
 //! Requests this node issued for its workers, until every key is answered.
 
 use alloc::vec::Vec;
+use core::hash::BuildHasherDefault;
 
 use hashbrown::HashMap;
 
-use crate::ids::{Key, Ticket, WorkerId};
+use crate::ids::{Key, MixHasher, RequestId, Ticket, WorkerId};
 use crate::layout::Layout;
 use crate::time::Instant;
+
+/// The requests a node waits on, by id. Hashed with [`crate::ids::mix`] and no random seed,
+/// like the key maps: a walk over it (the invariant checks) is the same in every run. Where
+/// the order reaches an output (requests failed at once), the ids are sorted first.
+pub(crate) type PendingMap = HashMap<RequestId, Pending, BuildHasherDefault<MixHasher>>;
 
 #[derive(Debug)]
 pub(crate) enum PendingKind {

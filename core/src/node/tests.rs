@@ -230,6 +230,54 @@ fn a_relocation_round_trip_by_hand() {
     b.check_invariants().unwrap();
 }
 
+/// Requests that fail together (a peer failed, or their deadlines passed in one scan)
+/// complete oldest first: the order of the workers' events is the same in every run, not
+/// the order of a hash table.
+#[test]
+fn requests_failed_together_complete_oldest_first() {
+    let tickets = |ev: &[Event]| ev.iter().map(|e| e.ticket().0).collect::<Vec<_>>();
+    let all: Vec<u64> = (1..=40).collect();
+    let issue = |n: &mut Node| {
+        for t in &all {
+            let key = key_homed(3, 1 + (*t % 2) as u16);
+            n.pull(Instant(0), WorkerId((*t % 2) as u16), Ticket(*t), &[key]).unwrap();
+        }
+        let _ = transmits(n);
+    };
+
+    let mut n = Node::new(cfg(3), NodeId(0)).unwrap();
+    issue(&mut n);
+    n.handle_peer_failed(Instant(1), NodeId(2));
+    let ev = events(&mut n);
+    assert!(ev.iter().all(|e| e.result() == &Err(OpError::PeerFailed { node: NodeId(2) })));
+    assert_eq!(tickets(&ev), all);
+
+    let mut n = Node::new(cfg(3), NodeId(0)).unwrap();
+    issue(&mut n);
+    n.handle_timeout(Instant(0) + Duration::from_millis(20));
+    let ev = events(&mut n);
+    assert!(ev.iter().all(|e| e.result() == &Err(OpError::Timeout)));
+    assert_eq!(tickets(&ev), all);
+}
+
+/// A barrier entered after peers failed names the failed peer with the lowest id, whatever
+/// the order the failures were reported in.
+#[test]
+fn the_barrier_names_the_lowest_failed_peer() {
+    for round in 0..8u16 {
+        let mut n = Node::new(cfg(64), NodeId(0)).unwrap();
+        let failed: Vec<u16> = (0..6).map(|i| 63 - (round * 7 + i * 11) % 63).collect();
+        for p in &failed {
+            n.handle_peer_failed(Instant(0), NodeId(*p));
+        }
+        let lowest = NodeId(*failed.iter().min().unwrap());
+        assert_eq!(n.barrier(Instant(0), WorkerId(0), Ticket(1)), Err(OpError::PeerFailed { node: lowest }));
+        let mut sorted = failed.clone();
+        sorted.sort_unstable();
+        assert_eq!(n.failed_peers(), sorted.into_iter().map(NodeId).collect::<Vec<_>>());
+    }
+}
+
 #[test]
 fn requests_toward_a_known_failed_peer_fail_at_once() {
     let mut n = Node::new(cfg(3), NodeId(0)).unwrap();

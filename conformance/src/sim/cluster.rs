@@ -427,9 +427,11 @@ impl Cluster {
                 }
                 // Refused for good: the node fails whatever waits for the frame.
                 Err(SendError::TooLarge | SendError::UnknownPeer) => {
-                    let now = self.now();
-                    self.nodes[i].handle_send_refused(now, t);
+                    self.nodes[i].handle_send_refused(Instant(now), t);
                     while let Some(t) = self.nodes[i].poll_transmit() {
+                        for w in [1, now, i as u64, u64::from(t.to().0), t.encoded_len() as u64] {
+                            out.word(w);
+                        }
                         self.stalled[i].push_back(t);
                     }
                 }

@@ -13,6 +13,8 @@
 //!   transports (`parma conformance`).
 //! - [`sampling`]: the KGE-like workload with its negatives drawn by the sampling manager
 //!   under each conformity level, and what sampling cost (`parma sampling`).
+//! - [`train`]: training real models (knowledge-graph embeddings) on an in-process cluster,
+//!   and the same models on a shared-memory baseline without parma (`parma train`).
 //! - [`techniques`]: a skewed, training-like workload under every technique on the
 //!   deterministic simulated cluster of `parma-conformance`, with a table (`parma techniques`).
 #![forbid(unsafe_code)]
@@ -21,4 +23,5 @@
 pub mod demo;
 pub mod sampling;
 pub mod techniques;
+pub mod train;
 pub mod verify;

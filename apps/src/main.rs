@@ -2,6 +2,8 @@
 
 use std::process::ExitCode;
 
+mod train_cli;
+
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use parma_apps::demo::{self, DemoOptions};
 use parma_apps::{sampling, techniques, verify};
@@ -34,6 +36,10 @@ enum Command {
     /// negatives, on the simulated cluster; print bytes and remote accesses due to sampling.
     /// `--technique` defaults to adaptive.
     Sampling(TechniquesArgs),
+    /// Train a real model on an in-process cluster (or, with `--engine hogwild`, on a plain
+    /// shared-memory array without parma) and report quality and speed.
+    #[command(subcommand)]
+    Train(train_cli::TrainCommand),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -344,6 +350,7 @@ fn main() -> ExitCode {
         Command::Conformance(args) => run_conformance(args),
         Command::Techniques(args) => run_techniques(args).map(|()| true),
         Command::Sampling(args) => run_sampling(args).map(|()| true),
+        Command::Train(cmd) => train_cli::run(cmd).map(|()| true),
     };
     match ok {
         Ok(true) => ExitCode::SUCCESS,

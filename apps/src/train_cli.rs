@@ -1,0 +1,260 @@
+//! `parma train`: the command-line arguments of the training tasks, checked at the edge.
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+use parma_apps::train::harness::run_kge;
+use parma_apps::train::kg::{self, Kg};
+use parma_apps::train::kge::{Model, Reg};
+use parma_apps::train::report::{summary, RunReport};
+use parma_apps::train::{Engine, KgeOptions, TrainOptions};
+use parma_core::{Conformity, Technique};
+
+/// The training tasks.
+#[derive(Subcommand, Debug)]
+pub enum TrainCommand {
+    /// Knowledge-graph embeddings (ComplEx, DistMult) with negative sampling and AdaGrad;
+    /// filtered MRR and Hits@1/3/10 on valid and test.
+    Kge(KgeArgs),
+}
+
+/// Options every training task shares.
+#[derive(Args, Debug)]
+pub struct CommonArgs {
+    /// How parameters are managed: adaptive, adaptive-no-replication, adaptive-no-relocation,
+    /// static, relocation, full-replication or multi-technique.
+    #[arg(long, value_parser = parse_technique, default_value = "adaptive")]
+    pub technique: Technique,
+    /// `parma`, or `hogwild`: the same model, threads and data order on one shared array
+    /// without parma (the baseline).
+    #[arg(long, value_parser = parse_engine, default_value = "parma")]
+    pub engine: Engine,
+    /// Nodes of the in-process cluster.
+    #[arg(long, default_value_t = 1)]
+    pub nodes: u16,
+    /// Worker threads per node.
+    #[arg(long, default_value_t = 2)]
+    pub workers: u16,
+    /// Passes over the training data.
+    #[arg(long, default_value_t = 30)]
+    pub epochs: u32,
+    /// Reals per embedding (ComplEx: twice the complex dimensions).
+    #[arg(long, default_value_t = 100)]
+    pub dim: usize,
+    /// AdaGrad's learning rate.
+    #[arg(long, default_value_t = 0.1)]
+    pub lr: f32,
+    /// Seed of the initialization, the data order, the negatives and the nodes.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Evaluate on the validation split every N epochs (0: only after the last).
+    #[arg(long, default_value_t = 5)]
+    pub eval_every: u32,
+    /// Signal intent for (under relocation: localize) the keys of step t+N at step t.
+    #[arg(long, default_value_t = 8)]
+    pub ahead: usize,
+    /// Training examples per step.
+    #[arg(long, default_value_t = 32)]
+    pub batch: usize,
+    /// Write one JSON record per epoch (every run of `--compare`) to this file.
+    #[arg(long)]
+    pub metrics: Option<PathBuf>,
+    /// Run several configurations on the same data, one after the other, and print one table:
+    /// technique names, and `hogwild` for the baseline (e.g. `adaptive,static,hogwild`).
+    #[arg(long, value_delimiter = ',', value_parser = parse_run)]
+    pub compare: Vec<Run>,
+}
+
+/// One entry of `--compare`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Run {
+    /// parma under this technique.
+    Parma(Technique),
+    /// The baseline.
+    Hogwild,
+}
+
+fn technique_names() -> String {
+    Technique::ALL.iter().map(|t| t.name()).collect::<Vec<_>>().join(", ")
+}
+
+fn parse_technique(name: &str) -> Result<Technique, String> {
+    Technique::from_name(name)
+        .ok_or_else(|| format!("unknown technique `{name}`; one of: {}", technique_names()))
+}
+
+fn parse_engine(name: &str) -> Result<Engine, String> {
+    Engine::from_name(name).ok_or_else(|| format!("unknown engine `{name}`; one of: parma, hogwild"))
+}
+
+fn parse_run(name: &str) -> Result<Run, String> {
+    if name == "hogwild" {
+        return Ok(Run::Hogwild);
+    }
+    Technique::from_name(name)
+        .map(Run::Parma)
+        .ok_or_else(|| format!("unknown run `{name}`; one of: hogwild, {}", technique_names()))
+}
+
+fn parse_model(name: &str) -> Result<Model, String> {
+    Model::from_name(name).ok_or_else(|| format!("unknown model `{name}`; one of: complex, distmult"))
+}
+
+fn parse_conformity(name: &str) -> Result<Conformity, String> {
+    Conformity::from_name(name).ok_or_else(|| {
+        format!("unknown conformity `{name}`; one of: conform, bounded, long-term, non-conform")
+    })
+}
+
+/// `parma train kge`.
+#[derive(Args, Debug)]
+pub struct KgeArgs {
+    /// A data set shipped with parma (`umls`, `kinships`, `nations`) or a directory with
+    /// `train.txt`, `valid.txt`, `test.txt` (tab-separated names, LibKGE's layout).
+    #[arg(long, default_value = "umls")]
+    pub data: String,
+    /// The model: complex or distmult.
+    #[arg(long, value_parser = parse_model, default_value = "complex")]
+    pub model: Model,
+    /// Negatives per side (head and tail) of each triple, drawn by the sampling manager.
+    #[arg(long, default_value_t = 6)]
+    pub negatives: usize,
+    /// Regularizer: `l2:WEIGHT`, `n3:WEIGHT` or `none`.
+    #[arg(long, value_parser = Reg::parse, default_value = "l2:1e-3")]
+    pub reg: Reg,
+    /// Conformity level of the negatives: conform, bounded, long-term or non-conform.
+    #[arg(long, value_parser = parse_conformity, default_value = "conform")]
+    pub conformity: Conformity,
+    /// Standard deviation of the normal initialization of the embeddings.
+    #[arg(long, default_value_t = 0.1)]
+    pub init_std: f32,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+impl KgeArgs {
+    /// The options of the task and of the first (or only) run.
+    pub fn options(&self) -> (TrainOptions, KgeOptions) {
+        let c = &self.common;
+        let train = TrainOptions {
+            nodes: c.nodes,
+            workers: c.workers,
+            epochs: c.epochs,
+            dim: c.dim,
+            lr: c.lr,
+            seed: c.seed,
+            eval_every: c.eval_every,
+            ahead: c.ahead,
+            batch: c.batch,
+            technique: c.technique,
+            engine: c.engine,
+            progress: true,
+        };
+        let kge = KgeOptions {
+            model: self.model,
+            negatives: self.negatives,
+            reg: self.reg,
+            conformity: self.conformity,
+            init_std: self.init_std,
+        };
+        (train, kge)
+    }
+
+    /// Every run's options: `--compare`'s list, or the one run the other flags describe.
+    pub fn runs(&self) -> Vec<TrainOptions> {
+        let (base, _) = self.options();
+        if self.common.compare.is_empty() {
+            return vec![base];
+        }
+        self.common
+            .compare
+            .iter()
+            .map(|r| match r {
+                Run::Parma(t) => TrainOptions { technique: *t, engine: Engine::Parma, ..base.clone() },
+                Run::Hogwild => TrainOptions { engine: Engine::Hogwild, ..base.clone() },
+            })
+            .collect()
+    }
+}
+
+/// Runs `parma train ...`.
+pub fn run(cmd: &TrainCommand) -> Result<(), String> {
+    match cmd {
+        TrainCommand::Kge(args) => run_kge_cmd(args),
+    }
+}
+
+fn run_kge_cmd(args: &KgeArgs) -> Result<(), String> {
+    let (opts, kge) = args.options();
+    let runs = args.runs();
+    // Every argument is checked before anything is loaded or started.
+    for r in &runs {
+        r.check().map_err(|e| e.to_string())?;
+        kge.check(r).map_err(|e| e.to_string())?;
+    }
+    let dir = kg::shipped(&args.data).unwrap_or_else(|| PathBuf::from(&args.data));
+    let graph = Kg::load(&dir).map_err(|e| format!("--data {}: {e}", args.data))?;
+    let mut metrics = match &args.common.metrics {
+        Some(p) => Some(std::io::BufWriter::new(
+            std::fs::File::create(p).map_err(|e| format!("--metrics {}: {e}", p.display()))?,
+        )),
+        None => None,
+    };
+    eprintln!(
+        "{}: {} entities, {} relations, {} / {} / {} triples; {} dim {}, {} negatives per side, lr {}, \
+         reg {}, {} epochs, batch {}, seed {}",
+        args.data,
+        graph.n_entities(),
+        graph.n_relations(),
+        graph.train.len(),
+        graph.valid.len(),
+        graph.test.len(),
+        kge.model.name(),
+        opts.dim,
+        kge.negatives,
+        opts.lr,
+        kge.reg,
+        opts.epochs,
+        opts.batch,
+        opts.seed,
+    );
+    let mut reports: Vec<RunReport> = Vec::new();
+    for r in &runs {
+        eprintln!(
+            "run: {}{}, {} x {} threads",
+            r.engine.name(),
+            if r.engine == Engine::Parma {
+                format!(" ({}, conformity {})", r.technique.name(), kge.conformity.name())
+            } else {
+                String::new()
+            },
+            r.nodes,
+            r.workers
+        );
+        let rep = run_kge(&graph, &args.data, r, &kge).map_err(|e| e.to_string())?;
+        if let Some(m) = &mut metrics {
+            rep.write_jsonl(m).map_err(|e| format!("--metrics: {e}"))?;
+        }
+        let l = rep.last();
+        let t = l.test.unwrap_or_default();
+        eprintln!(
+            "done: test MRR {:.4}, H@1 {:.4}, H@3 {:.4}, H@10 {:.4}; median epoch {:.4} s; setup {:.2} s, \
+             evaluation {:.2} s; model checksum {:016x}",
+            t.mrr,
+            t.hits1,
+            t.hits3,
+            t.hits10,
+            rep.median_epoch_secs(),
+            rep.setup_secs,
+            rep.eval_secs,
+            rep.checksum
+        );
+        reports.push(rep);
+    }
+    if let Some(mut m) = metrics {
+        use std::io::Write;
+        m.flush().map_err(|e| format!("--metrics: {e}"))?;
+    }
+    print!("{}", summary(&reports));
+    Ok(())
+}

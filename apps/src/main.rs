@@ -442,4 +442,61 @@ mod tests {
         assert_eq!(demo_args(&["--localize-ahead", "3"]).options().ahead, 3);
         assert!(Cli::try_parse_from(["parma", "demo", "--technique", "nonsense"]).is_err());
     }
+
+    fn kge_args(args: &[&str]) -> Result<train_cli::KgeArgs, clap::Error> {
+        let cli = Cli::try_parse_from(["parma", "train", "kge"].iter().chain(args))?;
+        match cli.command {
+            Command::Train(train_cli::TrainCommand::Kge(a)) => Ok(a),
+            _ => unreachable!("parsed as train kge"),
+        }
+    }
+
+    #[test]
+    fn train_kge_defaults_match_the_library() {
+        use parma_apps::train::{KgeOptions, TrainOptions};
+        let (t, k) = kge_args(&[]).unwrap().options();
+        assert_eq!(t, TrainOptions { progress: true, ..TrainOptions::default() });
+        assert_eq!(k, KgeOptions::default());
+    }
+
+    #[test]
+    fn train_kge_compare_lists_runs() {
+        use parma_apps::train::Engine;
+        let a = kge_args(&["--compare", "adaptive,static,hogwild", "--nodes", "2"]).unwrap();
+        let runs = a.runs();
+        assert_eq!(runs.len(), 3);
+        assert_eq!((runs[1].technique, runs[1].engine), (Technique::StaticPartitioning, Engine::Parma));
+        assert_eq!(runs[2].engine, Engine::Hogwild);
+        assert!(runs.iter().all(|r| r.nodes == 2));
+    }
+
+    #[test]
+    fn train_kge_bad_arguments_are_errors_that_say_why() {
+        for (args, expect) in [
+            (&["--technique", "nope"][..], "unknown technique `nope`"),
+            (&["--engine", "gpu"][..], "unknown engine `gpu`"),
+            (&["--model", "transe"][..], "unknown model `transe`"),
+            (&["--reg", "l1:3"][..], "unknown regularizer `l1`"),
+            (&["--reg", "l2:x"][..], "is not a number"),
+            (&["--conformity", "strict"][..], "unknown conformity `strict`"),
+            (&["--compare", "adaptive,bogus"][..], "unknown run `bogus`"),
+            (&["--nodes", "70000"][..], "--nodes"),
+            (&["--lr", "fast"][..], "--lr"),
+        ] {
+            let e = kge_args(args).unwrap_err().to_string();
+            assert!(e.contains(expect), "{args:?}: {e}");
+        }
+        // Values clap accepts but the task refuses are refused before any data is read.
+        for (args, expect) in [
+            (&["--dim", "7"][..], "--dim 7 is odd"),
+            (&["--workers", "0"][..], "--workers must be between 1"),
+            (&["--epochs", "0"][..], "--epochs must be at least 1"),
+            (&["--lr", "0"][..], "--lr must be a finite number > 0"),
+            (&["--negatives", "0"][..], "--negatives must be between 1"),
+            (&["--data", "/nonexistent/kg"][..], "cannot read /nonexistent/kg/train.txt"),
+        ] {
+            let e = train_cli::run(&train_cli::TrainCommand::Kge(kge_args(args).unwrap())).unwrap_err();
+            assert!(e.contains(expect), "{args:?}: {e}");
+        }
+    }
 }

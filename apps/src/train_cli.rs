@@ -249,6 +249,13 @@ fn run_kge_cmd(args: &KgeArgs) -> Result<(), String> {
             rep.eval_secs,
             rep.checksum
         );
+        if rep.negative_fallbacks > 0 {
+            eprintln!(
+                "note: in {} steps no entity was local to sample negatives from (non-conform); \
+                 those steps drew them uniformly and pulled them remotely",
+                rep.negative_fallbacks
+            );
+        }
         reports.push(rep);
     }
     if let Some(mut m) = metrics {

@@ -37,8 +37,9 @@ use super::params::{HogwildParams, HogwildStore, Params, ParmaParams, TimedBarri
 use super::report::{EpochRecord, RunReport};
 use super::{mix, Engine, KgeOptions, TrainError, TrainOptions};
 
-/// Longest wait in a barrier (evaluation of a large graph included).
-const BARRIER_TIMEOUT: Duration = Duration::from_secs(300);
+/// Longest wait in a barrier (evaluation of a large graph included); after a thread failed,
+/// the others give up after this long.
+const BARRIER_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Keys per pull when reading the whole model.
 const READ_CHUNK: usize = 4096;
@@ -86,6 +87,8 @@ struct Ctx<'a> {
     records: Mutex<Vec<EpochRecord>>,
     eval_secs: Mutex<f64>,
     checksum: Mutex<u64>,
+    /// Steps whose negatives local sampling could not draw (see [`ParmaParams`]).
+    fallbacks: Mutex<u64>,
 }
 
 impl Ctx<'_> {
@@ -258,16 +261,27 @@ fn partition(kg: &Kg, threads: usize, seed: u64) -> Vec<Vec<Triple>> {
     parts
 }
 
-/// Joins scoped training threads, keeping the first error.
+/// Whether `e` is likely a consequence of another thread's failure (a barrier or the final
+/// barrier that the failed thread never reached).
+fn consequential(e: &TrainError) -> bool {
+    matches!(e, TrainError::Worker { op: "barrier" | "finalize", .. })
+        || e.to_string().contains("did not reach the barrier")
+}
+
+/// Joins scoped training threads; returns the first error that is a cause rather than a
+/// consequence (a barrier given up on because another thread failed), else the first error.
 fn join_all(handles: Vec<thread::ScopedJoinHandle<'_, Result<(), TrainError>>>) -> Result<(), TrainError> {
-    let mut first = Ok(());
+    let mut errors = Vec::new();
     for h in handles {
         let r = h.join().unwrap_or_else(|_| Err(TrainError::Thread("a training thread panicked".into())));
-        if first.is_ok() {
-            first = r;
+        if let Err(e) = r {
+            errors.push(e);
         }
     }
-    first
+    match errors.iter().position(|e| !consequential(e)) {
+        Some(i) => Err(errors.swap_remove(i)),
+        None => errors.into_iter().next().map_or(Ok(()), Err),
+    }
 }
 
 /// Trains a KGE model on `kg` (called `data` in the records) and reports every epoch.
@@ -301,6 +315,7 @@ pub fn run_kge(kg: &Kg, data: &str, opts: &TrainOptions, kge: &KgeOptions) -> Re
         records: Mutex::new(Vec::new()),
         eval_secs: Mutex::new(0.0),
         checksum: Mutex::new(0),
+        fallbacks: Mutex::new(0),
     };
     *ctx.bar.lock().unwrap_or_else(|e| e.into_inner()) = ctx.new_bar(1);
     let parts = partition(kg, opts.threads(), opts.seed);
@@ -314,6 +329,7 @@ pub fn run_kge(kg: &Kg, data: &str, opts: &TrainOptions, kge: &KgeOptions) -> Re
         accesses_remote: 0,
         bytes_sent: 0,
         checksum: 0,
+        negative_fallbacks: 0,
     };
     let mut init = vec![0.0f32; len];
     match opts.engine {
@@ -361,14 +377,15 @@ pub fn run_kge(kg: &Kg, data: &str, opts: &TrainOptions, kge: &KgeOptions) -> Re
                 nodes.push(node);
                 workers.extend(ws);
             }
-            let ents = Distribution::uniform(Key(0), Key(kg.n_entities().into()))
+            let ents = u64::from(kg.n_entities());
+            let uniform = Distribution::uniform(Key(0), Key(ents))
                 .map_err(|e| TrainError::Data(format!("no entities to sample: {e:?}")))?;
             let mut dist = None;
             for n in 0..usize::from(opts.nodes) {
                 let w = &mut workers[n * usize::from(opts.workers)];
                 let fail =
                     |error| TrainError::Worker { node: n as u16, worker: 0, step: 0, op: "register", error };
-                dist = Some(w.register_distribution(ents.clone(), kge.conformity).map_err(fail)?);
+                dist = Some(w.register_distribution(uniform.clone(), kge.conformity).map_err(fail)?);
             }
             let dist = dist.expect("at least one node");
             // Thread 0 writes the initial model (the others wait in their first barrier).
@@ -393,8 +410,11 @@ pub fn run_kge(kg: &Kg, data: &str, opts: &TrainOptions, kge: &KgeOptions) -> Re
                     let name = format!("parma-train-{}-{}", w.node().0, w.id().0);
                     let spawned = thread::Builder::new().name(name).spawn_scoped(s, move || {
                         let result = {
-                            let mut p = ParmaParams::new(&mut w, opts.technique, dist);
-                            train_thread(ctx, &mut p, g, part)
+                            let rng = StdRng::seed_from_u64(mix(opts.seed ^ mix(0xfa11 ^ g as u64)));
+                            let mut p = ParmaParams::new(&mut w, opts.technique, dist, ents, rng);
+                            let r = train_thread(ctx, &mut p, g, part);
+                            *ctx.fallbacks.lock().unwrap_or_else(|e| e.into_inner()) += p.fallbacks;
+                            r
                         };
                         // Finalize even after a failure: the others wait for this worker's barrier.
                         let (node, worker) = (w.node().0, w.id().0);
@@ -430,6 +450,7 @@ pub fn run_kge(kg: &Kg, data: &str, opts: &TrainOptions, kge: &KgeOptions) -> Re
     report.epochs = ctx.records.into_inner().unwrap_or_else(|e| e.into_inner());
     report.eval_secs = ctx.eval_secs.into_inner().unwrap_or_else(|e| e.into_inner());
     report.checksum = ctx.checksum.into_inner().unwrap_or_else(|e| e.into_inner());
+    report.negative_fallbacks = ctx.fallbacks.into_inner().unwrap_or_else(|e| e.into_inner());
     Ok(report)
 }
 

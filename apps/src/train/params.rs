@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
-use parma_core::{Clock, DistId, Key, OpError, SampleHandle, Technique};
+use parma_core::{Clock, DistId, Key, OpError, SampleError, SampleHandle, Technique};
 use parma_runtime::{Ticket, Worker};
 use rand::rngs::StdRng;
 use rand::Rng;
@@ -40,19 +40,40 @@ const PUSHES_IN_FLIGHT: usize = 8;
 
 /// A parma worker as [`Params`]: intents (or, under relocation, `localize`) for announced
 /// keys, negatives drawn by the sampling manager from `dist`.
+///
+/// Under local sampling (NON-CONFORM) a node may hold no entity at all for a moment (under
+/// relocation another node can take every entity it is about to use); the sampling manager
+/// then refuses the draw (`NoLocalKey`), and the step's negatives are drawn uniformly over
+/// the entities by this thread instead and pulled wherever they are. [`ParmaParams::fallbacks`]
+/// counts those steps.
 pub struct ParmaParams<'w> {
     w: &'w mut Worker,
     technique: Technique,
     dist: DistId,
+    /// Entities (keys `0..entities`), for the fallback draws.
+    entities: u64,
+    rng: StdRng,
+    /// Steps whose negatives were drawn by the fallback.
+    pub fallbacks: u64,
     /// Announced steps not yet pulled, oldest first: step, localize ticket, sample handle.
     ahead: VecDeque<(u64, Option<Ticket>, Option<SampleHandle>)>,
     pushes: VecDeque<(u64, Ticket)>,
 }
 
 impl<'w> ParmaParams<'w> {
-    /// Wraps `w`; negatives are drawn from `dist` (registered on every node).
-    pub fn new(w: &'w mut Worker, technique: Technique, dist: DistId) -> Self {
-        ParmaParams { w, technique, dist, ahead: VecDeque::new(), pushes: VecDeque::new() }
+    /// Wraps `w`; negatives are drawn from `dist` (registered on every node, uniform over the
+    /// keys `0..entities`); `rng` serves the fallback draws.
+    pub fn new(w: &'w mut Worker, technique: Technique, dist: DistId, entities: u64, rng: StdRng) -> Self {
+        ParmaParams {
+            w,
+            technique,
+            dist,
+            entities,
+            rng,
+            fallbacks: 0,
+            ahead: VecDeque::new(),
+            pushes: VecDeque::new(),
+        }
     }
 
     fn fail(&self, step: u64, op: &'static str) -> impl Fn(OpError) -> TrainError {
@@ -128,7 +149,17 @@ impl Params for ParmaParams<'_> {
                 Err(TrainError::Internal(format!("step {step} has no negatives prepared")))
             };
         };
-        self.w.pull_sample(h, keys, vals).map_err(self.fail(step, "pull_sample"))?;
+        match self.w.pull_sample(h, keys, vals) {
+            Ok(()) => {}
+            Err(OpError::Sampling(SampleError::NoLocalKey)) => {
+                self.fallbacks += 1;
+                for k in keys.iter_mut() {
+                    *k = Key(self.rng.gen_range(0..self.entities));
+                }
+                self.w.pull(keys, vals).map_err(self.fail(step, "pull"))?;
+            }
+            Err(e) => return Err(self.fail(step, "pull_sample")(e)),
+        }
         self.w.finish_sample(h).map_err(self.fail(step, "finish_sample"))
     }
 

@@ -57,6 +57,9 @@ pub struct RunReport {
     pub bytes_sent: u64,
     /// FNV-1a hash of the bits of every parameter after training: equal hashes, equal models.
     pub checksum: u64,
+    /// Steps whose negatives local sampling could not draw because no entity was local; they
+    /// were drawn uniformly by the worker instead and pulled remotely.
+    pub negative_fallbacks: u64,
 }
 
 impl RunReport {

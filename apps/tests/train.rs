@@ -1,0 +1,161 @@
+//! `parma train kge` on a small generated knowledge graph with planted structure: the model
+//! must learn (loss falls, MRR far above a random model's) on parma and on the baseline, a
+//! one-node one-worker run is reproducible bit for bit, and bad options are refused.
+
+use parma_apps::train::harness::run_kge;
+use parma_apps::train::kg::{Kg, Triple};
+use parma_apps::train::kge::{Model, Reg};
+use parma_apps::train::{Engine, KgeOptions, TrainError, TrainOptions};
+use parma_core::{Conformity, Technique};
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+
+const ENTITIES: u32 = 48;
+const GROUPS: u32 = 8;
+const RELATIONS: u32 = 4;
+
+/// 48 entities in 8 groups of 6 (entity `e` is in group `e % 8`); relation `r` links every
+/// entity of group `g` to 3 random entities of group `(3g + r + 1) % 8`. 576 triples, split
+/// 480 / 48 / 48. A model that learns the groups ranks a held-out tail among the 6 entities of
+/// its target group (fewer after filtering); a random model among all 48.
+fn planted() -> Kg {
+    let mut rng = StdRng::seed_from_u64(17);
+    let mut all = Vec::new();
+    for h in 0..ENTITIES {
+        for r in 0..RELATIONS {
+            let target = (3 * (h % GROUPS) + r + 1) % GROUPS;
+            let mut members: Vec<u32> = (0..ENTITIES).filter(|e| e % GROUPS == target).collect();
+            members.shuffle(&mut rng);
+            for &t in &members[..3] {
+                all.push(Triple { head: h, rel: r, tail: t });
+            }
+        }
+    }
+    all.shuffle(&mut rng);
+    let test = all.split_off(all.len() - 48);
+    let valid = all.split_off(all.len() - 48);
+    Kg::from_triples(ENTITIES, RELATIONS, all, valid, test)
+}
+
+/// The expected MRR of a model that ranks uniformly at random among `n` candidates: `H_n / n`,
+/// which falls as `n` grows.
+fn random_mrr(n: u32) -> f64 {
+    (1..=n).map(|k| 1.0 / f64::from(k)).sum::<f64>() / f64::from(n)
+}
+
+fn opts() -> TrainOptions {
+    TrainOptions {
+        nodes: 2,
+        workers: 1,
+        epochs: 20,
+        dim: 32,
+        lr: 0.1,
+        seed: 5,
+        eval_every: 0,
+        ahead: 4,
+        batch: 16,
+        technique: Technique::Adaptive,
+        engine: Engine::Parma,
+        progress: false,
+    }
+}
+
+fn kge() -> KgeOptions {
+    KgeOptions {
+        model: Model::ComplEx,
+        negatives: 4,
+        reg: Reg::L2(1e-3),
+        conformity: Conformity::Conform,
+        init_std: 0.1,
+    }
+}
+
+fn learns(opts: &TrainOptions, kge: &KgeOptions) {
+    let kg = planted();
+    let r = run_kge(&kg, "planted", opts, kge).unwrap();
+    assert_eq!(r.epochs.len(), opts.epochs as usize);
+    let (first, last) = (r.epochs[0].loss, r.last().loss);
+    assert!(last < 0.6 * first, "{opts:?} {kge:?}: loss {first} -> {last}");
+    let test = r.last().test.expect("tested after the last epoch");
+    let valid = r.last().valid.expect("validated after the last epoch");
+    // Filtering leaves at least 42 candidates per query here (at most 6 known answers), so a
+    // random model's MRR is below H_40 / 40 ≈ 0.107; learning the groups gives well above 0.3.
+    let random = random_mrr(40);
+    assert!(
+        test.mrr > 3.0 * random && valid.mrr > 3.0 * random,
+        "{opts:?} {kge:?}: test {test:?}, random {random}"
+    );
+    assert!(test.hits10 > 0.8, "{test:?}");
+}
+
+#[test]
+fn complex_learns_on_two_nodes() {
+    learns(&opts(), &kge());
+}
+
+#[test]
+fn distmult_with_n3_and_pooled_negatives_learns() {
+    let kge =
+        KgeOptions { model: Model::DistMult, reg: Reg::N3(1e-3), conformity: Conformity::Bounded, ..kge() };
+    learns(&TrainOptions { technique: Technique::StaticPartitioning, ..opts() }, &kge);
+}
+
+#[test]
+fn relocation_and_local_sampling_learn() {
+    let kge = KgeOptions { conformity: Conformity::NonConform, ..kge() };
+    learns(&TrainOptions { technique: Technique::Relocation, ..opts() }, &kge);
+}
+
+#[test]
+fn the_baseline_learns() {
+    learns(&TrainOptions { engine: Engine::Hogwild, ..opts() }, &kge());
+}
+
+#[test]
+fn one_node_one_worker_is_reproducible_bit_for_bit() {
+    let kg = planted();
+    let o = TrainOptions { nodes: 1, workers: 1, epochs: 3, eval_every: 1, ..opts() };
+    let run = |o: &TrainOptions| run_kge(&kg, "planted", o, &kge()).unwrap();
+    let (a, b) = (run(&o), run(&o));
+    assert_eq!(a.checksum, b.checksum);
+    let bits = |r: &parma_apps::train::report::RunReport| -> Vec<(u64, Option<u64>)> {
+        r.epochs.iter().map(|e| (e.loss.to_bits(), e.valid.map(|v| v.mrr.to_bits()))).collect()
+    };
+    assert_eq!(bits(&a), bits(&b));
+    // The checksum does tell models apart.
+    let c = run(&TrainOptions { seed: 6, ..o });
+    assert_ne!(a.checksum, c.checksum);
+}
+
+#[test]
+fn bad_options_are_refused_before_anything_starts() {
+    let kg = planted();
+    let bad_common = [
+        TrainOptions { nodes: 0, ..opts() },
+        TrainOptions { workers: 0, ..opts() },
+        TrainOptions { epochs: 0, ..opts() },
+        TrainOptions { dim: 0, ..opts() },
+        TrainOptions { lr: -0.1, ..opts() },
+        TrainOptions { lr: f32::NAN, ..opts() },
+        TrainOptions { batch: 0, ..opts() },
+        TrainOptions { ahead: 5000, ..opts() },
+    ];
+    for o in bad_common {
+        let e = run_kge(&kg, "planted", &o, &kge()).unwrap_err();
+        assert!(matches!(e, TrainError::Options(_)), "{o:?}: {e}");
+        assert!(e.to_string().starts_with("bad options: --"), "{e}");
+    }
+    let bad_kge = [
+        (TrainOptions { dim: 33, ..opts() }, kge()),
+        (opts(), KgeOptions { negatives: 0, ..kge() }),
+        (opts(), KgeOptions { init_std: 0.0, ..kge() }),
+    ];
+    for (o, k) in bad_kge {
+        let e = run_kge(&kg, "planted", &o, &k).unwrap_err();
+        assert!(matches!(e, TrainError::Options(_)), "{k:?}: {e}");
+    }
+    let tiny = Kg::from_triples(2, 1, vec![Triple { head: 0, rel: 0, tail: 1 }], vec![], vec![]);
+    let e = run_kge(&tiny, "tiny", &opts(), &kge()).unwrap_err();
+    assert!(e.to_string().contains("1 training triples cannot feed 2 threads"), "{e}");
+}

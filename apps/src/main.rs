@@ -493,6 +493,7 @@ mod tests {
             (&["--epochs", "0"][..], "--epochs must be at least 1"),
             (&["--lr", "0"][..], "--lr must be a finite number > 0"),
             (&["--negatives", "0"][..], "--negatives must be between 1"),
+            (&["--repeat", "0"][..], "--repeat must be between 1 and 100"),
             (&["--data", "/nonexistent/kg"][..], "cannot read /nonexistent/kg/train.txt"),
         ] {
             let e = train_cli::run(&train_cli::TrainCommand::Kge(kge_args(args).unwrap())).unwrap_err();

@@ -63,6 +63,11 @@ pub struct CommonArgs {
     /// technique names, and `hogwild` for the baseline (e.g. `adaptive,static,hogwild`).
     #[arg(long, value_delimiter = ',', value_parser = parse_run)]
     pub compare: Vec<Run>,
+    /// Run the whole list (or the one run) this many times, round-robin, and add a table of
+    /// epoch-time ratios to the first entry within each round (medians and ranges): on a
+    /// shared machine the load changes between runs, and interleaving keeps the ratio fair.
+    #[arg(long, default_value_t = 1)]
+    pub repeat: u32,
 }
 
 /// One entry of `--compare`.
@@ -187,6 +192,9 @@ pub fn run(cmd: &TrainCommand) -> Result<(), String> {
 fn run_kge_cmd(args: &KgeArgs) -> Result<(), String> {
     let (opts, kge) = args.options();
     let runs = args.runs();
+    if args.common.repeat == 0 || args.common.repeat > 100 {
+        return Err(format!("bad options: --repeat must be between 1 and 100, not {}", args.common.repeat));
+    }
     // Every argument is checked before anything is loaded or started.
     for r in &runs {
         r.check().map_err(|e| e.to_string())?;
@@ -219,7 +227,10 @@ fn run_kge_cmd(args: &KgeArgs) -> Result<(), String> {
         opts.seed,
     );
     let mut reports: Vec<RunReport> = Vec::new();
-    for r in &runs {
+    for (round, r) in (0..args.common.repeat).flat_map(|i| runs.iter().map(move |r| (i, r))) {
+        if args.common.repeat > 1 {
+            eprint!("round {}/{}: ", round + 1, args.common.repeat);
+        }
         eprintln!(
             "run: {}{}, {} x {} threads",
             r.engine.name(),
@@ -263,5 +274,48 @@ fn run_kge_cmd(args: &KgeArgs) -> Result<(), String> {
         m.flush().map_err(|e| format!("--metrics: {e}"))?;
     }
     print!("{}", summary(&reports));
+    if args.common.repeat > 1 {
+        print!("\n{}", ratios(&reports, runs.len()));
+    }
     Ok(())
+}
+
+/// The median epoch time of every entry over the rounds, and its ratio to the first entry's in
+/// the same round (median, least and greatest over the rounds).
+fn ratios(reports: &[RunReport], per_round: usize) -> String {
+    let median = |mut v: Vec<f64>| -> f64 {
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        }
+    };
+    let rounds: Vec<&[RunReport]> = reports.chunks(per_round).collect();
+    let mut out = format!(
+        "epoch time over {} rounds (each run's median epoch; ratio to the first entry of the same round)\n\n\
+         | engine | technique | nodes x workers | epoch (median of rounds) | ratio median | ratio min | ratio max |\n\
+         | --- | --- | --- | --- | --- | --- | --- |\n",
+        rounds.len()
+    );
+    for i in 0..per_round {
+        let times: Vec<f64> = rounds.iter().map(|r| r[i].median_epoch_secs()).collect();
+        let ratio: Vec<f64> =
+            rounds.iter().map(|r| r[i].median_epoch_secs() / r[0].median_epoch_secs()).collect();
+        let (lo, hi) = ratio.iter().fold((f64::MAX, f64::MIN), |(a, b), x| (a.min(*x), b.max(*x)));
+        let l = rounds[0][i].last();
+        out.push_str(&format!(
+            "| {} | {} | {} x {} | {:.4} s | {:.3}x | {:.3}x | {:.3}x |\n",
+            l.engine,
+            l.technique,
+            l.nodes,
+            l.workers,
+            median(times),
+            median(ratio),
+            lo,
+            hi
+        ));
+    }
+    out
 }

@@ -295,8 +295,9 @@ fn ratios(reports: &[RunReport], per_round: usize) -> String {
     let rounds: Vec<&[RunReport]> = reports.chunks(per_round).collect();
     let mut out = format!(
         "epoch time over {} rounds (each run's median epoch; ratio to the first entry of the same round)\n\n\
-         | engine | technique | nodes x workers | epoch (median of rounds) | ratio median | ratio min | ratio max |\n\
-         | --- | --- | --- | --- | --- | --- | --- |\n",
+         | engine | technique | nodes x workers | epoch (median of rounds) | ratio median | ratio min | ratio max | \
+         CPU s (median) | CPU ratio median |\n\
+         | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
         rounds.len()
     );
     for i in 0..per_round {
@@ -305,8 +306,19 @@ fn ratios(reports: &[RunReport], per_round: usize) -> String {
             rounds.iter().map(|r| r[i].median_epoch_secs() / r[0].median_epoch_secs()).collect();
         let (lo, hi) = ratio.iter().fold((f64::MAX, f64::MIN), |(a, b), x| (a.min(*x), b.max(*x)));
         let l = rounds[0][i].last();
+        let cpu: Vec<f64> = rounds.iter().filter_map(|r| r[i].cpu_secs).collect();
+        let cpu_ratio: Vec<f64> = rounds
+            .iter()
+            .filter_map(|r| Some(r[i].cpu_secs? / r[0].cpu_secs?))
+            .filter(|x| x.is_finite())
+            .collect();
+        let (cpu, cpu_ratio) = if cpu.len() == rounds.len() && cpu_ratio.len() == rounds.len() {
+            (format!("{:.2}", median(cpu)), format!("{:.3}x", median(cpu_ratio)))
+        } else {
+            ("-".into(), "-".into())
+        };
         out.push_str(&format!(
-            "| {} | {} | {} x {} | {:.4} s | {:.3}x | {:.3}x | {:.3}x |\n",
+            "| {} | {} | {} x {} | {:.4} s | {:.3}x | {:.3}x | {:.3}x | {} | {} |\n",
             l.engine,
             l.technique,
             l.nodes,
@@ -314,7 +326,9 @@ fn ratios(reports: &[RunReport], per_round: usize) -> String {
             median(times),
             median(ratio),
             lo,
-            hi
+            hi,
+            cpu,
+            cpu_ratio
         ));
     }
     out

@@ -34,7 +34,7 @@ use super::eval::{rank, Filter, Ranking};
 use super::kg::{Kg, Triple};
 use super::kge::{StepBuffers, StepModel};
 use super::params::{HogwildParams, HogwildStore, Params, ParmaParams, TimedBarrier};
-use super::report::{EpochRecord, RunReport};
+use super::report::{process_cpu_secs, EpochRecord, RunReport};
 use super::{mix, Engine, KgeOptions, TrainError, TrainOptions};
 
 /// Longest wait in a barrier (evaluation of a large graph included); after a thread failed,
@@ -330,7 +330,9 @@ pub fn run_kge(kg: &Kg, data: &str, opts: &TrainOptions, kge: &KgeOptions) -> Re
         bytes_sent: 0,
         checksum: 0,
         negative_fallbacks: 0,
+        cpu_secs: None,
     };
+    let cpu_at = |start: Option<f64>| Some(process_cpu_secs()? - start?);
     let mut init = vec![0.0f32; len];
     match opts.engine {
         Engine::Hogwild => {
@@ -341,6 +343,7 @@ pub fn run_kge(kg: &Kg, data: &str, opts: &TrainOptions, kge: &KgeOptions) -> Re
             }
             let barrier = TimedBarrier::new(opts.threads(), BARRIER_TIMEOUT);
             report.setup_secs = setup.elapsed().as_secs_f64();
+            let cpu = process_cpu_secs();
             thread::scope(|s| {
                 let mut handles = Vec::new();
                 for (g, part) in parts.into_iter().enumerate() {
@@ -355,6 +358,7 @@ pub fn run_kge(kg: &Kg, data: &str, opts: &TrainOptions, kge: &KgeOptions) -> Re
                 }
                 join_all(handles)
             })?;
+            report.cpu_secs = cpu_at(cpu);
         }
         Engine::Parma => {
             let layout =
@@ -403,6 +407,7 @@ pub fn run_kge(kg: &Kg, data: &str, opts: &TrainOptions, kge: &KgeOptions) -> Re
                 }
             }
             report.setup_secs = setup.elapsed().as_secs_f64();
+            let cpu = process_cpu_secs();
             let outcome = thread::scope(|s| {
                 let mut handles = Vec::new();
                 for ((g, mut w), part) in workers.into_iter().enumerate().zip(parts) {
@@ -431,6 +436,7 @@ pub fn run_kge(kg: &Kg, data: &str, opts: &TrainOptions, kge: &KgeOptions) -> Re
                 }
                 join_all(handles)
             });
+            report.cpu_secs = cpu_at(cpu);
             let mut shutdown = Ok(());
             for node in nodes {
                 match node.shutdown() {

@@ -71,7 +71,9 @@ fn kge() -> KgeOptions {
     }
 }
 
-fn learns(opts: &TrainOptions, kge: &KgeOptions) {
+/// Trains and requires the loss to fall and MRR on valid and test to exceed `factor` times a
+/// random model's.
+fn learns(opts: &TrainOptions, kge: &KgeOptions, factor: f64) {
     let kg = planted();
     let r = run_kge(&kg, "planted", opts, kge).unwrap();
     assert_eq!(r.epochs.len(), opts.epochs as usize);
@@ -80,10 +82,13 @@ fn learns(opts: &TrainOptions, kge: &KgeOptions) {
     let test = r.last().test.expect("tested after the last epoch");
     let valid = r.last().valid.expect("validated after the last epoch");
     // Filtering leaves at least 42 candidates per query here (at most 6 known answers), so a
-    // random model's MRR is below H_40 / 40 ≈ 0.107; learning the groups gives well above 0.3.
+    // random model's MRR is below H_40 / 40 ≈ 0.107. Learning the groups gives about 0.5 with
+    // ComplEx; DistMult, whose scores are symmetric in head and tail, cannot tell the direction
+    // of these relations and gets about 0.3 to 0.45.
     let random = random_mrr(40);
+    eprintln!("{opts:?} {kge:?}: valid MRR {:.3}, test MRR {:.3}", valid.mrr, test.mrr);
     assert!(
-        test.mrr > 3.0 * random && valid.mrr > 3.0 * random,
+        test.mrr > factor * random && valid.mrr > factor * random,
         "{opts:?} {kge:?}: test {test:?}, random {random}"
     );
     assert!(test.hits10 > 0.8, "{test:?}");
@@ -91,25 +96,25 @@ fn learns(opts: &TrainOptions, kge: &KgeOptions) {
 
 #[test]
 fn complex_learns_on_two_nodes() {
-    learns(&opts(), &kge());
+    learns(&opts(), &kge(), 3.5);
 }
 
 #[test]
 fn distmult_with_n3_and_pooled_negatives_learns() {
     let kge =
         KgeOptions { model: Model::DistMult, reg: Reg::N3(1e-3), conformity: Conformity::Bounded, ..kge() };
-    learns(&TrainOptions { technique: Technique::StaticPartitioning, ..opts() }, &kge);
+    learns(&TrainOptions { technique: Technique::StaticPartitioning, epochs: 40, ..opts() }, &kge, 2.5);
 }
 
 #[test]
 fn relocation_and_local_sampling_learn() {
     let kge = KgeOptions { conformity: Conformity::NonConform, ..kge() };
-    learns(&TrainOptions { technique: Technique::Relocation, ..opts() }, &kge);
+    learns(&TrainOptions { technique: Technique::Relocation, ..opts() }, &kge, 3.5);
 }
 
 #[test]
 fn the_baseline_learns() {
-    learns(&TrainOptions { engine: Engine::Hogwild, ..opts() }, &kge());
+    learns(&TrainOptions { engine: Engine::Hogwild, ..opts() }, &kge(), 3.5);
 }
 
 #[test]

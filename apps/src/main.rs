@@ -494,6 +494,7 @@ mod tests {
             (&["--lr", "0"][..], "--lr must be a finite number > 0"),
             (&["--negatives", "0"][..], "--negatives must be between 1"),
             (&["--repeat", "0"][..], "--repeat must be between 1 and 100"),
+            (&["--plot", "out.png"][..], "--plot out.png: the file must end in .svg"),
             (&["--data", "/nonexistent/kg"][..], "cannot read /nonexistent/kg/train.txt"),
         ] {
             let e = train_cli::run(&train_cli::TrainCommand::Kge(kge_args(args).unwrap())).unwrap_err();

@@ -59,6 +59,9 @@ pub struct CommonArgs {
     /// Write one JSON record per epoch (every run of `--compare`) to this file.
     #[arg(long)]
     pub metrics: Option<PathBuf>,
+    /// Draw validation MRR over training time and over epochs, one line per run, as SVG.
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
     /// Run several configurations on the same data, one after the other, and print one table:
     /// technique names, and `hogwild` for the baseline (e.g. `adaptive,static,hogwild`).
     #[arg(long, value_delimiter = ',', value_parser = parse_run)]
@@ -202,6 +205,11 @@ fn run_kge_cmd(args: &KgeArgs) -> Result<(), String> {
     }
     let dir = kg::shipped(&args.data).unwrap_or_else(|| PathBuf::from(&args.data));
     let graph = Kg::load(&dir).map_err(|e| format!("--data {}: {e}", args.data))?;
+    if let Some(p) = &args.common.plot {
+        if p.extension().and_then(|e| e.to_str()) != Some("svg") {
+            return Err(format!("bad options: --plot {}: the file must end in .svg", p.display()));
+        }
+    }
     let mut metrics = match &args.common.metrics {
         Some(p) => Some(std::io::BufWriter::new(
             std::fs::File::create(p).map_err(|e| format!("--metrics {}: {e}", p.display()))?,
@@ -274,6 +282,11 @@ fn run_kge_cmd(args: &KgeArgs) -> Result<(), String> {
         m.flush().map_err(|e| format!("--metrics: {e}"))?;
     }
     print!("{}", summary(&reports));
+    if let Some(p) = &args.common.plot {
+        let title = format!("{} on {}", kge.model.name(), args.data);
+        parma_apps::train::plot::plot(p, &reports, runs.len(), &title)?;
+        eprintln!("plot written to {}", p.display());
+    }
     if args.common.repeat > 1 {
         print!("\n{}", ratios(&reports, runs.len()));
     }

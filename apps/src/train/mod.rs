@@ -8,13 +8,15 @@
 //!   plain shared array (Hogwild!), behind one trait;
 //! - [`harness`]: the cluster, the threads, the epoch loop with intents signaled ahead,
 //!   evaluation and timing;
-//! - [`report`]: one record per epoch (`--metrics`), the summary table.
+//! - [`report`]: one record per epoch (`--metrics`), the summary table;
+//! - [`plot`]: validation quality over time and epochs as SVG (`--plot`).
 
 pub mod eval;
 pub mod harness;
 pub mod kg;
 pub mod kge;
 pub mod params;
+pub mod plot;
 pub mod report;
 
 use std::fmt;

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 use parma_apps::train::harness::run_kge;
-use parma_apps::train::kg::{self, Kg};
+use parma_apps::train::kg::Kg;
 use parma_apps::train::kge::{Model, Reg};
 use parma_apps::train::report::{summary, RunReport};
 use parma_apps::train::{Engine, KgeOptions, TrainOptions};
@@ -117,7 +117,8 @@ fn parse_conformity(name: &str) -> Result<Conformity, String> {
 /// `parma train kge`.
 #[derive(Args, Debug)]
 pub struct KgeArgs {
-    /// A data set shipped with parma (`umls`, `kinships`, `nations`) or a directory with
+    /// A data set shipped with parma and built into it (`umls`, `kinships`, `nations`; to read a
+    /// directory of that name instead, write `./umls`) or a directory with
     /// `train.txt`, `valid.txt`, `test.txt` (tab-separated names, LibKGE's layout).
     #[arg(long, default_value = "umls")]
     pub data: String,
@@ -203,8 +204,10 @@ fn run_kge_cmd(args: &KgeArgs) -> Result<(), String> {
         r.check().map_err(|e| e.to_string())?;
         kge.check(r).map_err(|e| e.to_string())?;
     }
-    let dir = kg::shipped(&args.data).unwrap_or_else(|| PathBuf::from(&args.data));
-    let graph = Kg::load(&dir).map_err(|e| format!("--data {}: {e}", args.data))?;
+    let graph = match Kg::shipped(&args.data) {
+        Some(kg) => kg,
+        None => Kg::load(&PathBuf::from(&args.data)).map_err(|e| format!("--data {}: {e}", args.data))?,
+    };
     if let Some(p) = &args.common.plot {
         if p.extension().and_then(|e| e.to_str()) != Some("svg") {
             return Err(format!("bad options: --plot {}: the file must end in .svg", p.display()));

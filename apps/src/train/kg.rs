@@ -112,13 +112,33 @@ impl Names {
 impl Kg {
     /// Loads `dir/train.txt`, `dir/valid.txt` and `dir/test.txt`.
     pub fn load(dir: &Path) -> Result<Kg, KgError> {
-        let (mut ents, mut rels) = (Names::default(), Names::default());
-        let mut splits = Vec::with_capacity(3);
+        let mut texts = Vec::with_capacity(3);
         for name in ["train.txt", "valid.txt", "test.txt"] {
             let file = dir.join(name);
             let text =
                 std::fs::read_to_string(&file).map_err(|error| KgError::Io { file: file.clone(), error })?;
-            splits.push(parse(&file, &text, &mut ents, &mut rels)?);
+            texts.push((file, text));
+        }
+        Kg::parse_splits(dir, texts.iter().map(|(f, t)| (f.as_path(), t.as_str())))
+    }
+
+    /// A data set shipped with parma (`umls`, `kinships`, `nations`), built into the binary so
+    /// that it works from any directory; `None` for another name.
+    pub fn shipped(name: &str) -> Option<Kg> {
+        let texts = SHIPPED.iter().find(|(n, _)| *n == name)?.1;
+        let dir = Path::new("apps/data/kg").join(name);
+        let files: Vec<PathBuf> =
+            ["train.txt", "valid.txt", "test.txt"].iter().map(|f| dir.join(f)).collect();
+        let kg = Kg::parse_splits(&dir, files.iter().map(PathBuf::as_path).zip(texts));
+        Some(kg.expect("the shipped data sets are well-formed (tested)"))
+    }
+
+    /// Numbers the names of the three splits' texts (train, valid, test) in order.
+    fn parse_splits<'a>(dir: &Path, texts: impl Iterator<Item = (&'a Path, &'a str)>) -> Result<Kg, KgError> {
+        let (mut ents, mut rels) = (Names::default(), Names::default());
+        let mut splits = Vec::with_capacity(3);
+        for (file, text) in texts {
+            splits.push(parse(file, text, &mut ents, &mut rels)?);
         }
         let test = splits.pop().expect("three splits");
         let valid = splits.pop().expect("three splits");
@@ -188,13 +208,33 @@ fn parse(file: &Path, text: &str, ents: &mut Names, rels: &mut Names) -> Result<
     Ok(out)
 }
 
-/// The directory of a data set shipped with parma (`umls`, `kinships`, `nations`), if `name`
-/// is one.
-pub fn shipped(name: &str) -> Option<PathBuf> {
-    ["umls", "kinships", "nations"]
-        .contains(&name)
-        .then(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("data").join("kg").join(name))
-}
+/// The shipped data sets' splits (train, valid, test), from `apps/data/kg/`.
+const SHIPPED: [(&str, [&str; 3]); 3] = [
+    (
+        "umls",
+        [
+            include_str!("../../data/kg/umls/train.txt"),
+            include_str!("../../data/kg/umls/valid.txt"),
+            include_str!("../../data/kg/umls/test.txt"),
+        ],
+    ),
+    (
+        "kinships",
+        [
+            include_str!("../../data/kg/kinships/train.txt"),
+            include_str!("../../data/kg/kinships/valid.txt"),
+            include_str!("../../data/kg/kinships/test.txt"),
+        ],
+    ),
+    (
+        "nations",
+        [
+            include_str!("../../data/kg/nations/train.txt"),
+            include_str!("../../data/kg/nations/valid.txt"),
+            include_str!("../../data/kg/nations/test.txt"),
+        ],
+    ),
+];
 
 #[cfg(test)]
 mod tests {
@@ -222,14 +262,20 @@ mod tests {
             ("kinships", 104, 25, 8544, 1068, 1074),
             ("nations", 14, 55, 1592, 199, 201),
         ] {
-            let kg = Kg::load(&shipped(name).unwrap()).unwrap();
+            let kg = Kg::shipped(name).unwrap();
+            let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/kg").join(name);
+            let from_files = Kg::load(&dir).unwrap();
+            assert_eq!(
+                (&kg.entities, &kg.train, &kg.test),
+                (&from_files.entities, &from_files.train, &from_files.test)
+            );
             assert_eq!(
                 (kg.n_entities(), kg.n_relations(), kg.train.len(), kg.valid.len(), kg.test.len()),
                 (e, r, tr, va, te),
                 "{name}"
             );
         }
-        assert!(shipped("fb15k").is_none());
+        assert!(Kg::shipped("fb15k").is_none());
     }
 
     #[test]

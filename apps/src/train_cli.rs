@@ -7,7 +7,8 @@ use parma_apps::train::harness::run_kge;
 use parma_apps::train::kg::Kg;
 use parma_apps::train::kge::{Model, Reg};
 use parma_apps::train::report::{summary, RunReport};
-use parma_apps::train::{Engine, KgeOptions, TrainOptions};
+use parma_apps::train::task::Quality;
+use parma_apps::train::{Engine, KgeOptions, TrainError, TrainOptions};
 use parma_core::{Conformity, Technique};
 
 /// The training tasks.
@@ -193,79 +194,65 @@ pub fn run(cmd: &TrainCommand) -> Result<(), String> {
     }
 }
 
-fn run_kge_cmd(args: &KgeArgs) -> Result<(), String> {
-    let (opts, kge) = args.options();
-    let runs = args.runs();
-    if args.common.repeat == 0 || args.common.repeat > 100 {
-        return Err(format!("bad options: --repeat must be between 1 and 100, not {}", args.common.repeat));
+/// Checks the options every task shares (`--repeat`, `--plot`) and every run's options.
+fn check_common(common: &CommonArgs, runs: &[TrainOptions]) -> Result<(), String> {
+    if common.repeat == 0 || common.repeat > 100 {
+        return Err(format!("bad options: --repeat must be between 1 and 100, not {}", common.repeat));
     }
-    // Every argument is checked before anything is loaded or started.
-    for r in &runs {
-        r.check().map_err(|e| e.to_string())?;
-        kge.check(r).map_err(|e| e.to_string())?;
-    }
-    let graph = match Kg::shipped(&args.data) {
-        Some(kg) => kg,
-        None => Kg::load(&PathBuf::from(&args.data)).map_err(|e| format!("--data {}: {e}", args.data))?,
-    };
-    if let Some(p) = &args.common.plot {
+    if let Some(p) = &common.plot {
         if p.extension().and_then(|e| e.to_str()) != Some("svg") {
             return Err(format!("bad options: --plot {}: the file must end in .svg", p.display()));
         }
     }
-    let mut metrics = match &args.common.metrics {
+    for r in runs {
+        r.check().map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// Runs every run (`--repeat` rounds of the `--compare` list) with `run_one`, writes the
+/// metrics and the plot, and prints the tables.
+fn run_all(
+    common: &CommonArgs,
+    runs: &[TrainOptions],
+    title: &str,
+    sampling: Option<&str>,
+    mut run_one: impl FnMut(&TrainOptions) -> Result<RunReport, TrainError>,
+) -> Result<(), String> {
+    let mut metrics = match &common.metrics {
         Some(p) => Some(std::io::BufWriter::new(
             std::fs::File::create(p).map_err(|e| format!("--metrics {}: {e}", p.display()))?,
         )),
         None => None,
     };
-    eprintln!(
-        "{}: {} entities, {} relations, {} / {} / {} triples; {} dim {}, {} negatives per side, lr {}, \
-         reg {}, {} epochs, batch {}, seed {}",
-        args.data,
-        graph.n_entities(),
-        graph.n_relations(),
-        graph.train.len(),
-        graph.valid.len(),
-        graph.test.len(),
-        kge.model.name(),
-        opts.dim,
-        kge.negatives,
-        opts.lr,
-        kge.reg,
-        opts.epochs,
-        opts.batch,
-        opts.seed,
-    );
     let mut reports: Vec<RunReport> = Vec::new();
-    for (round, r) in (0..args.common.repeat).flat_map(|i| runs.iter().map(move |r| (i, r))) {
-        if args.common.repeat > 1 {
-            eprint!("round {}/{}: ", round + 1, args.common.repeat);
+    for (round, r) in (0..common.repeat).flat_map(|i| runs.iter().map(move |r| (i, r))) {
+        if common.repeat > 1 {
+            eprint!("round {}/{}: ", round + 1, common.repeat);
         }
         eprintln!(
             "run: {}{}, {} x {} threads",
             r.engine.name(),
-            if r.engine == Engine::Parma {
-                format!(" ({}, conformity {})", r.technique.name(), kge.conformity.name())
-            } else {
-                String::new()
+            match (r.engine, sampling) {
+                (Engine::Parma, Some(c)) => format!(" ({}, conformity {c})", r.technique.name()),
+                (Engine::Parma, None) => format!(" ({})", r.technique.name()),
+                (Engine::Hogwild, _) => String::new(),
             },
             r.nodes,
             r.workers
         );
-        let rep = run_kge(&graph, &args.data, r, &kge).map_err(|e| e.to_string())?;
+        let rep = run_one(r).map_err(|e| e.to_string())?;
         if let Some(m) = &mut metrics {
             rep.write_jsonl(m).map_err(|e| format!("--metrics: {e}"))?;
         }
-        let l = rep.last();
-        let t = l.test.unwrap_or_default();
+        let test = rep.last().test.map_or("no test".into(), |q| match q {
+            Quality::Ranking(t) => {
+                format!("test MRR {:.4}, H@1 {:.4}, H@3 {:.4}, H@10 {:.4}", t.mrr, t.hits1, t.hits3, t.hits10)
+            }
+            q => format!("test {} {:.4}", q.primary_name(), q.primary()),
+        });
         eprintln!(
-            "done: test MRR {:.4}, H@1 {:.4}, H@3 {:.4}, H@10 {:.4}; median epoch {:.4} s; setup {:.2} s, \
-             evaluation {:.2} s; model checksum {:016x}",
-            t.mrr,
-            t.hits1,
-            t.hits3,
-            t.hits10,
+            "done: {test}; median epoch {:.4} s; setup {:.2} s, evaluation {:.2} s; model checksum {:016x}",
             rep.median_epoch_secs(),
             rep.setup_secs,
             rep.eval_secs,
@@ -285,15 +272,50 @@ fn run_kge_cmd(args: &KgeArgs) -> Result<(), String> {
         m.flush().map_err(|e| format!("--metrics: {e}"))?;
     }
     print!("{}", summary(&reports));
-    if let Some(p) = &args.common.plot {
-        let title = format!("{} on {}", kge.model.name(), args.data);
-        parma_apps::train::plot::plot(p, &reports, runs.len(), &title)?;
+    if let Some(p) = &common.plot {
+        parma_apps::train::plot::plot(p, &reports, runs.len(), title)?;
         eprintln!("plot written to {}", p.display());
     }
-    if args.common.repeat > 1 {
+    if common.repeat > 1 {
         print!("\n{}", ratios(&reports, runs.len()));
     }
     Ok(())
+}
+
+fn run_kge_cmd(args: &KgeArgs) -> Result<(), String> {
+    let (opts, kge) = args.options();
+    let runs = args.runs();
+    // Every argument is checked before anything is loaded or started.
+    check_common(&args.common, &runs)?;
+    for r in &runs {
+        kge.check(r).map_err(|e| e.to_string())?;
+    }
+    let graph = match Kg::shipped(&args.data) {
+        Some(kg) => kg,
+        None => Kg::load(&PathBuf::from(&args.data)).map_err(|e| format!("--data {}: {e}", args.data))?,
+    };
+    eprintln!(
+        "{}: {} entities, {} relations, {} / {} / {} triples; {} dim {}, {} negatives per side, lr {}, \
+         reg {}, {} epochs, batch {}, seed {}",
+        args.data,
+        graph.n_entities(),
+        graph.n_relations(),
+        graph.train.len(),
+        graph.valid.len(),
+        graph.test.len(),
+        kge.model.name(),
+        opts.dim,
+        kge.negatives,
+        opts.lr,
+        kge.reg,
+        opts.epochs,
+        opts.batch,
+        opts.seed,
+    );
+    let title = format!("{} on {}", kge.model.name(), args.data);
+    run_all(&args.common, &runs, &title, Some(kge.conformity.name()), |r| {
+        run_kge(&graph, &args.data, r, &kge)
+    })
 }
 
 /// The median epoch time of every entry over the rounds, and its ratio to the first entry's in

@@ -2,7 +2,10 @@
 //! loopback transport (or, for the baseline, as many threads on one shared array), the training
 //! data partitioned over the threads, and the epoch loop.
 //!
-//! Data order: the training triples are shuffled once with the seed and cut into one
+//! The harness knows nothing of the model: a [`Task`] gives the examples, the keys each one
+//! touches, one step's arithmetic and the evaluation.
+//!
+//! Data order: the training examples are shuffled once with the seed and cut into one
 //! contiguous part per thread (thread `g` = worker `g % workers` of node `g / workers`); each
 //! epoch, each thread shuffles its part with a generator seeded from (seed, thread, epoch) and
 //! cuts it into steps of `batch` triples. Both engines use exactly this order.
@@ -28,13 +31,14 @@ use parma_transport_loopback::threaded::{cluster, ThreadedOptions};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
-use rand_distr::{Distribution as _, Normal};
 
-use super::eval::{rank, Filter, Ranking};
-use super::kg::{Kg, Triple};
-use super::kge::{StepBuffers, StepModel};
+use parma_core::Conformity;
+
+use super::kg::Kg;
+use super::kge::KgeTask;
 use super::params::{HogwildParams, HogwildStore, Params, ParmaParams, TimedBarrier};
 use super::report::{process_cpu_secs, EpochRecord, RunReport};
+use super::task::{Quality, StepBuffers, Task};
 use super::{mix, Engine, KgeOptions, TrainError, TrainOptions};
 
 /// Longest wait in a barrier (evaluation of a large graph included); after a thread failed,
@@ -45,23 +49,23 @@ const BARRIER_TIMEOUT: Duration = Duration::from_secs(120);
 const READ_CHUNK: usize = 4096;
 
 /// One thread's steps: its part of the data, reshuffled each epoch.
-struct Schedule {
-    part: Vec<Triple>,
+struct Schedule<E> {
+    part: Vec<E>,
     batch: usize,
     seed: u64,
     steps_per_epoch: u64,
     /// The order of the part for the epoch being read.
-    order: Option<(u64, Vec<Triple>)>,
+    order: Option<(u64, Vec<E>)>,
 }
 
-impl Schedule {
-    fn new(part: Vec<Triple>, batch: usize, seed: u64) -> Schedule {
+impl<E: Copy> Schedule<E> {
+    fn new(part: Vec<E>, batch: usize, seed: u64) -> Schedule<E> {
         let steps_per_epoch = part.len().div_ceil(batch) as u64;
         Schedule { part, batch, seed, steps_per_epoch, order: None }
     }
 
     /// The triples of step `s` (steps are numbered across epochs).
-    fn step(&mut self, s: u64) -> Vec<Triple> {
+    fn step(&mut self, s: u64) -> Vec<E> {
         let (epoch, i) = (s / self.steps_per_epoch, (s % self.steps_per_epoch) as usize);
         if self.order.as_ref().is_none_or(|(e, _)| *e != epoch) {
             let mut o = self.part.clone();
@@ -74,12 +78,10 @@ impl Schedule {
 }
 
 /// What the threads share.
-struct Ctx<'a> {
-    kg: &'a Kg,
+struct Ctx<'a, T> {
+    task: &'a T,
     data: &'a str,
     opts: &'a TrainOptions,
-    model: StepModel,
-    filter: Filter,
     /// Loss summed over the threads in the current epoch.
     loss: Mutex<f64>,
     /// The current epoch's progress bar.
@@ -91,18 +93,14 @@ struct Ctx<'a> {
     fallbacks: Mutex<u64>,
 }
 
-impl Ctx<'_> {
-    fn keys(&self) -> u64 {
-        u64::from(self.kg.n_entities()) + u64::from(self.kg.n_relations())
-    }
-
+impl<T: Task> Ctx<'_, T> {
     fn new_bar(&self, epoch: u32) -> ProgressBar {
         if !self.opts.progress {
             return ProgressBar::hidden();
         }
-        let bar = ProgressBar::new(self.kg.train.len() as u64);
+        let bar = ProgressBar::new(self.task.train().len() as u64);
         let style = ProgressStyle::with_template(
-            "{prefix} [{bar:30}] {pos}/{len} triples, {per_sec}, {elapsed_precise}",
+            "{prefix} [{bar:30}] {pos}/{len} examples, {per_sec}, {elapsed_precise}",
         )
         .unwrap_or_else(|_| ProgressStyle::default_bar())
         .progress_chars("=> ");
@@ -110,17 +108,6 @@ impl Ctx<'_> {
         bar.set_prefix(format!("epoch {epoch:>3}/{}", self.opts.epochs));
         bar
     }
-}
-
-/// The initial value of `key`: N(0, std) embedding, zero accumulator; a function of the seed and
-/// the key alone, so every engine and cluster shape starts from the same model.
-fn init_value(seed: u64, key: u64, dim: usize, std: f32, out: &mut [f32]) {
-    let mut rng = StdRng::seed_from_u64(mix(seed ^ mix(key.wrapping_add(0x1217))));
-    let normal = Normal::new(0.0f32, std).expect("std checked positive and finite");
-    for v in &mut out[..dim] {
-        *v = normal.sample(&mut rng);
-    }
-    out[dim..].fill(0.0);
 }
 
 /// FNV-1a over the bits of `vals`.
@@ -142,8 +129,8 @@ fn read_all<P: Params>(p: &mut P, keys: u64, len: usize) -> Result<Vec<f32>, Tra
 }
 
 /// Thread 0's work between an epoch's two barriers: the epoch's record, evaluation if due.
-fn end_epoch<P: Params>(
-    ctx: &Ctx<'_>,
+fn end_epoch<T: Task, P: Params>(
+    ctx: &Ctx<'_, T>,
     p: &mut P,
     epoch: u32,
     secs: f64,
@@ -156,23 +143,19 @@ fn end_epoch<P: Params>(
     let (mut valid, mut test) = (None, None);
     if due {
         let t = Instant::now();
-        let len = ctx.model.value_len();
-        let all = read_all(p, ctx.keys(), len)?;
-        let emb = |k: u64| &all[k as usize * len..k as usize * len + ctx.model.dim];
-        let ents = ctx.kg.n_entities();
-        let m = ctx.model.model;
-        valid = Some(rank(m, ents, &ctx.kg.valid, &ctx.filter, emb));
+        let all = read_all(p, ctx.task.keys(), ctx.task.value_len())?;
+        valid = Some(ctx.task.evaluate(&all, false));
         if last {
-            test = Some(rank(m, ents, &ctx.kg.test, &ctx.filter, emb));
+            test = Some(ctx.task.evaluate(&all, true));
             *ctx.checksum.lock().unwrap_or_else(|e| e.into_inner()) = fnv(0xcbf2_9ce4_8422_2325, &all);
         }
         *ctx.eval_secs.lock().unwrap_or_else(|e| e.into_inner()) += t.elapsed().as_secs_f64();
     }
-    let n = ctx.kg.train.len() as f64;
+    let n = ctx.task.train().len() as f64;
     let rec = EpochRecord {
-        task: "kge",
+        task: ctx.task.name(),
         data: ctx.data.to_string(),
-        model: ctx.model.model.name(),
+        model: ctx.task.model_name(),
         engine: o.engine.name(),
         technique: if o.engine == Engine::Parma { o.technique.name() } else { "-" },
         nodes: o.nodes,
@@ -188,7 +171,8 @@ fn end_epoch<P: Params>(
     let bar = ctx.bar.lock().unwrap_or_else(|e| e.into_inner()).clone();
     bar.finish();
     if o.progress {
-        let v = valid.map_or(String::new(), |v: Ranking| format!(", valid MRR {:.3}", v.mrr));
+        let v = valid
+            .map_or(String::new(), |v: Quality| format!(", valid {} {:.3}", v.primary_name(), v.primary()));
         bar.println(format!("epoch {epoch}: loss {:.4}, {:.3} s{v}", rec.loss, secs));
     }
     ctx.records.lock().unwrap_or_else(|e| e.into_inner()).push(rec);
@@ -199,14 +183,20 @@ fn end_epoch<P: Params>(
 }
 
 /// One training thread: every epoch's steps, with steps announced `ahead`.
-fn train_thread<P: Params>(ctx: &Ctx<'_>, p: &mut P, g: usize, part: Vec<Triple>) -> Result<(), TrainError> {
+fn train_thread<T: Task, P: Params>(
+    ctx: &Ctx<'_, T>,
+    p: &mut P,
+    g: usize,
+    part: Vec<T::Example>,
+) -> Result<(), TrainError> {
     let o = ctx.opts;
-    let m = &ctx.model;
+    let m = ctx.task;
     let len = m.value_len();
+    let per_example = m.negatives().map_or(0, |(_, n)| n);
     let mut sched = Schedule::new(part, o.batch, mix(o.seed ^ mix(g as u64 + 1)));
     let spe = sched.steps_per_epoch;
     let total = spe * u64::from(o.epochs);
-    let mut queue: VecDeque<(Vec<Triple>, Vec<Key>)> = VecDeque::new();
+    let mut queue: VecDeque<(Vec<T::Example>, Vec<Key>)> = VecDeque::new();
     let mut announced = 0u64;
     let mut b = StepBuffers::default();
     p.barrier()?;
@@ -220,7 +210,7 @@ fn train_thread<P: Params>(ctx: &Ctx<'_>, p: &mut P, g: usize, part: Vec<Triple>
                 let triples = sched.step(announced);
                 let mut keys = Vec::new();
                 m.keys_of(&triples, &mut keys);
-                p.announce(announced, &keys, (2 * m.negatives * triples.len()) as u64)?;
+                p.announce(announced, &keys, (per_example * triples.len()) as u64)?;
                 queue.push_back((triples, keys));
                 announced += 1;
             }
@@ -229,7 +219,7 @@ fn train_thread<P: Params>(ctx: &Ctx<'_>, p: &mut P, g: usize, part: Vec<Triple>
             b.vals.resize(keys.len() * len, 0.0);
             b.keys = keys;
             p.pull(s, &b.keys, &mut b.vals)?;
-            let negs = 2 * m.negatives * triples.len();
+            let negs = per_example * triples.len();
             b.neg_keys.resize(negs, Key(0));
             b.neg_vals.resize(negs * len, 0.0);
             p.pull_negatives(s, &mut b.neg_keys, &mut b.neg_vals)?;
@@ -252,11 +242,11 @@ fn train_thread<P: Params>(ctx: &Ctx<'_>, p: &mut P, g: usize, part: Vec<Triple>
 }
 
 /// Cuts the training data into one part per thread, after a seeded shuffle.
-fn partition(kg: &Kg, threads: usize, seed: u64) -> Vec<Vec<Triple>> {
-    let mut all = kg.train.clone();
+fn partition<E: Copy>(train: &[E], threads: usize, seed: u64) -> Vec<Vec<E>> {
+    let mut all = train.to_vec();
     all.shuffle(&mut StdRng::seed_from_u64(mix(seed)));
     let per = all.len().div_ceil(threads);
-    let mut parts: Vec<Vec<Triple>> = all.chunks(per.max(1)).map(<[Triple]>::to_vec).collect();
+    let mut parts: Vec<Vec<E>> = all.chunks(per.max(1)).map(<[E]>::to_vec).collect();
     parts.resize(threads, Vec::new());
     parts
 }
@@ -288,28 +278,25 @@ fn join_all(handles: Vec<thread::ScopedJoinHandle<'_, Result<(), TrainError>>>) 
 pub fn run_kge(kg: &Kg, data: &str, opts: &TrainOptions, kge: &KgeOptions) -> Result<RunReport, TrainError> {
     opts.check()?;
     kge.check(opts)?;
-    if kg.train.len() < opts.threads() {
-        return Err(TrainError::Data(format!(
-            "{} training triples cannot feed {} threads",
-            kg.train.len(),
-            opts.threads()
-        )));
-    }
+    let task = KgeTask::new(kg, opts, kge);
+    run(&task, data, opts, kge.conformity)
+}
+
+/// Trains `task` (its data called `data` in the records) and reports every epoch; negatives,
+/// if the task has any, are drawn under `conformity`.
+pub fn run<T: Task>(
+    task: &T,
+    data: &str,
+    opts: &TrainOptions,
+    conformity: Conformity,
+) -> Result<RunReport, TrainError> {
+    opts.check()?;
+    task.check(opts.threads())?;
     let setup = Instant::now();
-    let model = StepModel {
-        model: kge.model,
-        dim: opts.dim,
-        negatives: kge.negatives,
-        lr: opts.lr,
-        reg: kge.reg,
-        entities: kg.n_entities().into(),
-    };
     let ctx = Ctx {
-        kg,
+        task,
         data,
         opts,
-        model,
-        filter: Filter::new(kg),
         loss: Mutex::new(0.0),
         bar: Mutex::new(ProgressBar::hidden()),
         records: Mutex::new(Vec::new()),
@@ -318,9 +305,10 @@ pub fn run_kge(kg: &Kg, data: &str, opts: &TrainOptions, kge: &KgeOptions) -> Re
         fallbacks: Mutex::new(0),
     };
     *ctx.bar.lock().unwrap_or_else(|e| e.into_inner()) = ctx.new_bar(1);
-    let parts = partition(kg, opts.threads(), opts.seed);
-    let keys = ctx.keys();
-    let len = model.value_len();
+    let parts = partition(task.train(), opts.threads(), opts.seed);
+    let keys = task.keys();
+    let len = task.value_len();
+    let sampled = task.negatives().map_or(1, |(n, _)| n);
     let mut report = RunReport {
         epochs: Vec::new(),
         setup_secs: 0.0,
@@ -338,7 +326,7 @@ pub fn run_kge(kg: &Kg, data: &str, opts: &TrainOptions, kge: &KgeOptions) -> Re
         Engine::Hogwild => {
             let store = HogwildStore::new(keys, len);
             for k in 0..keys {
-                init_value(opts.seed, k, opts.dim, kge.init_std, &mut init);
+                task.init(opts.seed, k, &mut init);
                 store.write(&[Key(k)], &init);
             }
             let barrier = TimedBarrier::new(opts.threads(), BARRIER_TIMEOUT);
@@ -351,7 +339,7 @@ pub fn run_kge(kg: &Kg, data: &str, opts: &TrainOptions, kge: &KgeOptions) -> Re
                     let rng = StdRng::seed_from_u64(mix(opts.seed ^ mix(0xbad5eed ^ g as u64)));
                     let spawned =
                         thread::Builder::new().name(format!("hogwild-{g}")).spawn_scoped(s, move || {
-                            let mut p = HogwildParams::new(store, barrier, rng, kg.n_entities().into());
+                            let mut p = HogwildParams::new(store, barrier, rng, sampled);
                             train_thread(ctx, &mut p, g, part)
                         });
                     handles.push(spawned.map_err(|e| TrainError::Thread(format!("cannot spawn: {e}")))?);
@@ -367,8 +355,8 @@ pub fn run_kge(kg: &Kg, data: &str, opts: &TrainOptions, kge: &KgeOptions) -> Re
             cfg.technique = opts.technique;
             cfg.seed = opts.seed;
             if opts.technique == Technique::MultiTechnique {
-                let (freqs, total) = access_counts(kg, kge);
-                cfg.hot_keys = std::sync::Arc::new(Config::hot_keys_from_frequencies(freqs, total, 100.0));
+                let freqs = task.access_counts();
+                cfg.hot_keys = std::sync::Arc::new(Config::hot_keys_from_frequencies(freqs, keys, 100.0));
             }
             let mut ropts = Options::default();
             ropts.barrier_timeout = BARRIER_TIMEOUT;
@@ -381,17 +369,22 @@ pub fn run_kge(kg: &Kg, data: &str, opts: &TrainOptions, kge: &KgeOptions) -> Re
                 nodes.push(node);
                 workers.extend(ws);
             }
-            let ents = u64::from(kg.n_entities());
-            let uniform = Distribution::uniform(Key(0), Key(ents))
-                .map_err(|e| TrainError::Data(format!("no entities to sample: {e:?}")))?;
             let mut dist = None;
-            for n in 0..usize::from(opts.nodes) {
-                let w = &mut workers[n * usize::from(opts.workers)];
-                let fail =
-                    |error| TrainError::Worker { node: n as u16, worker: 0, step: 0, op: "register", error };
-                dist = Some(w.register_distribution(uniform.clone(), kge.conformity).map_err(fail)?);
+            if let Some((n_sampled, _)) = task.negatives() {
+                let uniform = Distribution::uniform(Key(0), Key(n_sampled))
+                    .map_err(|e| TrainError::Data(format!("nothing to sample negatives from: {e:?}")))?;
+                for n in 0..usize::from(opts.nodes) {
+                    let w = &mut workers[n * usize::from(opts.workers)];
+                    let fail = |error| TrainError::Worker {
+                        node: n as u16,
+                        worker: 0,
+                        step: 0,
+                        op: "register",
+                        error,
+                    };
+                    dist = Some(w.register_distribution(uniform.clone(), conformity).map_err(fail)?);
+                }
             }
-            let dist = dist.expect("at least one node");
             // Thread 0 writes the initial model (the others wait in their first barrier).
             {
                 let w = &mut workers[0];
@@ -400,7 +393,7 @@ pub fn run_kge(kg: &Kg, data: &str, opts: &TrainOptions, kge: &KgeOptions) -> Re
                 let all: Vec<Key> = (0..keys).map(Key).collect();
                 for chunk in all.chunks(READ_CHUNK) {
                     for (i, k) in chunk.iter().enumerate() {
-                        init_value(opts.seed, k.0, opts.dim, kge.init_std, &mut vals[i * len..(i + 1) * len]);
+                        task.init(opts.seed, k.0, &mut vals[i * len..(i + 1) * len]);
                     }
                     let t = w.set(chunk, &vals[..chunk.len() * len]).map_err(fail)?;
                     w.wait(t).map_err(fail)?;
@@ -416,7 +409,7 @@ pub fn run_kge(kg: &Kg, data: &str, opts: &TrainOptions, kge: &KgeOptions) -> Re
                     let spawned = thread::Builder::new().name(name).spawn_scoped(s, move || {
                         let result = {
                             let rng = StdRng::seed_from_u64(mix(opts.seed ^ mix(0xfa11 ^ g as u64)));
-                            let mut p = ParmaParams::new(&mut w, opts.technique, dist, ents, rng);
+                            let mut p = ParmaParams::new(&mut w, opts.technique, dist, sampled, rng);
                             let r = train_thread(ctx, &mut p, g, part);
                             *ctx.fallbacks.lock().unwrap_or_else(|e| e.into_inner()) += p.fallbacks;
                             r
@@ -460,34 +453,16 @@ pub fn run_kge(kg: &Kg, data: &str, opts: &TrainOptions, kge: &KgeOptions) -> Re
     Ok(report)
 }
 
-/// NuPS's hot keys for multi-technique: access counts from the training data (each triple
-/// reads its head, tail and relation, and `2 * negatives` uniform entities).
-/// Returns the counts and the number of keys.
-fn access_counts(kg: &Kg, kge: &KgeOptions) -> (Vec<(Key, u64)>, u64) {
-    let ents = u64::from(kg.n_entities());
-    let mut counts = vec![0u64; (ents + u64::from(kg.n_relations())) as usize];
-    for t in &kg.train {
-        counts[t.head as usize] += 1;
-        counts[t.tail as usize] += 1;
-        counts[(ents + u64::from(t.rel)) as usize] += 1;
-    }
-    let negs_each = (2 * kge.negatives as u64 * kg.train.len() as u64).div_ceil(ents.max(1));
-    for c in &mut counts[..ents as usize] {
-        *c += negs_each;
-    }
-    let total = counts.len() as u64;
-    (counts.into_iter().enumerate().map(|(k, c)| (Key(k as u64), c)).collect(), total)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::train::kg::Triple;
 
     #[test]
     fn partition_covers_the_data_once() {
         let t = |i| Triple { head: i, rel: 0, tail: i + 1 };
         let kg = Kg::from_triples(20, 1, (0..10).map(t).collect(), vec![], vec![]);
-        let parts = partition(&kg, 3, 7);
+        let parts = partition(&kg.train, 3, 7);
         assert_eq!(parts.len(), 3);
         let mut all: Vec<Triple> = parts.concat();
         all.sort();
@@ -499,7 +474,7 @@ mod tests {
         let part: Vec<Triple> = (0..10).map(|i| Triple { head: i, rel: 0, tail: 0 }).collect();
         let mut s = Schedule::new(part.clone(), 4, 3);
         assert_eq!(s.steps_per_epoch, 3);
-        let epoch = |s: &mut Schedule, e: u64| -> Vec<Triple> {
+        let epoch = |s: &mut Schedule<Triple>, e: u64| -> Vec<Triple> {
             (3 * e..3 * e + 3).flat_map(|i| s.step(i)).collect()
         };
         let (a, b) = (epoch(&mut s, 0), epoch(&mut s, 1));

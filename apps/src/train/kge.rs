@@ -12,12 +12,17 @@
 //! ComplEx reads an embedding of `dim` reals as `dim / 2` complex numbers, real parts first:
 //! `s = Re(Σ h_k r_k conj(t_k))`. DistMult: `s = Σ h_k r_k t_k`.
 
-use std::collections::HashMap;
 use std::fmt;
 
 use parma_core::Key;
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use rand_distr::{Distribution as _, Normal};
 
-use super::kg::Triple;
+use super::eval::{rank, Filter};
+use super::kg::{Kg, Triple};
+use super::task::{Quality, StepBuffers, Task};
+use super::{mix, KgeOptions, TrainOptions};
 
 /// The scoring function.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -205,28 +210,6 @@ fn sigmoid(x: f32) -> f32 {
     1.0 / (1.0 + (-x).exp())
 }
 
-/// A step's working memory, kept across steps: the rows it pulled, their gradients, and the
-/// key → row map.
-#[derive(Default)]
-pub struct StepBuffers {
-    /// The step's sorted distinct keys of its triples (entities, then relations).
-    pub keys: Vec<Key>,
-    /// Their values, `2 * dim` each.
-    pub vals: Vec<f32>,
-    /// Negative keys, `2 * negatives` per triple (heads first, then tails).
-    pub neg_keys: Vec<Key>,
-    /// Their values.
-    pub neg_vals: Vec<f32>,
-    rows: HashMap<u64, usize>,
-    /// Every key the step touched, in row order: the keys to push.
-    pub touched: Vec<Key>,
-    /// Each touched row's value (embedding and accumulator), from its first pull.
-    row_vals: Vec<f32>,
-    grads: Vec<f32>,
-    /// The deltas to push, `2 * dim` per touched key.
-    pub deltas: Vec<f32>,
-}
-
 impl StepModel {
     /// Value length of a key.
     pub fn value_len(&self) -> usize {
@@ -332,6 +315,99 @@ impl StepModel {
         b.neg_keys = nk;
         b.neg_vals = nv;
         loss
+    }
+}
+
+/// Knowledge-graph embeddings as a [`Task`].
+pub struct KgeTask<'a> {
+    kg: &'a Kg,
+    model: StepModel,
+    init_std: f32,
+    filter: Filter,
+}
+
+impl<'a> KgeTask<'a> {
+    /// The task of training `kge`'s model on `kg` (options checked by the caller).
+    pub fn new(kg: &'a Kg, opts: &TrainOptions, kge: &KgeOptions) -> KgeTask<'a> {
+        let model = StepModel {
+            model: kge.model,
+            dim: opts.dim,
+            negatives: kge.negatives,
+            lr: opts.lr,
+            reg: kge.reg,
+            entities: kg.n_entities().into(),
+        };
+        KgeTask { kg, model, init_std: kge.init_std, filter: Filter::new(kg) }
+    }
+}
+
+impl Task for KgeTask<'_> {
+    type Example = Triple;
+
+    fn name(&self) -> &'static str {
+        "kge"
+    }
+
+    fn model_name(&self) -> &'static str {
+        self.model.model.name()
+    }
+
+    fn train(&self) -> &[Triple] {
+        &self.kg.train
+    }
+
+    fn keys(&self) -> u64 {
+        u64::from(self.kg.n_entities()) + u64::from(self.kg.n_relations())
+    }
+
+    fn value_len(&self) -> usize {
+        self.model.value_len()
+    }
+
+    /// N(0, init_std) embedding, zero accumulator.
+    fn init(&self, seed: u64, key: u64, out: &mut [f32]) {
+        let dim = self.model.dim;
+        let mut rng = StdRng::seed_from_u64(mix(seed ^ mix(key.wrapping_add(0x1217))));
+        let normal = Normal::new(0.0f32, self.init_std).expect("std checked positive and finite");
+        for v in &mut out[..dim] {
+            *v = normal.sample(&mut rng);
+        }
+        out[dim..].fill(0.0);
+    }
+
+    fn keys_of(&self, examples: &[Triple], keys: &mut Vec<Key>) {
+        self.model.keys_of(examples, keys);
+    }
+
+    fn negatives(&self) -> Option<(u64, usize)> {
+        Some((self.kg.n_entities().into(), 2 * self.model.negatives))
+    }
+
+    fn step(&self, examples: &[Triple], b: &mut StepBuffers) -> f64 {
+        self.model.step(examples, b)
+    }
+
+    fn evaluate(&self, model: &[f32], test: bool) -> Quality {
+        let (len, dim) = (self.model.value_len(), self.model.dim);
+        let emb = |k: u64| &model[k as usize * len..k as usize * len + dim];
+        let split = if test { &self.kg.test } else { &self.kg.valid };
+        Quality::Ranking(rank(self.model.model, self.kg.n_entities(), split, &self.filter, emb))
+    }
+
+    /// Each triple reads its head, tail and relation, and `2 * negatives` uniform entities.
+    fn access_counts(&self) -> Vec<(Key, u64)> {
+        let ents = u64::from(self.kg.n_entities());
+        let mut counts = vec![0u64; self.keys() as usize];
+        for t in &self.kg.train {
+            counts[t.head as usize] += 1;
+            counts[t.tail as usize] += 1;
+            counts[(ents + u64::from(t.rel)) as usize] += 1;
+        }
+        let negs_each = (2 * self.model.negatives as u64 * self.kg.train.len() as u64).div_ceil(ents.max(1));
+        for c in &mut counts[..ents as usize] {
+            *c += negs_each;
+        }
+        counts.into_iter().enumerate().map(|(k, c)| (Key(k as u64), c)).collect()
     }
 }
 

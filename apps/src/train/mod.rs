@@ -2,6 +2,7 @@
 //! shared-memory baseline without parma.
 //!
 //! - [`kg`]: knowledge graphs in the LibKGE layout, and the ones shipped with parma;
+//! - [`task`]: what the harness needs from a task ([`task::Task`]);
 //! - [`kge`]: ComplEx and DistMult, one training step (negative sampling, AdaGrad);
 //! - [`eval`]: filtered link-prediction ranking;
 //! - [`params`]: where a training thread reads and updates parameters: a parma worker, or a
@@ -18,6 +19,7 @@ pub mod kge;
 pub mod params;
 pub mod plot;
 pub mod report;
+pub mod task;
 
 use std::fmt;
 

@@ -49,7 +49,7 @@ const PUSHES_IN_FLIGHT: usize = 8;
 pub struct ParmaParams<'w> {
     w: &'w mut Worker,
     technique: Technique,
-    dist: DistId,
+    dist: Option<DistId>,
     /// Entities (keys `0..entities`), for the fallback draws.
     entities: u64,
     rng: StdRng,
@@ -62,8 +62,14 @@ pub struct ParmaParams<'w> {
 
 impl<'w> ParmaParams<'w> {
     /// Wraps `w`; negatives are drawn from `dist` (registered on every node, uniform over the
-    /// keys `0..entities`); `rng` serves the fallback draws.
-    pub fn new(w: &'w mut Worker, technique: Technique, dist: DistId, entities: u64, rng: StdRng) -> Self {
+    /// keys `0..entities`; `None` for tasks without negatives); `rng` serves the fallback draws.
+    pub fn new(
+        w: &'w mut Worker,
+        technique: Technique,
+        dist: Option<DistId>,
+        entities: u64,
+        rng: StdRng,
+    ) -> Self {
         ParmaParams {
             w,
             technique,
@@ -114,14 +120,16 @@ impl Params for ParmaParams<'_> {
                 Err(e) => return Err(self.fail(step, "intent")(e)),
             }
         }
-        let handle = if negatives > 0 {
-            Some(
+        let handle = match (negatives, self.dist) {
+            (0, _) => None,
+            (n, Some(dist)) => Some(
                 self.w
-                    .prepare_sample(self.dist, negatives, window.0, window.1)
+                    .prepare_sample(dist, n, window.0, window.1)
                     .map_err(self.fail(step, "prepare_sample"))?,
-            )
-        } else {
-            None
+            ),
+            (_, None) => {
+                return Err(TrainError::Internal("negatives asked for without a distribution".into()))
+            }
         };
         self.ahead.push_back((step, ticket, handle));
         Ok(())

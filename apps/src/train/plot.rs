@@ -6,7 +6,7 @@ use plotters::prelude::*;
 
 use super::report::RunReport;
 
-/// One evaluated epoch: training time so far, epoch, validation MRR.
+/// One evaluated epoch: training time so far, epoch, validation quality (MRR or RMSE).
 type Point = (f64, u32, f64);
 
 /// A run's label in the legend: engine and technique, and the round under `--repeat`.
@@ -19,7 +19,7 @@ fn label(r: &RunReport, round: Option<usize>) -> String {
     }
 }
 
-/// Draws validation MRR against training time (left) and against epochs (right) for every run
+/// Draws validation quality (MRR, or RMSE for ratings) against training time (left) and against epochs (right) for every run
 /// that was evaluated at least once, into an SVG file. `per_round` is the number of runs per
 /// `--repeat` round (the rounds are labelled when there are several).
 pub fn plot(path: &Path, reports: &[RunReport], per_round: usize, title: &str) -> Result<(), String> {
@@ -29,8 +29,11 @@ pub fn plot(path: &Path, reports: &[RunReport], per_round: usize, title: &str) -
         .iter()
         .enumerate()
         .map(|(i, r)| {
-            let points: Vec<Point> =
-                r.epochs.iter().filter_map(|e| e.valid.map(|v| (e.train_secs, e.epoch, v.mrr))).collect();
+            let points: Vec<Point> = r
+                .epochs
+                .iter()
+                .filter_map(|e| e.valid.map(|v| (e.train_secs, e.epoch, v.primary())))
+                .collect();
             (label(r, (rounds > 1).then_some(i / per_round.max(1))), points)
         })
         .filter(|(_, p)| !p.is_empty())
@@ -40,6 +43,19 @@ pub fn plot(path: &Path, reports: &[RunReport], per_round: usize, title: &str) -
     }
     let t_max = series.iter().flat_map(|(_, p)| p.iter().map(|x| x.0)).fold(0.0, f64::max).max(1e-3);
     let e_max = series.iter().flat_map(|(_, p)| p.iter().map(|x| x.1)).max().unwrap_or(1).max(1);
+    let metric = reports
+        .iter()
+        .flat_map(|r| r.epochs.iter().filter_map(|e| e.valid))
+        .next()
+        .map_or("MRR", |q| q.primary_name());
+    let y_max = if metric == "MRR" {
+        1.0
+    } else {
+        1.1 * series.iter().flat_map(|(_, p)| p.iter().map(|x| x.2)).fold(0.0, f64::max).max(1e-3)
+    };
+    let (cap_time, cap_epochs) =
+        (format!("validation {metric} over training time"), format!("validation {metric} over epochs"));
+    let y_desc = if metric == "MRR" { "filtered MRR" } else { metric };
     let root = SVGBackend::new(path, (1200, 500)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
     let root = root.titled(title, ("sans-serif", 20)).map_err(|e| err(&e))?;
@@ -48,23 +64,23 @@ pub fn plot(path: &Path, reports: &[RunReport], per_round: usize, title: &str) -
         .margin(15)
         .x_label_area_size(40)
         .y_label_area_size(50)
-        .caption("validation MRR over training time", ("sans-serif", 16))
-        .build_cartesian_2d(0.0..t_max * 1.05, 0.0..1.0)
+        .caption(cap_time, ("sans-serif", 16))
+        .build_cartesian_2d(0.0..t_max * 1.05, 0.0..y_max)
         .map_err(|e| err(&e))?;
     over_time
         .configure_mesh()
         .x_desc("training time (s, evaluation excluded)")
-        .y_desc("filtered MRR")
+        .y_desc(y_desc)
         .draw()
         .map_err(|e| err(&e))?;
     let mut over_epochs = ChartBuilder::on(&right)
         .margin(15)
         .x_label_area_size(40)
         .y_label_area_size(50)
-        .caption("validation MRR over epochs", ("sans-serif", 16))
-        .build_cartesian_2d(0u32..e_max + 1, 0.0..1.0)
+        .caption(cap_epochs, ("sans-serif", 16))
+        .build_cartesian_2d(0u32..e_max + 1, 0.0..y_max)
         .map_err(|e| err(&e))?;
-    over_epochs.configure_mesh().x_desc("epoch").y_desc("filtered MRR").draw().map_err(|e| err(&e))?;
+    over_epochs.configure_mesh().x_desc("epoch").y_desc(y_desc).draw().map_err(|e| err(&e))?;
     for (i, (name, points)) in series.iter().enumerate() {
         let color = Palette99::pick(i).to_rgba();
         over_time
@@ -98,6 +114,7 @@ mod tests {
     use super::*;
     use crate::train::eval::Ranking;
     use crate::train::report::EpochRecord;
+    use crate::train::task::Quality;
 
     fn run(technique: &'static str, mrrs: &[f64]) -> RunReport {
         let epochs = mrrs
@@ -116,7 +133,7 @@ mod tests {
                 train_secs: 0.1 * (i + 1) as f64,
                 examples_per_sec: 1.0,
                 loss: 1.0,
-                valid: Some(Ranking { mrr: *m, ..Ranking::default() }),
+                valid: Some(Quality::Ranking(Ranking { mrr: *m, ..Ranking::default() })),
                 test: None,
             })
             .collect();

@@ -5,7 +5,7 @@ use std::io::Write;
 
 use serde::Serialize;
 
-use super::eval::Ranking;
+use super::task::Quality;
 
 /// One epoch of one run; `--metrics` writes one per line as JSON.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -34,10 +34,10 @@ pub struct EpochRecord {
     pub examples_per_sec: f64,
     /// Mean loss per training example in this epoch.
     pub loss: f64,
-    /// Filtered ranking on the validation split, if evaluated after this epoch.
-    pub valid: Option<Ranking>,
-    /// Filtered ranking on the test split, after the last epoch.
-    pub test: Option<Ranking>,
+    /// Quality on the validation split, if evaluated after this epoch.
+    pub valid: Option<Quality>,
+    /// Quality on the test split, after the last epoch.
+    pub test: Option<Quality>,
 }
 
 /// What one run did.
@@ -122,18 +122,36 @@ impl RunReport {
     }
 }
 
-fn fmt_rank(r: Option<Ranking>) -> String {
-    r.map_or("-".into(), |r| format!("{:.3} | {:.3} | {:.3} | {:.3}", r.mrr, r.hits1, r.hits3, r.hits10))
+/// The test columns: MRR and Hits@1/3/10 for a ranking, RMSE for ratings.
+fn fmt_test(q: Option<Quality>, ranking: bool) -> String {
+    match (q, ranking) {
+        (Some(Quality::Ranking(r)), _) => {
+            format!("{:.3} | {:.3} | {:.3} | {:.3}", r.mrr, r.hits1, r.hits3, r.hits10)
+        }
+        (Some(q), _) => format!("{:.4}", q.primary()),
+        (None, true) => "- | - | - | -".into(),
+        (None, false) => "-".into(),
+    }
 }
 
 /// A markdown table of runs on the same data, with each run's median epoch time over the
 /// first run's.
 pub fn summary(reports: &[RunReport]) -> String {
-    let mut out = String::from(
-        "| engine | technique | nodes x workers | valid MRR | test MRR | H@1 | H@3 | H@10 | epoch (median) | \
-         vs first | examples/s | CPU s | remote share | bytes sent |\n\
-         | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
-    );
+    // Ratings have one quality column per split, rankings four on test.
+    let ranking = reports.iter().filter_map(|r| r.last().test).all(|q| q.ranking().is_some());
+    let mut out = if ranking {
+        String::from(
+            "| engine | technique | nodes x workers | valid MRR | test MRR | H@1 | H@3 | H@10 | epoch (median) | \
+             vs first | examples/s | CPU s | remote share | bytes sent |\n\
+             | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+        )
+    } else {
+        String::from(
+            "| engine | technique | nodes x workers | valid RMSE | test RMSE | epoch (median) | \
+             vs first | examples/s | CPU s | remote share | bytes sent |\n\
+             | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+        )
+    };
     let base = reports.first().map(RunReport::median_epoch_secs);
     for r in reports {
         let l = r.last();
@@ -146,8 +164,8 @@ pub fn summary(reports: &[RunReport]) -> String {
             l.technique,
             l.nodes,
             l.workers,
-            l.valid.map_or("-".into(), |v| format!("{:.3}", v.mrr)),
-            fmt_rank(l.test),
+            l.valid.map_or("-".into(), |v| format!("{:.3}", v.primary())),
+            fmt_test(l.test, ranking),
             median,
             base.filter(|b| *b > 0.0).map_or("-".into(), |b| format!("{:.3}x", median / b)),
             examples / train.max(1e-9),
@@ -162,6 +180,7 @@ pub fn summary(reports: &[RunReport]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::train::eval::Ranking;
 
     fn record(epoch: u32, secs: f64, valid: Option<f64>) -> EpochRecord {
         EpochRecord {
@@ -177,7 +196,7 @@ mod tests {
             train_secs: secs,
             examples_per_sec: 100.0 / secs,
             loss: 1.0,
-            valid: valid.map(|mrr| Ranking { mrr, ..Ranking::default() }),
+            valid: valid.map(|mrr| Quality::Ranking(Ranking { mrr, ..Ranking::default() })),
             test: None,
         }
     }
@@ -205,7 +224,9 @@ mod tests {
         assert_eq!(lines[1]["epoch"], 2);
         assert_eq!(lines[1]["valid"]["mrr"], 0.5);
         assert!(lines[0]["valid"].is_null());
-        assert!(summary(&[r]).contains("| parma | adaptive | 1 x 2 | - | - | 0.2000 s | 1.000x |"));
+        assert!(
+            summary(&[r]).contains("| parma | adaptive | 1 x 2 | - | - | - | - | - | 0.2000 s | 1.000x |")
+        );
     }
 
     #[cfg(target_os = "linux")]

@@ -531,4 +531,30 @@ mod tests {
             assert!(e.contains(expect), "{args:?}: {e}");
         }
     }
+
+    fn mf_args(args: &[&str]) -> Result<train_cli::MfArgs, clap::Error> {
+        let cli = Cli::try_parse_from(["parma", "train", "mf"].iter().chain(args))?;
+        match cli.command {
+            Command::Train(train_cli::TrainCommand::Mf(a)) => Ok(a),
+            _ => unreachable!("parsed as train mf"),
+        }
+    }
+
+    #[test]
+    fn train_mf_has_its_own_defaults_and_refuses_bad_arguments() {
+        let (t, m) = mf_args(&[]).unwrap().options();
+        assert_eq!((t.epochs, t.lr, t.dim), (20, 0.005, 100));
+        assert_eq!(m, parma_apps::train::mf::MfOptions::default());
+        let (t, _) = mf_args(&["--lr", "0.01", "--epochs", "3"]).unwrap().options();
+        assert_eq!((t.epochs, t.lr), (3, 0.01));
+        assert!(mf_args(&["--reg", "much"]).is_err());
+        for (args, expect) in [
+            (&["--reg=-1"][..], "--reg must be a finite number >= 0"),
+            (&["--init-std", "0"][..], "--init-std must be a finite number > 0"),
+            (&["--data", "/nonexistent/u.data"][..], "cannot read /nonexistent/u.data"),
+        ] {
+            let e = train_cli::run(&train_cli::TrainCommand::Mf(mf_args(args).unwrap())).unwrap_err();
+            assert!(e.contains(expect), "{args:?}: {e}");
+        }
+    }
 }

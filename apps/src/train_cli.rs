@@ -3,9 +3,10 @@
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
-use parma_apps::train::harness::run_kge;
+use parma_apps::train::harness::{run_kge, run_mf};
 use parma_apps::train::kg::Kg;
 use parma_apps::train::kge::{Model, Reg};
+use parma_apps::train::mf::{MfOptions, MfTask, Ratings};
 use parma_apps::train::report::{summary, RunReport};
 use parma_apps::train::task::Quality;
 use parma_apps::train::{Engine, KgeOptions, TrainError, TrainOptions};
@@ -17,6 +18,9 @@ pub enum TrainCommand {
     /// Knowledge-graph embeddings (ComplEx, DistMult) with negative sampling and AdaGrad;
     /// filtered MRR and Hits@1/3/10 on valid and test.
     Kge(KgeArgs),
+    /// Biased matrix factorization with SGD on ratings (MovieLens-100k after `parma data fetch
+    /// ml-100k`, or a ratings file); RMSE on a fixed 80/20 split's test part.
+    Mf(MfArgs),
 }
 
 /// Options every training task shares.
@@ -36,15 +40,15 @@ pub struct CommonArgs {
     /// Worker threads per node.
     #[arg(long, default_value_t = 2)]
     pub workers: u16,
-    /// Passes over the training data.
-    #[arg(long, default_value_t = 30)]
-    pub epochs: u32,
+    /// Passes over the training data (default: kge 30, mf 20).
+    #[arg(long)]
+    pub epochs: Option<u32>,
     /// Reals per embedding (ComplEx: twice the complex dimensions).
     #[arg(long, default_value_t = 100)]
     pub dim: usize,
-    /// AdaGrad's learning rate.
-    #[arg(long, default_value_t = 0.1)]
-    pub lr: f32,
+    /// Learning rate (default: kge 0.1 for AdaGrad, mf 0.005 for SGD).
+    #[arg(long)]
+    pub lr: Option<f32>,
     /// Seed of the initialization, the data order, the negatives and the nodes.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -142,24 +146,68 @@ pub struct KgeArgs {
     pub common: CommonArgs,
 }
 
+impl CommonArgs {
+    /// The options, with a task's defaults for the epochs and the learning rate.
+    fn options(&self, epochs: u32, lr: f32) -> TrainOptions {
+        TrainOptions {
+            nodes: self.nodes,
+            workers: self.workers,
+            epochs: self.epochs.unwrap_or(epochs),
+            dim: self.dim,
+            lr: self.lr.unwrap_or(lr),
+            seed: self.seed,
+            eval_every: self.eval_every,
+            ahead: self.ahead,
+            batch: self.batch,
+            technique: self.technique,
+            engine: self.engine,
+            progress: true,
+        }
+    }
+
+    /// Every run's options: `--compare`'s list, or the one run `base` describes.
+    fn runs(&self, base: &TrainOptions) -> Vec<TrainOptions> {
+        if self.compare.is_empty() {
+            return vec![base.clone()];
+        }
+        self.compare
+            .iter()
+            .map(|r| match r {
+                Run::Parma(t) => TrainOptions { technique: *t, engine: Engine::Parma, ..base.clone() },
+                Run::Hogwild => TrainOptions { engine: Engine::Hogwild, ..base.clone() },
+            })
+            .collect()
+    }
+}
+
+/// `parma train mf`.
+#[derive(Args, Debug)]
+pub struct MfArgs {
+    /// `ml-100k` (fetched first with `parma data fetch ml-100k`) or a ratings file: RecBole's
+    /// `.inter` or MovieLens's `u.data` layout (`user item rating [timestamp]`).
+    #[arg(long, default_value = "ml-100k")]
+    pub data: String,
+    /// L2 regularization weight.
+    #[arg(long, default_value_t = 0.02)]
+    pub reg: f32,
+    /// Standard deviation of the factors' normal initialization.
+    #[arg(long, default_value_t = 0.1)]
+    pub init_std: f32,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+impl MfArgs {
+    /// The options of the task and of the first (or only) run.
+    pub fn options(&self) -> (TrainOptions, MfOptions) {
+        (self.common.options(20, 0.005), MfOptions { reg: self.reg, init_std: self.init_std })
+    }
+}
+
 impl KgeArgs {
     /// The options of the task and of the first (or only) run.
     pub fn options(&self) -> (TrainOptions, KgeOptions) {
-        let c = &self.common;
-        let train = TrainOptions {
-            nodes: c.nodes,
-            workers: c.workers,
-            epochs: c.epochs,
-            dim: c.dim,
-            lr: c.lr,
-            seed: c.seed,
-            eval_every: c.eval_every,
-            ahead: c.ahead,
-            batch: c.batch,
-            technique: c.technique,
-            engine: c.engine,
-            progress: true,
-        };
+        let train = self.common.options(30, 0.1);
         let kge = KgeOptions {
             model: self.model,
             negatives: self.negatives,
@@ -172,18 +220,7 @@ impl KgeArgs {
 
     /// Every run's options: `--compare`'s list, or the one run the other flags describe.
     pub fn runs(&self) -> Vec<TrainOptions> {
-        let (base, _) = self.options();
-        if self.common.compare.is_empty() {
-            return vec![base];
-        }
-        self.common
-            .compare
-            .iter()
-            .map(|r| match r {
-                Run::Parma(t) => TrainOptions { technique: *t, engine: Engine::Parma, ..base.clone() },
-                Run::Hogwild => TrainOptions { engine: Engine::Hogwild, ..base.clone() },
-            })
-            .collect()
+        self.common.runs(&self.options().0)
     }
 }
 
@@ -191,6 +228,7 @@ impl KgeArgs {
 pub fn run(cmd: &TrainCommand) -> Result<(), String> {
     match cmd {
         TrainCommand::Kge(args) => run_kge_cmd(args),
+        TrainCommand::Mf(args) => run_mf_cmd(args),
     }
 }
 
@@ -316,6 +354,48 @@ fn run_kge_cmd(args: &KgeArgs) -> Result<(), String> {
     run_all(&args.common, &runs, &title, Some(kge.conformity.name()), |r| {
         run_kge(&graph, &args.data, r, &kge)
     })
+}
+
+fn run_mf_cmd(args: &MfArgs) -> Result<(), String> {
+    let (opts, mf) = args.options();
+    let runs = args.common.runs(&opts);
+    check_common(&args.common, &runs)?;
+    mf.check().map_err(|e| e.to_string())?;
+    let file = if args.data == "ml-100k" {
+        let dir = parma_apps::fetch::default_cache_dir();
+        match parma_apps::fetch::cached(&dir, "ml-100k").map_err(|e| format!("--data ml-100k: {e}"))? {
+            Some(p) => p,
+            None => {
+                return Err(format!(
+                    "--data ml-100k: not in {}; fetch it first with `parma data fetch ml-100k` \
+                     (its licence forbids shipping it)",
+                    dir.display()
+                ))
+            }
+        }
+    } else {
+        PathBuf::from(&args.data)
+    };
+    let data = Ratings::load(&file).map_err(|e| format!("--data {}: {e}", args.data))?;
+    let task = MfTask::new(&data, &opts, &mf);
+    eprintln!(
+        "{}: {} users, {} items, {} / {} ratings (train / test, fixed 80/20 split); biased MF dim {}, \
+         lr {}, reg {}, {} epochs, batch {}, seed {}; predicting the mean: test RMSE {:.4}",
+        args.data,
+        data.users,
+        data.items,
+        data.train.len(),
+        data.test.len(),
+        opts.dim,
+        opts.lr,
+        mf.reg,
+        opts.epochs,
+        opts.batch,
+        opts.seed,
+        task.mean_rmse(),
+    );
+    let title = format!("biased MF on {}", args.data);
+    run_all(&args.common, &runs, &title, None, |r| run_mf(&data, &args.data, r, &mf))
 }
 
 /// The median epoch time of every entry over the rounds, and its ratio to the first entry's in

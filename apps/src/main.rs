@@ -2,6 +2,8 @@
 
 use std::process::ExitCode;
 
+mod train_cli;
+
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use parma_apps::demo::{self, DemoOptions};
 use parma_apps::{sampling, techniques, verify};
@@ -34,6 +36,39 @@ enum Command {
     /// negatives, on the simulated cluster; print bytes and remote accesses due to sampling.
     /// `--technique` defaults to adaptive.
     Sampling(TechniquesArgs),
+    /// Train a real model on an in-process cluster (or, with `--engine hogwild`, on a plain
+    /// shared-memory array without parma) and report quality and speed.
+    #[command(subcommand)]
+    Train(train_cli::TrainCommand),
+    /// Data sets that parma may not ship.
+    #[command(subcommand)]
+    Data(DataCommand),
+}
+
+#[derive(Subcommand, Debug)]
+enum DataCommand {
+    /// Download a data set with pip (PyPI), check its pinned sha256 and keep it in a cache
+    /// directory outside the repository; prints where. `ml-100k`: MovieLens-100k from the
+    /// `recbole` 1.2.1 wheel (GroupLens terms: research use, no redistribution).
+    Fetch {
+        /// The data set: ml-100k.
+        name: String,
+        /// Cache directory (default: $XDG_CACHE_HOME/parma or ~/.cache/parma).
+        #[arg(long)]
+        dir: Option<std::path::PathBuf>,
+    },
+}
+
+fn run_data(cmd: &DataCommand) -> Result<(), String> {
+    match cmd {
+        DataCommand::Fetch { name, dir } => {
+            let dir = dir.clone().unwrap_or_else(parma_apps::fetch::default_cache_dir);
+            let (path, fresh) = parma_apps::fetch::fetch(&dir, name).map_err(|e| e.to_string())?;
+            eprintln!("{} {name}, sha256 checked", if fresh { "fetched" } else { "already cached:" });
+            println!("{}", path.display());
+            Ok(())
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -364,6 +399,8 @@ fn main() -> ExitCode {
         Command::Conformance(args) => run_conformance(args),
         Command::Techniques(args) => run_techniques(args).map(|()| true),
         Command::Sampling(args) => run_sampling(args).map(|()| true),
+        Command::Train(cmd) => train_cli::run(cmd).map(|()| true),
+        Command::Data(cmd) => run_data(cmd).map(|()| true),
     };
     match ok {
         Ok(true) => ExitCode::SUCCESS,
@@ -454,5 +491,90 @@ mod tests {
         assert_eq!(demo_args(&["--technique", "relocation"]).options().ahead, 1);
         assert_eq!(demo_args(&["--localize-ahead", "3"]).options().ahead, 3);
         assert!(Cli::try_parse_from(["parma", "demo", "--technique", "nonsense"]).is_err());
+    }
+
+    fn kge_args(args: &[&str]) -> Result<train_cli::KgeArgs, clap::Error> {
+        let cli = Cli::try_parse_from(["parma", "train", "kge"].iter().chain(args))?;
+        match cli.command {
+            Command::Train(train_cli::TrainCommand::Kge(a)) => Ok(a),
+            _ => unreachable!("parsed as train kge"),
+        }
+    }
+
+    #[test]
+    fn train_kge_defaults_match_the_library() {
+        use parma_apps::train::{KgeOptions, TrainOptions};
+        let (t, k) = kge_args(&[]).unwrap().options();
+        assert_eq!(t, TrainOptions { progress: true, ..TrainOptions::default() });
+        assert_eq!(k, KgeOptions::default());
+    }
+
+    #[test]
+    fn train_kge_compare_lists_runs() {
+        use parma_apps::train::Engine;
+        let a = kge_args(&["--compare", "adaptive,static,hogwild", "--nodes", "2"]).unwrap();
+        let runs = a.runs();
+        assert_eq!(runs.len(), 3);
+        assert_eq!((runs[1].technique, runs[1].engine), (Technique::StaticPartitioning, Engine::Parma));
+        assert_eq!(runs[2].engine, Engine::Hogwild);
+        assert!(runs.iter().all(|r| r.nodes == 2));
+    }
+
+    #[test]
+    fn train_kge_bad_arguments_are_errors_that_say_why() {
+        for (args, expect) in [
+            (&["--technique", "nope"][..], "unknown technique `nope`"),
+            (&["--engine", "gpu"][..], "unknown engine `gpu`"),
+            (&["--model", "transe"][..], "unknown model `transe`"),
+            (&["--reg", "l1:3"][..], "unknown regularizer `l1`"),
+            (&["--reg", "l2:x"][..], "is not a number"),
+            (&["--conformity", "strict"][..], "unknown conformity `strict`"),
+            (&["--compare", "adaptive,bogus"][..], "unknown run `bogus`"),
+            (&["--nodes", "70000"][..], "--nodes"),
+            (&["--lr", "fast"][..], "--lr"),
+        ] {
+            let e = kge_args(args).unwrap_err().to_string();
+            assert!(e.contains(expect), "{args:?}: {e}");
+        }
+        // Values clap accepts but the task refuses are refused before any data is read.
+        for (args, expect) in [
+            (&["--dim", "7"][..], "--dim 7 is odd"),
+            (&["--workers", "0"][..], "--workers must be between 1"),
+            (&["--epochs", "0"][..], "--epochs must be at least 1"),
+            (&["--lr", "0"][..], "--lr must be a finite number > 0"),
+            (&["--negatives", "0"][..], "--negatives must be between 1"),
+            (&["--repeat", "0"][..], "--repeat must be between 1 and 100"),
+            (&["--plot", "out.png"][..], "--plot out.png: the file must end in .svg"),
+            (&["--data", "/nonexistent/kg"][..], "cannot read /nonexistent/kg/train.txt"),
+        ] {
+            let e = train_cli::run(&train_cli::TrainCommand::Kge(kge_args(args).unwrap())).unwrap_err();
+            assert!(e.contains(expect), "{args:?}: {e}");
+        }
+    }
+
+    fn mf_args(args: &[&str]) -> Result<train_cli::MfArgs, clap::Error> {
+        let cli = Cli::try_parse_from(["parma", "train", "mf"].iter().chain(args))?;
+        match cli.command {
+            Command::Train(train_cli::TrainCommand::Mf(a)) => Ok(a),
+            _ => unreachable!("parsed as train mf"),
+        }
+    }
+
+    #[test]
+    fn train_mf_has_its_own_defaults_and_refuses_bad_arguments() {
+        let (t, m) = mf_args(&[]).unwrap().options();
+        assert_eq!((t.epochs, t.lr, t.dim), (20, 0.005, 100));
+        assert_eq!(m, parma_apps::train::mf::MfOptions::default());
+        let (t, _) = mf_args(&["--lr", "0.01", "--epochs", "3"]).unwrap().options();
+        assert_eq!((t.epochs, t.lr), (3, 0.01));
+        assert!(mf_args(&["--reg", "much"]).is_err());
+        for (args, expect) in [
+            (&["--reg=-1"][..], "--reg must be a finite number >= 0"),
+            (&["--init-std", "0"][..], "--init-std must be a finite number > 0"),
+            (&["--data", "/nonexistent/u.data"][..], "cannot read /nonexistent/u.data"),
+        ] {
+            let e = train_cli::run(&train_cli::TrainCommand::Mf(mf_args(args).unwrap())).unwrap_err();
+            assert!(e.contains(expect), "{args:?}: {e}");
+        }
     }
 }

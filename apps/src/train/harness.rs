@@ -1,0 +1,502 @@
+//! The training harness: an in-process parma cluster of `nodes × workers` on the threaded
+//! loopback transport (or, for the baseline, as many threads on one shared array), the training
+//! data partitioned over the threads, and the epoch loop.
+//!
+//! The harness knows nothing of the model: a [`Task`] gives the examples, the keys each one
+//! touches, one step's arithmetic and the evaluation.
+//!
+//! Data order: the training examples are shuffled once with the seed and cut into one
+//! contiguous part per thread (thread `g` = worker `g % workers` of node `g / workers`); each
+//! epoch, each thread shuffles its part with a generator seeded from (seed, thread, epoch) and
+//! cuts it into steps of `batch` triples. Both engines use exactly this order.
+//!
+//! Step `s` of a thread is its clock `s`. While it works on step `s`, the thread announces step
+//! `s + ahead` ([`Params::announce`]): under parma that is an intent for the step's keys for
+//! clock `[s + ahead, s + ahead + 1)` (under relocation, a `localize`) and a `prepare_sample`
+//! of its negatives for the same window, so the node can make them local in time.
+//!
+//! After every epoch all threads pass a barrier; thread 0 then times the epoch, evaluates if
+//! it is due (reading every parameter, remotely where needed), and all pass a second barrier.
+//! Evaluation is not part of the epoch's time.
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressStyle};
+use parma_core::{Config, Distribution, Key, Layout, NodeId, Technique};
+use parma_runtime::{NodeRuntime, Options, Worker};
+use parma_transport_loopback::threaded::{cluster, ThreadedOptions};
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+
+use parma_core::Conformity;
+
+use super::kg::Kg;
+use super::kge::KgeTask;
+use super::mf::{MfOptions, MfTask, Ratings};
+use super::params::{HogwildParams, HogwildStore, Params, ParmaParams, TimedBarrier};
+use super::report::{process_cpu_secs, EpochRecord, RunReport};
+use super::task::{Quality, StepBuffers, Task};
+use super::{mix, Engine, KgeOptions, TrainError, TrainOptions};
+
+/// Longest wait in a barrier (evaluation of a large graph included); after a thread failed,
+/// the others give up after this long.
+const BARRIER_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Keys per pull when reading the whole model.
+const READ_CHUNK: usize = 4096;
+
+/// One thread's steps: its part of the data, reshuffled each epoch.
+struct Schedule<E> {
+    part: Vec<E>,
+    batch: usize,
+    seed: u64,
+    steps_per_epoch: u64,
+    /// The order of the part for the epoch being read.
+    order: Option<(u64, Vec<E>)>,
+}
+
+impl<E: Copy> Schedule<E> {
+    fn new(part: Vec<E>, batch: usize, seed: u64) -> Schedule<E> {
+        let steps_per_epoch = part.len().div_ceil(batch) as u64;
+        Schedule { part, batch, seed, steps_per_epoch, order: None }
+    }
+
+    /// The triples of step `s` (steps are numbered across epochs).
+    fn step(&mut self, s: u64) -> Vec<E> {
+        let (epoch, i) = (s / self.steps_per_epoch, (s % self.steps_per_epoch) as usize);
+        if self.order.as_ref().is_none_or(|(e, _)| *e != epoch) {
+            let mut o = self.part.clone();
+            o.shuffle(&mut StdRng::seed_from_u64(mix(self.seed ^ mix(epoch))));
+            self.order = Some((epoch, o));
+        }
+        let o = &self.order.as_ref().expect("set above").1;
+        o[i * self.batch..((i + 1) * self.batch).min(o.len())].to_vec()
+    }
+}
+
+/// What the threads share.
+struct Ctx<'a, T> {
+    task: &'a T,
+    data: &'a str,
+    opts: &'a TrainOptions,
+    /// Loss summed over the threads in the current epoch.
+    loss: Mutex<f64>,
+    /// The current epoch's progress bar.
+    bar: Mutex<ProgressBar>,
+    records: Mutex<Vec<EpochRecord>>,
+    eval_secs: Mutex<f64>,
+    checksum: Mutex<u64>,
+    /// Steps whose negatives local sampling could not draw (see [`ParmaParams`]).
+    fallbacks: Mutex<u64>,
+}
+
+impl<T: Task> Ctx<'_, T> {
+    fn new_bar(&self, epoch: u32) -> ProgressBar {
+        if !self.opts.progress {
+            return ProgressBar::hidden();
+        }
+        let bar = ProgressBar::new(self.task.train().len() as u64);
+        let style = ProgressStyle::with_template(
+            "{prefix} [{bar:30}] {pos}/{len} examples, {per_sec}, {elapsed_precise}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> ");
+        bar.set_style(style);
+        bar.set_prefix(format!("epoch {epoch:>3}/{}", self.opts.epochs));
+        bar
+    }
+}
+
+/// FNV-1a over the bits of `vals`.
+fn fnv(hash: u64, vals: &[f32]) -> u64 {
+    vals.iter()
+        .flat_map(|v| v.to_bits().to_le_bytes())
+        .fold(hash, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01B3))
+}
+
+/// Reads the whole model through `p` (embeddings and accumulators, key by key).
+fn read_all<P: Params>(p: &mut P, keys: u64, len: usize) -> Result<Vec<f32>, TrainError> {
+    let mut all = vec![0.0f32; keys as usize * len];
+    let ks: Vec<Key> = (0..keys).map(Key).collect();
+    for (c, chunk) in ks.chunks(READ_CHUNK).enumerate() {
+        let at = c * READ_CHUNK * len;
+        p.pull(u64::MAX, chunk, &mut all[at..at + chunk.len() * len])?;
+    }
+    Ok(all)
+}
+
+/// Thread 0's work between an epoch's two barriers: the epoch's record, evaluation if due.
+fn end_epoch<T: Task, P: Params>(
+    ctx: &Ctx<'_, T>,
+    p: &mut P,
+    epoch: u32,
+    secs: f64,
+    train_secs: f64,
+) -> Result<(), TrainError> {
+    let o = ctx.opts;
+    let last = epoch == o.epochs;
+    let due = last || (o.eval_every > 0 && epoch % o.eval_every == 0);
+    let loss = std::mem::take(&mut *ctx.loss.lock().unwrap_or_else(|e| e.into_inner()));
+    let (mut valid, mut test) = (None, None);
+    if due {
+        let t = Instant::now();
+        let all = read_all(p, ctx.task.keys(), ctx.task.value_len())?;
+        valid = Some(ctx.task.evaluate(&all, false));
+        if last {
+            test = Some(ctx.task.evaluate(&all, true));
+            *ctx.checksum.lock().unwrap_or_else(|e| e.into_inner()) = fnv(0xcbf2_9ce4_8422_2325, &all);
+        }
+        *ctx.eval_secs.lock().unwrap_or_else(|e| e.into_inner()) += t.elapsed().as_secs_f64();
+    }
+    let n = ctx.task.train().len() as f64;
+    let rec = EpochRecord {
+        task: ctx.task.name(),
+        data: ctx.data.to_string(),
+        model: ctx.task.model_name(),
+        engine: o.engine.name(),
+        technique: if o.engine == Engine::Parma { o.technique.name() } else { "-" },
+        nodes: o.nodes,
+        workers: o.workers,
+        epoch,
+        epoch_secs: secs,
+        train_secs,
+        examples_per_sec: n / secs.max(1e-9),
+        loss: loss / n,
+        valid,
+        test,
+    };
+    let bar = ctx.bar.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    bar.finish();
+    if o.progress {
+        let v = valid
+            .map_or(String::new(), |v: Quality| format!(", valid {} {:.3}", v.primary_name(), v.primary()));
+        bar.println(format!("epoch {epoch}: loss {:.4}, {:.3} s{v}", rec.loss, secs));
+    }
+    ctx.records.lock().unwrap_or_else(|e| e.into_inner()).push(rec);
+    if !last {
+        *ctx.bar.lock().unwrap_or_else(|e| e.into_inner()) = ctx.new_bar(epoch + 1);
+    }
+    Ok(())
+}
+
+/// One training thread: every epoch's steps, with steps announced `ahead`.
+fn train_thread<T: Task, P: Params>(
+    ctx: &Ctx<'_, T>,
+    p: &mut P,
+    g: usize,
+    part: Vec<T::Example>,
+) -> Result<(), TrainError> {
+    let o = ctx.opts;
+    let m = ctx.task;
+    let len = m.value_len();
+    let per_example = m.negatives().map_or(0, |(_, n)| n);
+    let mut sched = Schedule::new(part, o.batch, mix(o.seed ^ mix(g as u64 + 1)));
+    let spe = sched.steps_per_epoch;
+    let total = spe * u64::from(o.epochs);
+    let mut queue: VecDeque<(Vec<T::Example>, Vec<Key>)> = VecDeque::new();
+    let mut announced = 0u64;
+    let mut b = StepBuffers::default();
+    p.barrier()?;
+    let mut started = Instant::now();
+    let mut train_secs = 0.0;
+    for epoch in 1..=o.epochs {
+        let bar = ctx.bar.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let mut loss = 0.0;
+        for s in (u64::from(epoch) - 1) * spe..u64::from(epoch) * spe {
+            while announced < total && announced <= s + o.ahead as u64 {
+                let triples = sched.step(announced);
+                let mut keys = Vec::new();
+                m.keys_of(&triples, &mut keys);
+                p.announce(announced, &keys, (per_example * triples.len()) as u64)?;
+                queue.push_back((triples, keys));
+                announced += 1;
+            }
+            let (triples, keys) =
+                queue.pop_front().ok_or(TrainError::Internal("step not announced".into()))?;
+            b.vals.resize(keys.len() * len, 0.0);
+            b.keys = keys;
+            p.pull(s, &b.keys, &mut b.vals)?;
+            let negs = per_example * triples.len();
+            b.neg_keys.resize(negs, Key(0));
+            b.neg_vals.resize(negs * len, 0.0);
+            p.pull_negatives(s, &mut b.neg_keys, &mut b.neg_vals)?;
+            loss += m.step(&triples, &mut b);
+            p.push(s, &b.touched, &b.deltas)?;
+            p.advance(s)?;
+            bar.inc(triples.len() as u64);
+        }
+        *ctx.loss.lock().unwrap_or_else(|e| e.into_inner()) += loss;
+        p.barrier()?;
+        if g == 0 {
+            let secs = started.elapsed().as_secs_f64();
+            train_secs += secs;
+            end_epoch(ctx, p, epoch, secs, train_secs)?;
+        }
+        p.barrier()?;
+        started = Instant::now();
+    }
+    Ok(())
+}
+
+/// Cuts the training data into one part per thread, after a seeded shuffle.
+fn partition<E: Copy>(train: &[E], threads: usize, seed: u64) -> Vec<Vec<E>> {
+    let mut all = train.to_vec();
+    all.shuffle(&mut StdRng::seed_from_u64(mix(seed)));
+    let per = all.len().div_ceil(threads);
+    let mut parts: Vec<Vec<E>> = all.chunks(per.max(1)).map(<[E]>::to_vec).collect();
+    parts.resize(threads, Vec::new());
+    parts
+}
+
+/// Whether `e` is likely a consequence of another thread's failure (a barrier or the final
+/// barrier that the failed thread never reached).
+fn consequential(e: &TrainError) -> bool {
+    matches!(e, TrainError::Worker { op: "barrier" | "finalize", .. })
+        || e.to_string().contains("did not reach the barrier")
+}
+
+/// Joins scoped training threads; returns the first error that is a cause rather than a
+/// consequence (a barrier given up on because another thread failed), else the first error.
+fn join_all(handles: Vec<thread::ScopedJoinHandle<'_, Result<(), TrainError>>>) -> Result<(), TrainError> {
+    let mut errors = Vec::new();
+    for h in handles {
+        let r = h.join().unwrap_or_else(|_| Err(TrainError::Thread("a training thread panicked".into())));
+        if let Err(e) = r {
+            errors.push(e);
+        }
+    }
+    match errors.iter().position(|e| !consequential(e)) {
+        Some(i) => Err(errors.swap_remove(i)),
+        None => errors.into_iter().next().map_or(Ok(()), Err),
+    }
+}
+
+/// Trains a KGE model on `kg` (called `data` in the records) and reports every epoch.
+pub fn run_kge(kg: &Kg, data: &str, opts: &TrainOptions, kge: &KgeOptions) -> Result<RunReport, TrainError> {
+    opts.check()?;
+    kge.check(opts)?;
+    let task = KgeTask::new(kg, opts, kge);
+    run(&task, data, opts, kge.conformity)
+}
+
+/// Trains biased matrix factorization on `data` (called `name` in the records).
+pub fn run_mf(
+    data: &Ratings,
+    name: &str,
+    opts: &TrainOptions,
+    mf: &MfOptions,
+) -> Result<RunReport, TrainError> {
+    opts.check()?;
+    mf.check()?;
+    let task = MfTask::new(data, opts, mf);
+    run(&task, name, opts, Conformity::Conform)
+}
+
+/// Trains `task` (its data called `data` in the records) and reports every epoch; negatives,
+/// if the task has any, are drawn under `conformity`.
+pub fn run<T: Task>(
+    task: &T,
+    data: &str,
+    opts: &TrainOptions,
+    conformity: Conformity,
+) -> Result<RunReport, TrainError> {
+    opts.check()?;
+    task.check(opts.threads())?;
+    let setup = Instant::now();
+    let ctx = Ctx {
+        task,
+        data,
+        opts,
+        loss: Mutex::new(0.0),
+        bar: Mutex::new(ProgressBar::hidden()),
+        records: Mutex::new(Vec::new()),
+        eval_secs: Mutex::new(0.0),
+        checksum: Mutex::new(0),
+        fallbacks: Mutex::new(0),
+    };
+    *ctx.bar.lock().unwrap_or_else(|e| e.into_inner()) = ctx.new_bar(1);
+    let parts = partition(task.train(), opts.threads(), opts.seed);
+    let keys = task.keys();
+    let len = task.value_len();
+    let sampled = task.negatives().map_or(1, |(n, _)| n);
+    let mut report = RunReport {
+        epochs: Vec::new(),
+        setup_secs: 0.0,
+        eval_secs: 0.0,
+        accesses_local: 0,
+        accesses_remote: 0,
+        bytes_sent: 0,
+        checksum: 0,
+        negative_fallbacks: 0,
+        cpu_secs: None,
+    };
+    let cpu_at = |start: Option<f64>| Some(process_cpu_secs()? - start?);
+    let mut init = vec![0.0f32; len];
+    match opts.engine {
+        Engine::Hogwild => {
+            let store = HogwildStore::new(keys, len);
+            for k in 0..keys {
+                task.init(opts.seed, k, &mut init);
+                store.write(&[Key(k)], &init);
+            }
+            let barrier = TimedBarrier::new(opts.threads(), BARRIER_TIMEOUT);
+            report.setup_secs = setup.elapsed().as_secs_f64();
+            let cpu = process_cpu_secs();
+            thread::scope(|s| {
+                let mut handles = Vec::new();
+                for (g, part) in parts.into_iter().enumerate() {
+                    let (ctx, store, barrier) = (&ctx, &store, &barrier);
+                    let rng = StdRng::seed_from_u64(mix(opts.seed ^ mix(0xbad5eed ^ g as u64)));
+                    let spawned =
+                        thread::Builder::new().name(format!("hogwild-{g}")).spawn_scoped(s, move || {
+                            let mut p = HogwildParams::new(store, barrier, rng, sampled);
+                            train_thread(ctx, &mut p, g, part)
+                        });
+                    handles.push(spawned.map_err(|e| TrainError::Thread(format!("cannot spawn: {e}")))?);
+                }
+                join_all(handles)
+            })?;
+            report.cpu_secs = cpu_at(cpu);
+        }
+        Engine::Parma => {
+            let layout =
+                Layout::uniform(keys, len as u32).map_err(|e| TrainError::Options(format!("layout: {e}")))?;
+            let mut cfg = Config::new(opts.nodes, opts.workers, layout);
+            cfg.technique = opts.technique;
+            cfg.seed = opts.seed;
+            if opts.technique == Technique::MultiTechnique {
+                let freqs = task.access_counts();
+                cfg.hot_keys = std::sync::Arc::new(Config::hot_keys_from_frequencies(freqs, keys, 100.0));
+            }
+            let mut ropts = Options::default();
+            ropts.barrier_timeout = BARRIER_TIMEOUT;
+            // Declared before the workers, so that on an early return the workers are dropped first.
+            let mut nodes: Vec<NodeRuntime> = Vec::new();
+            let mut workers: Vec<Worker> = Vec::new();
+            for (i, t) in cluster(opts.nodes, ThreadedOptions::default()).into_iter().enumerate() {
+                let (node, ws) = NodeRuntime::start_with(cfg.clone(), NodeId(i as u16), t, ropts.clone())
+                    .map_err(TrainError::Start)?;
+                nodes.push(node);
+                workers.extend(ws);
+            }
+            let mut dist = None;
+            if let Some((n_sampled, _)) = task.negatives() {
+                let uniform = Distribution::uniform(Key(0), Key(n_sampled))
+                    .map_err(|e| TrainError::Data(format!("nothing to sample negatives from: {e:?}")))?;
+                for n in 0..usize::from(opts.nodes) {
+                    let w = &mut workers[n * usize::from(opts.workers)];
+                    let fail = |error| TrainError::Worker {
+                        node: n as u16,
+                        worker: 0,
+                        step: 0,
+                        op: "register",
+                        error,
+                    };
+                    dist = Some(w.register_distribution(uniform.clone(), conformity).map_err(fail)?);
+                }
+            }
+            // Thread 0 writes the initial model (the others wait in their first barrier).
+            {
+                let w = &mut workers[0];
+                let fail = |error| TrainError::Worker { node: 0, worker: 0, step: 0, op: "set", error };
+                let mut vals = vec![0.0f32; READ_CHUNK * len];
+                let all: Vec<Key> = (0..keys).map(Key).collect();
+                for chunk in all.chunks(READ_CHUNK) {
+                    for (i, k) in chunk.iter().enumerate() {
+                        task.init(opts.seed, k.0, &mut vals[i * len..(i + 1) * len]);
+                    }
+                    let t = w.set(chunk, &vals[..chunk.len() * len]).map_err(fail)?;
+                    w.wait(t).map_err(fail)?;
+                }
+            }
+            report.setup_secs = setup.elapsed().as_secs_f64();
+            let cpu = process_cpu_secs();
+            let outcome = thread::scope(|s| {
+                let mut handles = Vec::new();
+                for ((g, mut w), part) in workers.into_iter().enumerate().zip(parts) {
+                    let ctx = &ctx;
+                    let name = format!("parma-train-{}-{}", w.node().0, w.id().0);
+                    let spawned = thread::Builder::new().name(name).spawn_scoped(s, move || {
+                        let result = {
+                            let rng = StdRng::seed_from_u64(mix(opts.seed ^ mix(0xfa11 ^ g as u64)));
+                            let mut p = ParmaParams::new(&mut w, opts.technique, dist, sampled, rng);
+                            let r = train_thread(ctx, &mut p, g, part);
+                            *ctx.fallbacks.lock().unwrap_or_else(|e| e.into_inner()) += p.fallbacks;
+                            r
+                        };
+                        // Finalize even after a failure: the others wait for this worker's barrier.
+                        let (node, worker) = (w.node().0, w.id().0);
+                        let fin = w.finalize().map_err(|error| TrainError::Worker {
+                            node,
+                            worker,
+                            step: 0,
+                            op: "finalize",
+                            error,
+                        });
+                        result.and(fin)
+                    });
+                    handles.push(spawned.map_err(|e| TrainError::Thread(format!("cannot spawn: {e}")))?);
+                }
+                join_all(handles)
+            });
+            report.cpu_secs = cpu_at(cpu);
+            let mut shutdown = Ok(());
+            for node in nodes {
+                match node.shutdown() {
+                    Ok(st) => {
+                        let w = st.workers_total();
+                        report.accesses_local += w.keys_pulled_local + w.keys_pushed_local;
+                        report.accesses_remote += w.keys_pulled_remote + w.keys_pushed_remote;
+                        report.bytes_sent += st.node.bytes_sent_total();
+                    }
+                    Err(e) => shutdown = shutdown.and(Err(TrainError::Shutdown(e))),
+                }
+            }
+            outcome?;
+            shutdown?;
+        }
+    }
+    report.epochs = ctx.records.into_inner().unwrap_or_else(|e| e.into_inner());
+    report.eval_secs = ctx.eval_secs.into_inner().unwrap_or_else(|e| e.into_inner());
+    report.checksum = ctx.checksum.into_inner().unwrap_or_else(|e| e.into_inner());
+    report.negative_fallbacks = ctx.fallbacks.into_inner().unwrap_or_else(|e| e.into_inner());
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::train::kg::Triple;
+
+    #[test]
+    fn partition_covers_the_data_once() {
+        let t = |i| Triple { head: i, rel: 0, tail: i + 1 };
+        let kg = Kg::from_triples(20, 1, (0..10).map(t).collect(), vec![], vec![]);
+        let parts = partition(&kg.train, 3, 7);
+        assert_eq!(parts.len(), 3);
+        let mut all: Vec<Triple> = parts.concat();
+        all.sort();
+        assert_eq!(all, kg.train);
+    }
+
+    #[test]
+    fn schedule_reshuffles_each_epoch_and_keeps_every_triple() {
+        let part: Vec<Triple> = (0..10).map(|i| Triple { head: i, rel: 0, tail: 0 }).collect();
+        let mut s = Schedule::new(part.clone(), 4, 3);
+        assert_eq!(s.steps_per_epoch, 3);
+        let epoch = |s: &mut Schedule<Triple>, e: u64| -> Vec<Triple> {
+            (3 * e..3 * e + 3).flat_map(|i| s.step(i)).collect()
+        };
+        let (a, b) = (epoch(&mut s, 0), epoch(&mut s, 1));
+        assert_ne!(a, b);
+        for mut e in [a.clone(), b] {
+            e.sort();
+            assert_eq!(e, part);
+        }
+        assert_eq!(epoch(&mut s, 0), a);
+    }
+}

@@ -1,0 +1,261 @@
+//! Training real models on an in-process parma cluster (`parma train`), and the same models on a
+//! shared-memory baseline without parma.
+//!
+//! - [`kg`]: knowledge graphs in the LibKGE layout, and the ones shipped with parma;
+//! - [`task`]: what the harness needs from a task ([`task::Task`]);
+//! - [`kge`]: ComplEx and DistMult, one training step (negative sampling, AdaGrad);
+//! - [`mf`]: biased matrix factorization with SGD, ratings files and their fixed split;
+//! - [`eval`]: filtered link-prediction ranking;
+//! - [`params`]: where a training thread reads and updates parameters: a parma worker, or a
+//!   plain shared array (Hogwild!), behind one trait;
+//! - [`harness`]: the cluster, the threads, the epoch loop with intents signaled ahead,
+//!   evaluation and timing;
+//! - [`report`]: one record per epoch (`--metrics`), the summary table;
+//! - [`plot`]: validation quality over time and epochs as SVG (`--plot`).
+
+pub mod eval;
+pub mod harness;
+pub mod kg;
+pub mod kge;
+pub mod mf;
+pub mod params;
+pub mod plot;
+pub mod report;
+pub mod task;
+
+use std::fmt;
+
+use parma_core::{Conformity, OpError, Technique};
+
+use kge::{Model, Reg};
+
+/// What runs the model's parameters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Engine {
+    /// An in-process parma cluster.
+    Parma,
+    /// One shared array, racy updates, no parma (Hogwild!).
+    Hogwild,
+}
+
+impl Engine {
+    /// The engine's name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Engine::Parma => "parma",
+            Engine::Hogwild => "hogwild",
+        }
+    }
+
+    /// The engine called `name`.
+    pub fn from_name(name: &str) -> Option<Engine> {
+        [Engine::Parma, Engine::Hogwild].into_iter().find(|e| e.name() == name)
+    }
+}
+
+/// Options every training task shares.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TrainOptions {
+    /// Nodes of the in-process cluster (the baseline runs `nodes * workers` threads).
+    pub nodes: u16,
+    /// Worker threads per node.
+    pub workers: u16,
+    /// Passes over the training data.
+    pub epochs: u32,
+    /// Reals per embedding.
+    pub dim: usize,
+    /// Learning rate.
+    pub lr: f32,
+    /// Seed of the initialization, the data order, the negatives and the nodes.
+    pub seed: u64,
+    /// Evaluate on the validation split every this many epochs (0: only after the last).
+    pub eval_every: u32,
+    /// Steps ahead a worker signals intent (under relocation: localizes).
+    pub ahead: usize,
+    /// Training examples per step.
+    pub batch: usize,
+    /// How parma manages the parameters.
+    pub technique: Technique,
+    /// parma, or the baseline.
+    pub engine: Engine,
+    /// Draw a progress bar per epoch on the terminal.
+    pub progress: bool,
+}
+
+impl Default for TrainOptions {
+    fn default() -> TrainOptions {
+        TrainOptions {
+            nodes: 1,
+            workers: 2,
+            epochs: 30,
+            dim: 100,
+            lr: 0.1,
+            seed: 1,
+            eval_every: 5,
+            ahead: 8,
+            batch: 32,
+            technique: Technique::Adaptive,
+            engine: Engine::Parma,
+            progress: false,
+        }
+    }
+}
+
+/// Most nodes or workers per node of an in-process run.
+pub const THREADS_MAX: u16 = 256;
+/// Largest embedding (reals).
+pub const DIM_MAX: usize = 4096;
+
+impl TrainOptions {
+    /// Refuses options that cannot work, with the flag to fix.
+    pub fn check(&self) -> Result<(), TrainError> {
+        let bad = |s: String| Err(TrainError::Options(s));
+        if self.nodes == 0 || self.nodes > THREADS_MAX {
+            return bad(format!("--nodes must be between 1 and {THREADS_MAX}, not {}", self.nodes));
+        }
+        if self.workers == 0 || self.workers > THREADS_MAX {
+            return bad(format!("--workers must be between 1 and {THREADS_MAX}, not {}", self.workers));
+        }
+        if self.epochs == 0 {
+            return bad("--epochs must be at least 1".into());
+        }
+        if self.dim == 0 || self.dim > DIM_MAX {
+            return bad(format!("--dim must be between 1 and {DIM_MAX}, not {}", self.dim));
+        }
+        if !(self.lr.is_finite() && self.lr > 0.0) {
+            return bad(format!("--lr must be a finite number > 0, not {}", self.lr));
+        }
+        if self.batch == 0 || self.batch > 1 << 16 {
+            return bad(format!("--batch must be between 1 and 65536, not {}", self.batch));
+        }
+        if self.ahead > 1024 {
+            return bad(format!("--ahead must be at most 1024 steps, not {}", self.ahead));
+        }
+        Ok(())
+    }
+
+    /// The number of training threads.
+    pub fn threads(&self) -> usize {
+        usize::from(self.nodes) * usize::from(self.workers)
+    }
+}
+
+/// Options of `parma train kge`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KgeOptions {
+    /// The scoring function.
+    pub model: Model,
+    /// Negatives per side (head and tail) of each triple.
+    pub negatives: usize,
+    /// The regularizer.
+    pub reg: Reg,
+    /// The sampling manager's conformity level for the negatives.
+    pub conformity: Conformity,
+    /// Standard deviation of the normal initialization.
+    pub init_std: f32,
+}
+
+impl Default for KgeOptions {
+    fn default() -> KgeOptions {
+        KgeOptions {
+            model: Model::ComplEx,
+            negatives: 6,
+            reg: Reg::L2(1e-3),
+            conformity: Conformity::Conform,
+            init_std: 0.1,
+        }
+    }
+}
+
+impl KgeOptions {
+    /// Refuses options that cannot work with `common`.
+    pub fn check(&self, common: &TrainOptions) -> Result<(), TrainError> {
+        let bad = |s: String| Err(TrainError::Options(s));
+        if self.model == Model::ComplEx && common.dim % 2 != 0 {
+            return bad(format!(
+                "--dim {} is odd: ComplEx stores dim/2 complex numbers, so --dim must be even",
+                common.dim
+            ));
+        }
+        if self.negatives == 0 || self.negatives > 1024 {
+            return bad(format!("--negatives must be between 1 and 1024, not {}", self.negatives));
+        }
+        if !(self.init_std.is_finite() && self.init_std > 0.0) {
+            return bad(format!("--init-std must be a finite number > 0, not {}", self.init_std));
+        }
+        let per_step = 2 * self.negatives as u64 * common.batch as u64;
+        if per_step > 1 << 20 {
+            return bad(format!("--batch x 2 x --negatives = {per_step} negatives per step; at most 2^20"));
+        }
+        Ok(())
+    }
+}
+
+/// Why training failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum TrainError {
+    /// The options cannot work.
+    Options(String),
+    /// The data could not be loaded or does not fit the options.
+    Data(String),
+    /// A node did not start.
+    Start(parma_runtime::Error),
+    /// A worker operation failed.
+    Worker {
+        /// The worker's node.
+        node: u16,
+        /// The worker's id on its node.
+        worker: u16,
+        /// The step (the worker's clock) it was at.
+        step: u64,
+        /// The operation.
+        op: &'static str,
+        /// What went wrong.
+        error: OpError,
+    },
+    /// A training thread could not be spawned, or panicked.
+    Thread(String),
+    /// A node did not stop cleanly.
+    Shutdown(parma_runtime::Error),
+    /// The `--metrics` file could not be written.
+    Metrics(std::io::Error),
+    /// A broken promise inside the harness (a bug).
+    Internal(String),
+}
+
+impl fmt::Display for TrainError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TrainError::Options(s) => write!(f, "bad options: {s}"),
+            TrainError::Data(s) => write!(f, "bad data: {s}"),
+            TrainError::Start(e) => write!(f, "a node did not start: {e}"),
+            TrainError::Worker { node, worker, step, op, error } => {
+                write!(f, "worker {worker} of node {node}: {op} at step {step} failed: {error}")
+            }
+            TrainError::Thread(s) => write!(f, "training thread: {s}"),
+            TrainError::Shutdown(e) => write!(f, "a node did not stop cleanly: {e}"),
+            TrainError::Metrics(e) => write!(f, "cannot write the metrics file: {e}"),
+            TrainError::Internal(s) => write!(f, "internal error: {s}"),
+        }
+    }
+}
+
+impl std::error::Error for TrainError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            TrainError::Start(e) | TrainError::Shutdown(e) => Some(e),
+            TrainError::Worker { error, .. } => Some(error),
+            TrainError::Metrics(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// splitmix64: derives independent seeds from one.
+pub(crate) fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}

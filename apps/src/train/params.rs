@@ -1,0 +1,386 @@
+//! Where a training thread reads and updates its parameters: the [`Params`] trait, with one
+//! implementation on a parma [`Worker`] ([`ParmaParams`]) and one on a plain shared-memory array
+//! without parma ([`HogwildParams`], Hogwild!). The model code is written once against the trait,
+//! so the two engines run the same arithmetic in the same order and their ratio isolates what
+//! parma costs.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Condvar, Mutex};
+use std::time::Duration;
+
+use parma_core::{Clock, DistId, Key, OpError, SampleError, SampleHandle, Technique};
+use parma_runtime::{Ticket, Worker};
+use rand::rngs::StdRng;
+use rand::Rng;
+
+use super::TrainError;
+
+/// One training thread's access to the model's parameters. A step `s` is the thread's clock:
+/// its keys are announced with [`Params::announce`] some steps ahead, then pulled, updated and
+/// the clock advanced.
+pub trait Params {
+    /// Says that step `step` will access `keys` (sorted, distinct) and asks for `negatives`
+    /// negative samples (entity keys) to be ready for it.
+    fn announce(&mut self, step: u64, keys: &[Key], negatives: u64) -> Result<(), TrainError>;
+    /// Copies the values of `keys` (announced for `step`) into `vals`.
+    fn pull(&mut self, step: u64, keys: &[Key], vals: &mut [f32]) -> Result<(), TrainError>;
+    /// Fills `keys` with step `step`'s negative samples and `vals` with their values.
+    fn pull_negatives(&mut self, step: u64, keys: &mut [Key], vals: &mut [f32]) -> Result<(), TrainError>;
+    /// Adds `deltas` to the values of `keys`.
+    fn push(&mut self, step: u64, keys: &[Key], deltas: &[f32]) -> Result<(), TrainError>;
+    /// Ends step `step`: the thread's clock moves on.
+    fn advance(&mut self, step: u64) -> Result<(), TrainError>;
+    /// Waits until every training thread has called it (after its own updates are applied).
+    fn barrier(&mut self) -> Result<(), TrainError>;
+}
+
+/// Pushes a worker keeps in flight before it waits for the oldest.
+const PUSHES_IN_FLIGHT: usize = 8;
+
+/// A parma worker as [`Params`]: intents (or, under relocation, `localize`) for announced
+/// keys, negatives drawn by the sampling manager from `dist`.
+///
+/// Under local sampling (NON-CONFORM) a node may hold no entity at all for a moment (under
+/// relocation another node can take every entity it is about to use); the sampling manager
+/// then refuses the draw (`NoLocalKey`), and the step's negatives are drawn uniformly over
+/// the entities by this thread instead and pulled wherever they are. [`ParmaParams::fallbacks`]
+/// counts those steps.
+pub struct ParmaParams<'w> {
+    w: &'w mut Worker,
+    technique: Technique,
+    dist: Option<DistId>,
+    /// Entities (keys `0..entities`), for the fallback draws.
+    entities: u64,
+    rng: StdRng,
+    /// Steps whose negatives were drawn by the fallback.
+    pub fallbacks: u64,
+    /// Announced steps not yet pulled, oldest first: step, localize ticket, sample handle.
+    ahead: VecDeque<(u64, Option<Ticket>, Option<SampleHandle>)>,
+    pushes: VecDeque<(u64, Ticket)>,
+}
+
+impl<'w> ParmaParams<'w> {
+    /// Wraps `w`; negatives are drawn from `dist` (registered on every node, uniform over the
+    /// keys `0..entities`; `None` for tasks without negatives); `rng` serves the fallback draws.
+    pub fn new(
+        w: &'w mut Worker,
+        technique: Technique,
+        dist: Option<DistId>,
+        entities: u64,
+        rng: StdRng,
+    ) -> Self {
+        ParmaParams {
+            w,
+            technique,
+            dist,
+            entities,
+            rng,
+            fallbacks: 0,
+            ahead: VecDeque::new(),
+            pushes: VecDeque::new(),
+        }
+    }
+
+    fn fail(&self, step: u64, op: &'static str) -> impl Fn(OpError) -> TrainError {
+        let (node, worker) = (self.w.node().0, self.w.id().0);
+        move |error| TrainError::Worker { node, worker, step, op, error }
+    }
+
+    fn entry(&mut self, step: u64) -> Result<(Option<Ticket>, Option<SampleHandle>), TrainError> {
+        match self.ahead.front() {
+            Some(&(s, _, _)) if s == step => {
+                let (_, t, h) = self.ahead.pop_front().expect("front exists");
+                Ok((t, h))
+            }
+            _ => Err(TrainError::Internal(format!("step {step} was not announced in order"))),
+        }
+    }
+
+    /// Waits for every outstanding push.
+    fn drain(&mut self) -> Result<(), TrainError> {
+        while let Some((s, t)) = self.pushes.pop_front() {
+            self.w.wait(t).map_err(self.fail(s, "push"))?;
+        }
+        Ok(())
+    }
+}
+
+impl Params for ParmaParams<'_> {
+    fn announce(&mut self, step: u64, keys: &[Key], negatives: u64) -> Result<(), TrainError> {
+        let window = (Clock(step), Clock(step + 1));
+        let mut ticket = None;
+        if self.technique.uses_localize() {
+            ticket = Some(self.w.localize(keys).map_err(self.fail(step, "localize"))?);
+        } else if self.technique.uses_rounds() {
+            match self.w.intent(keys, window.0, window.1) {
+                // Intents are hints: when the node is too busy to take one, the keys are
+                // accessed wherever they are.
+                Ok(()) | Err(OpError::Busy) => {}
+                Err(e) => return Err(self.fail(step, "intent")(e)),
+            }
+        }
+        let handle = match (negatives, self.dist) {
+            (0, _) => None,
+            (n, Some(dist)) => Some(
+                self.w
+                    .prepare_sample(dist, n, window.0, window.1)
+                    .map_err(self.fail(step, "prepare_sample"))?,
+            ),
+            (_, None) => {
+                return Err(TrainError::Internal("negatives asked for without a distribution".into()))
+            }
+        };
+        self.ahead.push_back((step, ticket, handle));
+        Ok(())
+    }
+
+    fn pull(&mut self, step: u64, keys: &[Key], vals: &mut [f32]) -> Result<(), TrainError> {
+        if let Some(&(s, Some(_), _)) = self.ahead.front() {
+            if s == step {
+                let t = self.ahead.front_mut().expect("front exists").1.take().expect("ticket");
+                self.w.wait(t).map_err(self.fail(step, "localize"))?;
+            }
+        }
+        self.w.pull(keys, vals).map_err(self.fail(step, "pull"))
+    }
+
+    fn pull_negatives(&mut self, step: u64, keys: &mut [Key], vals: &mut [f32]) -> Result<(), TrainError> {
+        let (ticket, handle) = self.entry(step)?;
+        if let Some(t) = ticket {
+            self.w.wait(t).map_err(self.fail(step, "localize"))?;
+        }
+        let Some(h) = handle else {
+            return if keys.is_empty() {
+                Ok(())
+            } else {
+                Err(TrainError::Internal(format!("step {step} has no negatives prepared")))
+            };
+        };
+        match self.w.pull_sample(h, keys, vals) {
+            Ok(()) => {}
+            Err(OpError::Sampling(SampleError::NoLocalKey)) => {
+                self.fallbacks += 1;
+                for k in keys.iter_mut() {
+                    *k = Key(self.rng.gen_range(0..self.entities));
+                }
+                self.w.pull(keys, vals).map_err(self.fail(step, "pull"))?;
+            }
+            Err(e) => return Err(self.fail(step, "pull_sample")(e)),
+        }
+        self.w.finish_sample(h).map_err(self.fail(step, "finish_sample"))
+    }
+
+    fn push(&mut self, step: u64, keys: &[Key], deltas: &[f32]) -> Result<(), TrainError> {
+        let t = self.w.push(keys, deltas).map_err(self.fail(step, "push"))?;
+        if !t.is_complete() {
+            self.pushes.push_back((step, t));
+        } else {
+            self.w.wait(t).map_err(self.fail(step, "push"))?;
+        }
+        while self.pushes.len() > PUSHES_IN_FLIGHT {
+            let (s, t) = self.pushes.pop_front().expect("not empty");
+            self.w.wait(t).map_err(self.fail(s, "push"))?;
+        }
+        Ok(())
+    }
+
+    fn advance(&mut self, step: u64) -> Result<(), TrainError> {
+        self.w.advance_clock().map_err(self.fail(step, "advance_clock"))?;
+        Ok(())
+    }
+
+    fn barrier(&mut self) -> Result<(), TrainError> {
+        self.drain()?;
+        let step = self.w.clock().0;
+        self.w.barrier().map_err(self.fail(step, "barrier"))
+    }
+}
+
+impl Drop for ParmaParams<'_> {
+    /// Ends the sample handles of steps announced but never run (after a failure, or the
+    /// look-ahead past the last step), so the worker's handle table does not fill up.
+    fn drop(&mut self) {
+        for (_, _, h) in self.ahead.drain(..) {
+            if let Some(h) = h {
+                let _ = self.w.finish_sample(h);
+            }
+        }
+    }
+}
+
+/// The model as one plain shared array of `f32`s, `len` per key, for Hogwild!: every thread
+/// reads and adds to it without locks.
+///
+/// Safety argument (there is no `unsafe` here): each `f32` is an [`AtomicU32`] holding its bits,
+/// read and written with `Relaxed` loads and stores, which compile to the same plain moves as
+/// `f32` accesses on x86-64 and AArch64. An update is a load, an add and a store, not an atomic
+/// read-modify-write, so two threads adding to the same element at once can lose one of the
+/// additions, and a thread can read a row while another writes it, seeing some elements old and
+/// some new. That is exactly Hogwild!'s race (Niu et al. 2011), which SGD tolerates when updates
+/// are sparse; it is never undefined behaviour, because every access is atomic.
+pub struct HogwildStore {
+    vals: Vec<AtomicU32>,
+    len: usize,
+}
+
+impl HogwildStore {
+    /// `keys` rows of `len` zeros.
+    pub fn new(keys: u64, len: usize) -> HogwildStore {
+        let n = keys as usize * len;
+        HogwildStore { vals: (0..n).map(|_| AtomicU32::new(0)).collect(), len }
+    }
+
+    fn row(&self, k: Key) -> &[AtomicU32] {
+        let at = k.0 as usize * self.len;
+        &self.vals[at..at + self.len]
+    }
+
+    /// Copies the rows of `keys` into `out`.
+    pub fn read(&self, keys: &[Key], out: &mut [f32]) {
+        for (k, o) in keys.iter().zip(out.chunks_exact_mut(self.len)) {
+            for (a, v) in self.row(*k).iter().zip(o) {
+                *v = f32::from_bits(a.load(Ordering::Relaxed));
+            }
+        }
+    }
+
+    /// Adds `deltas` to the rows of `keys` (racy, see the type's documentation).
+    pub fn add(&self, keys: &[Key], deltas: &[f32]) {
+        for (k, d) in keys.iter().zip(deltas.chunks_exact(self.len)) {
+            for (a, v) in self.row(*k).iter().zip(d) {
+                let old = f32::from_bits(a.load(Ordering::Relaxed));
+                a.store((old + v).to_bits(), Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Replaces the rows of `keys` with `vals`.
+    pub fn write(&self, keys: &[Key], vals: &[f32]) {
+        for (k, d) in keys.iter().zip(vals.chunks_exact(self.len)) {
+            for (a, v) in self.row(*k).iter().zip(d) {
+                a.store(v.to_bits(), Ordering::Relaxed);
+            }
+        }
+    }
+}
+
+/// A barrier for `n` threads whose wait gives up after a timeout, so a thread that died does
+/// not leave the others waiting for ever.
+pub struct TimedBarrier {
+    n: usize,
+    timeout: Duration,
+    state: Mutex<(usize, u64)>,
+    cv: Condvar,
+}
+
+impl TimedBarrier {
+    /// A barrier for `n` threads.
+    pub fn new(n: usize, timeout: Duration) -> TimedBarrier {
+        TimedBarrier { n, timeout, state: Mutex::new((0, 0)), cv: Condvar::new() }
+    }
+
+    /// Waits for the other threads; false after the timeout.
+    pub fn wait(&self) -> bool {
+        let mut g = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let generation = g.1;
+        g.0 += 1;
+        if g.0 == self.n {
+            *g = (0, generation + 1);
+            self.cv.notify_all();
+            return true;
+        }
+        let (g, _) = self
+            .cv
+            .wait_timeout_while(g, self.timeout, |s| s.1 == generation)
+            .unwrap_or_else(|e| e.into_inner());
+        g.1 != generation
+    }
+}
+
+/// One thread of the Hogwild! baseline: reads and adds straight in the shared array; negatives
+/// are drawn uniformly from `0..entities` by the thread's own generator when the step is
+/// announced, as the sampling manager's independent draws (CONFORM) would be.
+pub struct HogwildParams<'a> {
+    store: &'a HogwildStore,
+    barrier: &'a TimedBarrier,
+    rng: StdRng,
+    entities: u64,
+    /// Announced steps' negatives, oldest first.
+    ahead: VecDeque<(u64, Vec<Key>)>,
+}
+
+impl<'a> HogwildParams<'a> {
+    /// A thread on `store`; negatives from `rng`.
+    pub fn new(store: &'a HogwildStore, barrier: &'a TimedBarrier, rng: StdRng, entities: u64) -> Self {
+        HogwildParams { store, barrier, rng, entities, ahead: VecDeque::new() }
+    }
+}
+
+impl Params for HogwildParams<'_> {
+    fn announce(&mut self, step: u64, _keys: &[Key], negatives: u64) -> Result<(), TrainError> {
+        let keys = (0..negatives).map(|_| Key(self.rng.gen_range(0..self.entities))).collect();
+        self.ahead.push_back((step, keys));
+        Ok(())
+    }
+
+    fn pull(&mut self, _step: u64, keys: &[Key], vals: &mut [f32]) -> Result<(), TrainError> {
+        self.store.read(keys, vals);
+        Ok(())
+    }
+
+    fn pull_negatives(&mut self, step: u64, keys: &mut [Key], vals: &mut [f32]) -> Result<(), TrainError> {
+        match self.ahead.pop_front() {
+            Some((s, drawn)) if s == step && drawn.len() == keys.len() => {
+                keys.copy_from_slice(&drawn);
+                self.store.read(keys, vals);
+                Ok(())
+            }
+            _ => Err(TrainError::Internal(format!("step {step}'s negatives were not announced in order"))),
+        }
+    }
+
+    fn push(&mut self, _step: u64, keys: &[Key], deltas: &[f32]) -> Result<(), TrainError> {
+        self.store.add(keys, deltas);
+        Ok(())
+    }
+
+    fn advance(&mut self, _step: u64) -> Result<(), TrainError> {
+        Ok(())
+    }
+
+    fn barrier(&mut self) -> Result<(), TrainError> {
+        if self.barrier.wait() {
+            Ok(())
+        } else {
+            Err(TrainError::Internal("a baseline thread did not reach the barrier in time".into()))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hogwild_store_reads_what_was_added() {
+        let s = HogwildStore::new(4, 2);
+        s.write(&[Key(1), Key(3)], &[1.0, 2.0, 3.0, 4.0]);
+        s.add(&[Key(3)], &[0.5, -4.0]);
+        let mut out = [9.0; 6];
+        s.read(&[Key(0), Key(1), Key(3)], &mut out);
+        assert_eq!(out, [0.0, 0.0, 1.0, 2.0, 3.5, 0.0]);
+    }
+
+    #[test]
+    fn timed_barrier_passes_together_and_gives_up_alone() {
+        let b = TimedBarrier::new(2, Duration::from_secs(30));
+        std::thread::scope(|s| {
+            let h = s.spawn(|| b.wait() && b.wait());
+            assert!(b.wait() && b.wait());
+            assert!(h.join().unwrap());
+        });
+        let lonely = TimedBarrier::new(2, Duration::from_millis(10));
+        assert!(!lonely.wait());
+    }
+}

@@ -1,0 +1,244 @@
+//! What a training run reports: one [`EpochRecord`] per epoch (the lines of `--metrics`), a
+//! [`RunReport`] per run, and the summary table over runs.
+
+use std::io::Write;
+
+use serde::Serialize;
+
+use super::task::Quality;
+
+/// One epoch of one run; `--metrics` writes one per line as JSON.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct EpochRecord {
+    /// The task (`kge`).
+    pub task: &'static str,
+    /// The data set.
+    pub data: String,
+    /// The model.
+    pub model: &'static str,
+    /// `parma` or `hogwild`.
+    pub engine: &'static str,
+    /// parma's technique (`-` for the baseline).
+    pub technique: &'static str,
+    /// Nodes.
+    pub nodes: u16,
+    /// Workers per node.
+    pub workers: u16,
+    /// The epoch, from 1.
+    pub epoch: u32,
+    /// This epoch's training time, in seconds (evaluation excluded).
+    pub epoch_secs: f64,
+    /// Training time so far, in seconds (evaluation excluded).
+    pub train_secs: f64,
+    /// Training examples per second in this epoch.
+    pub examples_per_sec: f64,
+    /// Mean loss per training example in this epoch.
+    pub loss: f64,
+    /// Quality on the validation split, if evaluated after this epoch.
+    pub valid: Option<Quality>,
+    /// Quality on the test split, after the last epoch.
+    pub test: Option<Quality>,
+}
+
+/// What one run did.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunReport {
+    /// Every epoch.
+    pub epochs: Vec<EpochRecord>,
+    /// Setup time (cluster start, initialization), in seconds.
+    pub setup_secs: f64,
+    /// Time spent evaluating, in seconds.
+    pub eval_secs: f64,
+    /// Key accesses (pulls and pushes, all workers) served locally.
+    pub accesses_local: u64,
+    /// Key accesses that went remote.
+    pub accesses_remote: u64,
+    /// Bytes the nodes sent.
+    pub bytes_sent: u64,
+    /// FNV-1a hash of the bits of every parameter after training: equal hashes, equal models.
+    pub checksum: u64,
+    /// Steps whose negatives local sampling could not draw because no entity was local; they
+    /// were drawn uniformly by the worker instead and pulled remotely.
+    pub negative_fallbacks: u64,
+    /// CPU time of the whole process (every thread: workers, node drivers, transport) from
+    /// starting the training threads to joining them, in seconds, if the platform tells it
+    /// (Linux `/proc/self/stat`, 10 ms ticks). Less sensitive than wall time to other
+    /// programs on a shared machine.
+    pub cpu_secs: Option<f64>,
+}
+
+/// The CPU time (user + system) this process used so far, in seconds, where `/proc/self/stat`
+/// exists (Linux). Assumes the usual 100 ticks per second.
+pub fn process_cpu_secs() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The command name (field 2) may hold spaces; the fields after its closing parenthesis are
+    // plain. utime and stime are fields 14 and 15, i.e. the 12th and 13th after it.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    Some(ticks as f64 / 100.0)
+}
+
+impl RunReport {
+    /// The last epoch's record.
+    pub fn last(&self) -> &EpochRecord {
+        self.epochs.last().expect("a run has at least one epoch")
+    }
+
+    /// Mean epoch time in seconds.
+    pub fn mean_epoch_secs(&self) -> f64 {
+        self.epochs.iter().map(|e| e.epoch_secs).sum::<f64>() / self.epochs.len() as f64
+    }
+
+    /// Median epoch time in seconds (less sensitive to a neighbour's burst on a shared machine).
+    pub fn median_epoch_secs(&self) -> f64 {
+        let mut t: Vec<f64> = self.epochs.iter().map(|e| e.epoch_secs).collect();
+        t.sort_by(f64::total_cmp);
+        let n = t.len();
+        if n % 2 == 1 {
+            t[n / 2]
+        } else {
+            (t[n / 2 - 1] + t[n / 2]) / 2.0
+        }
+    }
+
+    /// Share of key accesses that were remote.
+    pub fn remote_share(&self) -> f64 {
+        let all = self.accesses_local + self.accesses_remote;
+        if all == 0 {
+            0.0
+        } else {
+            self.accesses_remote as f64 / all as f64
+        }
+    }
+
+    /// Writes one JSON line per epoch.
+    pub fn write_jsonl(&self, out: &mut dyn Write) -> std::io::Result<()> {
+        for e in &self.epochs {
+            serde_json::to_writer(&mut *out, e)?;
+            out.write_all(b"\n")?;
+        }
+        Ok(())
+    }
+}
+
+/// The test columns: MRR and Hits@1/3/10 for a ranking, RMSE for ratings.
+fn fmt_test(q: Option<Quality>, ranking: bool) -> String {
+    match (q, ranking) {
+        (Some(Quality::Ranking(r)), _) => {
+            format!("{:.3} | {:.3} | {:.3} | {:.3}", r.mrr, r.hits1, r.hits3, r.hits10)
+        }
+        (Some(q), _) => format!("{:.4}", q.primary()),
+        (None, true) => "- | - | - | -".into(),
+        (None, false) => "-".into(),
+    }
+}
+
+/// A markdown table of runs on the same data, with each run's median epoch time over the
+/// first run's.
+pub fn summary(reports: &[RunReport]) -> String {
+    // Ratings have one quality column per split, rankings four on test.
+    let ranking = reports.iter().filter_map(|r| r.last().test).all(|q| q.ranking().is_some());
+    let mut out = if ranking {
+        String::from(
+            "| engine | technique | nodes x workers | valid MRR | test MRR | H@1 | H@3 | H@10 | epoch (median) | \
+             vs first | examples/s | CPU s | remote share | bytes sent |\n\
+             | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+        )
+    } else {
+        String::from(
+            "| engine | technique | nodes x workers | valid RMSE | test RMSE | epoch (median) | \
+             vs first | examples/s | CPU s | remote share | bytes sent |\n\
+             | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+        )
+    };
+    let base = reports.first().map(RunReport::median_epoch_secs);
+    for r in reports {
+        let l = r.last();
+        let median = r.median_epoch_secs();
+        let examples: f64 = r.epochs.iter().map(|e| e.examples_per_sec * e.epoch_secs).sum();
+        let train: f64 = r.epochs.iter().map(|e| e.epoch_secs).sum();
+        out.push_str(&format!(
+            "| {} | {} | {} x {} | {} | {} | {:.4} s | {} | {:.0} | {} | {:.2}% | {} |\n",
+            l.engine,
+            l.technique,
+            l.nodes,
+            l.workers,
+            l.valid.map_or("-".into(), |v| format!("{:.3}", v.primary())),
+            fmt_test(l.test, ranking),
+            median,
+            base.filter(|b| *b > 0.0).map_or("-".into(), |b| format!("{:.3}x", median / b)),
+            examples / train.max(1e-9),
+            r.cpu_secs.map_or("-".into(), |c| format!("{c:.2}")),
+            100.0 * r.remote_share(),
+            r.bytes_sent,
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::train::eval::Ranking;
+
+    fn record(epoch: u32, secs: f64, valid: Option<f64>) -> EpochRecord {
+        EpochRecord {
+            task: "kge",
+            data: "d".into(),
+            model: "complex",
+            engine: "parma",
+            technique: "adaptive",
+            nodes: 1,
+            workers: 2,
+            epoch,
+            epoch_secs: secs,
+            train_secs: secs,
+            examples_per_sec: 100.0 / secs,
+            loss: 1.0,
+            valid: valid.map(|mrr| Quality::Ranking(Ranking { mrr, ..Ranking::default() })),
+            test: None,
+        }
+    }
+
+    #[test]
+    fn records_are_json_lines_and_medians_are_medians() {
+        let r = RunReport {
+            epochs: vec![record(1, 0.3, None), record(2, 0.1, Some(0.5)), record(3, 0.2, None)],
+            setup_secs: 0.0,
+            eval_secs: 0.0,
+            accesses_local: 3,
+            accesses_remote: 1,
+            bytes_sent: 0,
+            checksum: 0,
+            negative_fallbacks: 0,
+            cpu_secs: None,
+        };
+        assert_eq!(r.median_epoch_secs(), 0.2);
+        assert_eq!(r.remote_share(), 0.25);
+        let mut out = Vec::new();
+        r.write_jsonl(&mut out).unwrap();
+        let lines: Vec<serde_json::Value> =
+            String::from_utf8(out).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert_eq!(lines.len(), 3);
+        assert_eq!(lines[1]["epoch"], 2);
+        assert_eq!(lines[1]["valid"]["mrr"], 0.5);
+        assert!(lines[0]["valid"].is_null());
+        assert!(
+            summary(&[r]).contains("| parma | adaptive | 1 x 2 | - | - | - | - | - | 0.2000 s | 1.000x |")
+        );
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn process_cpu_time_is_read_and_grows() {
+        let a = process_cpu_secs().expect("linux has /proc/self/stat");
+        let mut x = 0u64;
+        let t = std::time::Instant::now();
+        while t.elapsed() < std::time::Duration::from_millis(50) {
+            x = x.wrapping_add(std::hint::black_box(1));
+        }
+        let b = process_cpu_secs().unwrap();
+        assert!(b >= a, "{a} then {b} ({x})");
+    }
+}

@@ -1,0 +1,121 @@
+//! What the harness needs from a training task: its examples, the keys each touches, one step's
+//! arithmetic, and its evaluation. KGE ([`super::kge::KgeTask`]) and matrix factorization
+//! ([`super::mf::MfTask`]) implement it.
+
+use parma_core::Key;
+use serde::Serialize;
+
+use super::eval::Ranking;
+use super::TrainError;
+
+/// A model's quality on one split.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Quality {
+    /// Link prediction: filtered ranking.
+    Ranking(Ranking),
+    /// Rating prediction: root mean squared error.
+    Rmse {
+        /// The RMSE.
+        rmse: f64,
+    },
+}
+
+impl Quality {
+    /// The headline figure: MRR, or RMSE.
+    pub fn primary(&self) -> f64 {
+        match self {
+            Quality::Ranking(r) => r.mrr,
+            Quality::Rmse { rmse } => *rmse,
+        }
+    }
+
+    /// The headline figure's name.
+    pub fn primary_name(&self) -> &'static str {
+        match self {
+            Quality::Ranking(_) => "MRR",
+            Quality::Rmse { .. } => "RMSE",
+        }
+    }
+
+    /// The ranking, for link prediction.
+    pub fn ranking(&self) -> Option<Ranking> {
+        match self {
+            Quality::Ranking(r) => Some(*r),
+            Quality::Rmse { .. } => None,
+        }
+    }
+
+    /// The other figures, for the summary table.
+    pub fn details(&self) -> String {
+        match self {
+            Quality::Ranking(r) => format!("H@1 {:.3}, H@3 {:.3}, H@10 {:.3}", r.hits1, r.hits3, r.hits10),
+            Quality::Rmse { .. } => "-".into(),
+        }
+    }
+}
+
+/// A step's working memory, kept across steps. The harness fills `keys`/`vals` (and, for tasks
+/// with negatives, `neg_keys`/`neg_vals`) before [`Task::step`], which leaves the keys to push in
+/// `touched` and their deltas in `deltas`.
+#[derive(Default)]
+pub struct StepBuffers {
+    /// The step's sorted distinct keys.
+    pub keys: Vec<Key>,
+    /// Their values, concatenated.
+    pub vals: Vec<f32>,
+    /// Negative samples.
+    pub neg_keys: Vec<Key>,
+    /// Their values.
+    pub neg_vals: Vec<f32>,
+    /// The keys to push.
+    pub touched: Vec<Key>,
+    /// Their deltas, concatenated.
+    pub deltas: Vec<f32>,
+    /// Scratch of the task's own: key → row.
+    pub(crate) rows: std::collections::HashMap<u64, usize>,
+    /// Scratch of the task's own: rows' values.
+    pub(crate) row_vals: Vec<f32>,
+    /// Scratch of the task's own: rows' gradients.
+    pub(crate) grads: Vec<f32>,
+}
+
+/// A training task.
+pub trait Task: Sync {
+    /// One training example.
+    type Example: Copy + Send + Sync;
+    /// The task's name in records (`kge`, `mf`).
+    fn name(&self) -> &'static str;
+    /// The model's name in records.
+    fn model_name(&self) -> &'static str;
+    /// The training examples.
+    fn train(&self) -> &[Self::Example];
+    /// Keys of the model, `0..keys()`.
+    fn keys(&self) -> u64;
+    /// `f32`s per key.
+    fn value_len(&self) -> usize;
+    /// Writes the initial value of `key` (a function of `seed` and `key` alone).
+    fn init(&self, seed: u64, key: u64, out: &mut [f32]);
+    /// The sorted distinct keys of `examples`.
+    fn keys_of(&self, examples: &[Self::Example], keys: &mut Vec<Key>);
+    /// Negative sampling: keys `0..n` to draw from uniformly, and how many per example; `None`
+    /// for tasks without negatives.
+    fn negatives(&self) -> Option<(u64, usize)>;
+    /// One step on `examples` with the values in `b`; returns the summed loss.
+    fn step(&self, examples: &[Self::Example], b: &mut StepBuffers) -> f64;
+    /// Quality on the validation split (`test` false) or the test split, given every key's value
+    /// (`value_len()` each, in key order).
+    fn evaluate(&self, model: &[f32], test: bool) -> Quality;
+    /// Expected accesses per key in one epoch, for NuPS's hot keys (multi-technique).
+    fn access_counts(&self) -> Vec<(Key, u64)>;
+    /// Refuses options the task cannot work with.
+    fn check(&self, threads: usize) -> Result<(), TrainError> {
+        if self.train().len() < threads {
+            return Err(TrainError::Data(format!(
+                "{} training examples cannot feed {threads} threads",
+                self.train().len()
+            )));
+        }
+        Ok(())
+    }
+}

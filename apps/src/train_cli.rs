@@ -1,0 +1,453 @@
+//! `parma train`: the command-line arguments of the training tasks, checked at the edge.
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+use parma_apps::train::harness::{run_kge, run_mf};
+use parma_apps::train::kg::Kg;
+use parma_apps::train::kge::{Model, Reg};
+use parma_apps::train::mf::{MfOptions, MfTask, Ratings};
+use parma_apps::train::report::{summary, RunReport};
+use parma_apps::train::task::Quality;
+use parma_apps::train::{Engine, KgeOptions, TrainError, TrainOptions};
+use parma_core::{Conformity, Technique};
+
+/// The training tasks.
+#[derive(Subcommand, Debug)]
+pub enum TrainCommand {
+    /// Knowledge-graph embeddings (ComplEx, DistMult) with negative sampling and AdaGrad;
+    /// filtered MRR and Hits@1/3/10 on valid and test.
+    Kge(KgeArgs),
+    /// Biased matrix factorization with SGD on ratings (MovieLens-100k after `parma data fetch
+    /// ml-100k`, or a ratings file); RMSE on a fixed 80/20 split's test part.
+    Mf(MfArgs),
+}
+
+/// Options every training task shares.
+#[derive(Args, Debug)]
+pub struct CommonArgs {
+    /// How parameters are managed: adaptive, adaptive-no-replication, adaptive-no-relocation,
+    /// static, relocation, full-replication or multi-technique.
+    #[arg(long, value_parser = parse_technique, default_value = "adaptive")]
+    pub technique: Technique,
+    /// `parma`, or `hogwild`: the same model, threads and data order on one shared array
+    /// without parma (the baseline).
+    #[arg(long, value_parser = parse_engine, default_value = "parma")]
+    pub engine: Engine,
+    /// Nodes of the in-process cluster.
+    #[arg(long, default_value_t = 1)]
+    pub nodes: u16,
+    /// Worker threads per node.
+    #[arg(long, default_value_t = 2)]
+    pub workers: u16,
+    /// Passes over the training data (default: kge 30, mf 20).
+    #[arg(long)]
+    pub epochs: Option<u32>,
+    /// Reals per embedding (ComplEx: twice the complex dimensions).
+    #[arg(long, default_value_t = 100)]
+    pub dim: usize,
+    /// Learning rate (default: kge 0.1 for AdaGrad, mf 0.005 for SGD).
+    #[arg(long)]
+    pub lr: Option<f32>,
+    /// Seed of the initialization, the data order, the negatives and the nodes.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Evaluate on the validation split every N epochs (0: only after the last).
+    #[arg(long, default_value_t = 5)]
+    pub eval_every: u32,
+    /// Signal intent for (under relocation: localize) the keys of step t+N at step t.
+    #[arg(long, default_value_t = 8)]
+    pub ahead: usize,
+    /// Training examples per step.
+    #[arg(long, default_value_t = 32)]
+    pub batch: usize,
+    /// Write one JSON record per epoch (every run of `--compare`) to this file.
+    #[arg(long)]
+    pub metrics: Option<PathBuf>,
+    /// Draw validation MRR over training time and over epochs, one line per run, as SVG.
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+    /// Run several configurations on the same data, one after the other, and print one table:
+    /// technique names, and `hogwild` for the baseline (e.g. `adaptive,static,hogwild`).
+    #[arg(long, value_delimiter = ',', value_parser = parse_run)]
+    pub compare: Vec<Run>,
+    /// Run the whole list (or the one run) this many times, round-robin, and add a table of
+    /// epoch-time ratios to the first entry within each round (medians and ranges): on a
+    /// shared machine the load changes between runs, and interleaving keeps the ratio fair.
+    #[arg(long, default_value_t = 1)]
+    pub repeat: u32,
+}
+
+/// One entry of `--compare`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Run {
+    /// parma under this technique.
+    Parma(Technique),
+    /// The baseline.
+    Hogwild,
+}
+
+fn technique_names() -> String {
+    Technique::ALL.iter().map(|t| t.name()).collect::<Vec<_>>().join(", ")
+}
+
+fn parse_technique(name: &str) -> Result<Technique, String> {
+    Technique::from_name(name)
+        .ok_or_else(|| format!("unknown technique `{name}`; one of: {}", technique_names()))
+}
+
+fn parse_engine(name: &str) -> Result<Engine, String> {
+    Engine::from_name(name).ok_or_else(|| format!("unknown engine `{name}`; one of: parma, hogwild"))
+}
+
+fn parse_run(name: &str) -> Result<Run, String> {
+    if name == "hogwild" {
+        return Ok(Run::Hogwild);
+    }
+    Technique::from_name(name)
+        .map(Run::Parma)
+        .ok_or_else(|| format!("unknown run `{name}`; one of: hogwild, {}", technique_names()))
+}
+
+fn parse_model(name: &str) -> Result<Model, String> {
+    Model::from_name(name).ok_or_else(|| format!("unknown model `{name}`; one of: complex, distmult"))
+}
+
+fn parse_conformity(name: &str) -> Result<Conformity, String> {
+    Conformity::from_name(name).ok_or_else(|| {
+        format!("unknown conformity `{name}`; one of: conform, bounded, long-term, non-conform")
+    })
+}
+
+/// `parma train kge`.
+#[derive(Args, Debug)]
+pub struct KgeArgs {
+    /// A data set shipped with parma and built into it (`umls`, `kinships`, `nations`; to read a
+    /// directory of that name instead, write `./umls`) or a directory with
+    /// `train.txt`, `valid.txt`, `test.txt` (tab-separated names, LibKGE's layout).
+    #[arg(long, default_value = "umls")]
+    pub data: String,
+    /// The model: complex or distmult.
+    #[arg(long, value_parser = parse_model, default_value = "complex")]
+    pub model: Model,
+    /// Negatives per side (head and tail) of each triple, drawn by the sampling manager.
+    #[arg(long, default_value_t = 6)]
+    pub negatives: usize,
+    /// Regularizer: `l2:WEIGHT`, `n3:WEIGHT` or `none`.
+    #[arg(long, value_parser = Reg::parse, default_value = "l2:1e-3")]
+    pub reg: Reg,
+    /// Conformity level of the negatives: conform, bounded, long-term or non-conform.
+    #[arg(long, value_parser = parse_conformity, default_value = "conform")]
+    pub conformity: Conformity,
+    /// Standard deviation of the normal initialization of the embeddings.
+    #[arg(long, default_value_t = 0.1)]
+    pub init_std: f32,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+impl CommonArgs {
+    /// The options, with a task's defaults for the epochs and the learning rate.
+    fn options(&self, epochs: u32, lr: f32) -> TrainOptions {
+        TrainOptions {
+            nodes: self.nodes,
+            workers: self.workers,
+            epochs: self.epochs.unwrap_or(epochs),
+            dim: self.dim,
+            lr: self.lr.unwrap_or(lr),
+            seed: self.seed,
+            eval_every: self.eval_every,
+            ahead: self.ahead,
+            batch: self.batch,
+            technique: self.technique,
+            engine: self.engine,
+            progress: true,
+        }
+    }
+
+    /// Every run's options: `--compare`'s list, or the one run `base` describes.
+    fn runs(&self, base: &TrainOptions) -> Vec<TrainOptions> {
+        if self.compare.is_empty() {
+            return vec![base.clone()];
+        }
+        self.compare
+            .iter()
+            .map(|r| match r {
+                Run::Parma(t) => TrainOptions { technique: *t, engine: Engine::Parma, ..base.clone() },
+                Run::Hogwild => TrainOptions { engine: Engine::Hogwild, ..base.clone() },
+            })
+            .collect()
+    }
+}
+
+/// `parma train mf`.
+#[derive(Args, Debug)]
+pub struct MfArgs {
+    /// `ml-100k` (fetched first with `parma data fetch ml-100k`) or a ratings file: RecBole's
+    /// `.inter` or MovieLens's `u.data` layout (`user item rating [timestamp]`).
+    #[arg(long, default_value = "ml-100k")]
+    pub data: String,
+    /// L2 regularization weight.
+    #[arg(long, default_value_t = 0.02)]
+    pub reg: f32,
+    /// Standard deviation of the factors' normal initialization.
+    #[arg(long, default_value_t = 0.1)]
+    pub init_std: f32,
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+impl MfArgs {
+    /// The options of the task and of the first (or only) run.
+    pub fn options(&self) -> (TrainOptions, MfOptions) {
+        (self.common.options(20, 0.005), MfOptions { reg: self.reg, init_std: self.init_std })
+    }
+}
+
+impl KgeArgs {
+    /// The options of the task and of the first (or only) run.
+    pub fn options(&self) -> (TrainOptions, KgeOptions) {
+        let train = self.common.options(30, 0.1);
+        let kge = KgeOptions {
+            model: self.model,
+            negatives: self.negatives,
+            reg: self.reg,
+            conformity: self.conformity,
+            init_std: self.init_std,
+        };
+        (train, kge)
+    }
+
+    /// Every run's options: `--compare`'s list, or the one run the other flags describe.
+    pub fn runs(&self) -> Vec<TrainOptions> {
+        self.common.runs(&self.options().0)
+    }
+}
+
+/// Runs `parma train ...`.
+pub fn run(cmd: &TrainCommand) -> Result<(), String> {
+    match cmd {
+        TrainCommand::Kge(args) => run_kge_cmd(args),
+        TrainCommand::Mf(args) => run_mf_cmd(args),
+    }
+}
+
+/// Checks the options every task shares (`--repeat`, `--plot`) and every run's options.
+fn check_common(common: &CommonArgs, runs: &[TrainOptions]) -> Result<(), String> {
+    if common.repeat == 0 || common.repeat > 100 {
+        return Err(format!("bad options: --repeat must be between 1 and 100, not {}", common.repeat));
+    }
+    if let Some(p) = &common.plot {
+        if p.extension().and_then(|e| e.to_str()) != Some("svg") {
+            return Err(format!("bad options: --plot {}: the file must end in .svg", p.display()));
+        }
+    }
+    for r in runs {
+        r.check().map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// Runs every run (`--repeat` rounds of the `--compare` list) with `run_one`, writes the
+/// metrics and the plot, and prints the tables.
+fn run_all(
+    common: &CommonArgs,
+    runs: &[TrainOptions],
+    title: &str,
+    sampling: Option<&str>,
+    mut run_one: impl FnMut(&TrainOptions) -> Result<RunReport, TrainError>,
+) -> Result<(), String> {
+    let mut metrics = match &common.metrics {
+        Some(p) => Some(std::io::BufWriter::new(
+            std::fs::File::create(p).map_err(|e| format!("--metrics {}: {e}", p.display()))?,
+        )),
+        None => None,
+    };
+    let mut reports: Vec<RunReport> = Vec::new();
+    for (round, r) in (0..common.repeat).flat_map(|i| runs.iter().map(move |r| (i, r))) {
+        if common.repeat > 1 {
+            eprint!("round {}/{}: ", round + 1, common.repeat);
+        }
+        eprintln!(
+            "run: {}{}, {} x {} threads",
+            r.engine.name(),
+            match (r.engine, sampling) {
+                (Engine::Parma, Some(c)) => format!(" ({}, conformity {c})", r.technique.name()),
+                (Engine::Parma, None) => format!(" ({})", r.technique.name()),
+                (Engine::Hogwild, _) => String::new(),
+            },
+            r.nodes,
+            r.workers
+        );
+        let rep = run_one(r).map_err(|e| e.to_string())?;
+        if let Some(m) = &mut metrics {
+            rep.write_jsonl(m).map_err(|e| format!("--metrics: {e}"))?;
+        }
+        let test = rep.last().test.map_or("no test".into(), |q| match q {
+            Quality::Ranking(t) => {
+                format!("test MRR {:.4}, H@1 {:.4}, H@3 {:.4}, H@10 {:.4}", t.mrr, t.hits1, t.hits3, t.hits10)
+            }
+            q => format!("test {} {:.4}", q.primary_name(), q.primary()),
+        });
+        eprintln!(
+            "done: {test}; median epoch {:.4} s; setup {:.2} s, evaluation {:.2} s; model checksum {:016x}",
+            rep.median_epoch_secs(),
+            rep.setup_secs,
+            rep.eval_secs,
+            rep.checksum
+        );
+        if rep.negative_fallbacks > 0 {
+            eprintln!(
+                "note: in {} steps no entity was local to sample negatives from (non-conform); \
+                 those steps drew them uniformly and pulled them remotely",
+                rep.negative_fallbacks
+            );
+        }
+        reports.push(rep);
+    }
+    if let Some(mut m) = metrics {
+        use std::io::Write;
+        m.flush().map_err(|e| format!("--metrics: {e}"))?;
+    }
+    print!("{}", summary(&reports));
+    if let Some(p) = &common.plot {
+        parma_apps::train::plot::plot(p, &reports, runs.len(), title)?;
+        eprintln!("plot written to {}", p.display());
+    }
+    if common.repeat > 1 {
+        print!("\n{}", ratios(&reports, runs.len()));
+    }
+    Ok(())
+}
+
+fn run_kge_cmd(args: &KgeArgs) -> Result<(), String> {
+    let (opts, kge) = args.options();
+    let runs = args.runs();
+    // Every argument is checked before anything is loaded or started.
+    check_common(&args.common, &runs)?;
+    for r in &runs {
+        kge.check(r).map_err(|e| e.to_string())?;
+    }
+    let graph = match Kg::shipped(&args.data) {
+        Some(kg) => kg,
+        None => Kg::load(&PathBuf::from(&args.data)).map_err(|e| format!("--data {}: {e}", args.data))?,
+    };
+    eprintln!(
+        "{}: {} entities, {} relations, {} / {} / {} triples; {} dim {}, {} negatives per side, lr {}, \
+         reg {}, {} epochs, batch {}, seed {}",
+        args.data,
+        graph.n_entities(),
+        graph.n_relations(),
+        graph.train.len(),
+        graph.valid.len(),
+        graph.test.len(),
+        kge.model.name(),
+        opts.dim,
+        kge.negatives,
+        opts.lr,
+        kge.reg,
+        opts.epochs,
+        opts.batch,
+        opts.seed,
+    );
+    let title = format!("{} on {}", kge.model.name(), args.data);
+    run_all(&args.common, &runs, &title, Some(kge.conformity.name()), |r| {
+        run_kge(&graph, &args.data, r, &kge)
+    })
+}
+
+fn run_mf_cmd(args: &MfArgs) -> Result<(), String> {
+    let (opts, mf) = args.options();
+    let runs = args.common.runs(&opts);
+    check_common(&args.common, &runs)?;
+    mf.check().map_err(|e| e.to_string())?;
+    let file = if args.data == "ml-100k" {
+        let dir = parma_apps::fetch::default_cache_dir();
+        match parma_apps::fetch::cached(&dir, "ml-100k").map_err(|e| format!("--data ml-100k: {e}"))? {
+            Some(p) => p,
+            None => {
+                return Err(format!(
+                    "--data ml-100k: not in {}; fetch it first with `parma data fetch ml-100k` \
+                     (its licence forbids shipping it)",
+                    dir.display()
+                ))
+            }
+        }
+    } else {
+        PathBuf::from(&args.data)
+    };
+    let data = Ratings::load(&file).map_err(|e| format!("--data {}: {e}", args.data))?;
+    let task = MfTask::new(&data, &opts, &mf);
+    eprintln!(
+        "{}: {} users, {} items, {} / {} ratings (train / test, fixed 80/20 split); biased MF dim {}, \
+         lr {}, reg {}, {} epochs, batch {}, seed {}; predicting the mean: test RMSE {:.4}",
+        args.data,
+        data.users,
+        data.items,
+        data.train.len(),
+        data.test.len(),
+        opts.dim,
+        opts.lr,
+        mf.reg,
+        opts.epochs,
+        opts.batch,
+        opts.seed,
+        task.mean_rmse(),
+    );
+    let title = format!("biased MF on {}", args.data);
+    run_all(&args.common, &runs, &title, None, |r| run_mf(&data, &args.data, r, &mf))
+}
+
+/// The median epoch time of every entry over the rounds, and its ratio to the first entry's in
+/// the same round (median, least and greatest over the rounds).
+fn ratios(reports: &[RunReport], per_round: usize) -> String {
+    let median = |mut v: Vec<f64>| -> f64 {
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        }
+    };
+    let rounds: Vec<&[RunReport]> = reports.chunks(per_round).collect();
+    let mut out = format!(
+        "epoch time over {} rounds (each run's median epoch; ratio to the first entry of the same round)\n\n\
+         | engine | technique | nodes x workers | epoch (median of rounds) | ratio median | ratio min | ratio max | \
+         CPU s (median) | CPU ratio median |\n\
+         | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
+        rounds.len()
+    );
+    for i in 0..per_round {
+        let times: Vec<f64> = rounds.iter().map(|r| r[i].median_epoch_secs()).collect();
+        let ratio: Vec<f64> =
+            rounds.iter().map(|r| r[i].median_epoch_secs() / r[0].median_epoch_secs()).collect();
+        let (lo, hi) = ratio.iter().fold((f64::MAX, f64::MIN), |(a, b), x| (a.min(*x), b.max(*x)));
+        let l = rounds[0][i].last();
+        let cpu: Vec<f64> = rounds.iter().filter_map(|r| r[i].cpu_secs).collect();
+        let cpu_ratio: Vec<f64> = rounds
+            .iter()
+            .filter_map(|r| Some(r[i].cpu_secs? / r[0].cpu_secs?))
+            .filter(|x| x.is_finite())
+            .collect();
+        let (cpu, cpu_ratio) = if cpu.len() == rounds.len() && cpu_ratio.len() == rounds.len() {
+            (format!("{:.2}", median(cpu)), format!("{:.3}x", median(cpu_ratio)))
+        } else {
+            ("-".into(), "-".into())
+        };
+        out.push_str(&format!(
+            "| {} | {} | {} x {} | {:.4} s | {:.3}x | {:.3}x | {:.3}x | {} | {} |\n",
+            l.engine,
+            l.technique,
+            l.nodes,
+            l.workers,
+            median(times),
+            median(ratio),
+            lo,
+            hi,
+            cpu,
+            cpu_ratio
+        ));
+    }
+    out
+}

@@ -250,11 +250,42 @@ fn check_common(common: &CommonArgs, runs: &[TrainOptions]) -> Result<(), String
 
 /// Runs every run (`--repeat` rounds of the `--compare` list) with `run_one`, writes the
 /// metrics and the plot, and prints the tables.
+/// A quality target the project holds itself to (docs/training.md): the metric's name, the
+/// bound, and whether higher is better.
+struct Target {
+    metric: &'static str,
+    bound: f64,
+    higher_is_better: bool,
+}
+
+impl Target {
+    /// The target for ComplEx on a data set named `data`, if there is one.
+    fn kge(data: &str, model: &str) -> Option<Target> {
+        let name = std::path::Path::new(data).file_name()?.to_str()?;
+        let bound = match (name, model) {
+            ("umls", "complex") => 0.88,
+            ("kinships", "complex") => 0.75,
+            ("codex-s", "complex") => 0.42,
+            _ => return None,
+        };
+        Some(Target { metric: "MRR", bound, higher_is_better: true })
+    }
+
+    /// The line that says whether `value` meets the target.
+    fn verdict(&self, value: f64) -> String {
+        let (op, met) =
+            if self.higher_is_better { ("≥", value >= self.bound) } else { ("≤", value <= self.bound) };
+        let word = if met { "met" } else { "MISSED" };
+        format!("target: test {} {op} {} (docs/training.md): {value:.4}, {word}", self.metric, self.bound)
+    }
+}
+
 fn run_all(
     common: &CommonArgs,
     runs: &[TrainOptions],
     title: &str,
     sampling: Option<&str>,
+    target: Option<Target>,
     mut run_one: impl FnMut(&TrainOptions) -> Result<RunReport, TrainError>,
 ) -> Result<(), String> {
     let mut metrics = match &common.metrics {
@@ -296,6 +327,9 @@ fn run_all(
             rep.eval_secs,
             rep.checksum
         );
+        if let (Some(t), Some(q)) = (&target, rep.last().test) {
+            eprintln!("{}", t.verdict(q.primary()));
+        }
         if rep.negative_fallbacks > 0 {
             eprintln!(
                 "note: in {} steps no entity was local to sample negatives from (non-conform); \
@@ -351,7 +385,8 @@ fn run_kge_cmd(args: &KgeArgs) -> Result<(), String> {
         opts.seed,
     );
     let title = format!("{} on {}", kge.model.name(), args.data);
-    run_all(&args.common, &runs, &title, Some(kge.conformity.name()), |r| {
+    let target = Target::kge(&args.data, kge.model.name());
+    run_all(&args.common, &runs, &title, Some(kge.conformity.name()), target, |r| {
         run_kge(&graph, &args.data, r, &kge)
     })
 }
@@ -395,7 +430,9 @@ fn run_mf_cmd(args: &MfArgs) -> Result<(), String> {
         task.mean_rmse(),
     );
     let title = format!("biased MF on {}", args.data);
-    run_all(&args.common, &runs, &title, None, |r| run_mf(&data, &args.data, r, &mf))
+    let target =
+        (args.data == "ml-100k").then_some(Target { metric: "RMSE", bound: 0.94, higher_is_better: false });
+    run_all(&args.common, &runs, &title, None, target, |r| run_mf(&data, &args.data, r, &mf))
 }
 
 /// The median epoch time of every entry over the rounds, and its ratio to the first entry's in

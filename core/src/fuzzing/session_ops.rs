@@ -249,6 +249,9 @@ mod tests {
             busy += usize::from(t >= 5);
         }
         // The generator reaches the interesting part: links come up and frames flow.
-        assert!(busy > 1_000 && taken > 20_000, "{busy} inputs moved 5 frames or more; {taken} frames in all");
+        assert!(
+            busy > 1_000 && taken > 20_000,
+            "{busy} inputs moved 5 frames or more; {taken} frames in all"
+        );
     }
 }

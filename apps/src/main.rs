@@ -34,7 +34,7 @@ enum Command {
     /// Run the KGE-like workload of `techniques` (its options apply; `--task` is ignored) with
     /// its negatives drawn by the sampling manager under each conformity level, and without
     /// negatives, on the simulated cluster; print bytes and remote accesses due to sampling.
-    /// `--technique` defaults to adaptive.
+    /// `--technique` names one technique and defaults to adaptive.
     Sampling(TechniquesArgs),
     /// Train a real model on an in-process cluster (or, with `--engine hogwild`, on a plain
     /// shared-memory array without parma) and report quality and speed.
@@ -86,9 +86,9 @@ struct TechniquesArgs {
     /// Which task.
     #[arg(long, value_enum, default_value_t = TaskArg::Both)]
     task: TaskArg,
-    /// Run only this technique (default: every one).
-    #[arg(long, value_parser = parse_technique)]
-    technique: Option<Technique>,
+    /// Run only these techniques, comma-separated, in the order given (default: every one).
+    #[arg(long, value_delimiter = ',', value_parser = parse_technique)]
+    technique: Vec<Technique>,
     /// Seed of the key draws, the nodes and the compute times (the same for every technique).
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -192,7 +192,20 @@ impl TechniquesArgs {
     }
 
     fn techniques(&self) -> Vec<Technique> {
-        self.technique.map_or(Technique::ALL.to_vec(), |t| vec![t])
+        if self.technique.is_empty() {
+            Technique::ALL.to_vec()
+        } else {
+            self.technique.clone()
+        }
+    }
+
+    /// The one technique `parma sampling` runs: the one named, or adaptive.
+    fn sampling_technique(&self) -> Result<Technique, String> {
+        match self.technique.as_slice() {
+            [] => Ok(Technique::Adaptive),
+            [t] => Ok(*t),
+            _ => Err("`parma sampling` runs one technique; name one with --technique".into()),
+        }
     }
 }
 
@@ -223,8 +236,7 @@ fn run_sampling(args: &TechniquesArgs) -> Result<(), String> {
         );
     };
     let opts = args.options().into_iter().find(|o| o.task.name() == "kge").ok_or("no KGE task")?;
-    let out =
-        sampling::run(&opts, args.technique.unwrap_or(Technique::Adaptive), args.details, &mut progress)?;
+    let out = sampling::run(&opts, args.sampling_technique()?, args.details, &mut progress)?;
     println!("{out}");
     Ok(())
 }
@@ -471,6 +483,19 @@ mod tests {
         assert_eq!(opts[0].task.name(), "mf");
         assert_eq!(opts[0].sync_rounds_per_sec_max, None);
         assert!(Cli::try_parse_from(["parma", "techniques", "--technique", "nope"]).is_err());
+    }
+
+    #[test]
+    fn techniques_take_a_list_and_sampling_one() {
+        let a = techniques_args(&["--technique", "static,adaptive"]);
+        assert_eq!(a.techniques(), vec![Technique::StaticPartitioning, Technique::Adaptive]);
+        assert!(a.sampling_technique().is_err());
+        assert_eq!(techniques_args(&[]).sampling_technique(), Ok(Technique::Adaptive));
+        assert_eq!(
+            techniques_args(&["--technique", "relocation"]).sampling_technique(),
+            Ok(Technique::Relocation)
+        );
+        assert!(Cli::try_parse_from(["parma", "techniques", "--technique", "static,nope"]).is_err());
     }
 
     #[test]

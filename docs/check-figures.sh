@@ -217,18 +217,19 @@ fi
 
 # --- the fuzz entry points as ordinary tests (docs/verification.md)
 # Corpus files are counted; the pseudo-random inputs are read from the tests' loops.
-pseudo() { # pseudo TEST: the N of `for i in 0..N` (or `for n in 0..Nu8`) in that test
+pseudo() { # pseudo TEST [FILE]: the N of `for i in 0..N` (or `for n in 0..Nu8`) in that test
     awk -v t="fn $1()" 'index($0, t){on=1} on && /for [a-z]+ in 0\.\./ {
-        s=$0; sub(/.*in 0\.\./, "", s); sub(/[^0-9_].*/, "", s); gsub(/_/, "", s); print s; exit}' core/src/fuzzing.rs
+        s=$0; sub(/.*in 0\.\./, "", s); sub(/[^0-9_].*/, "", s); gsub(/_/, "", s); print s; exit}' "${2:-core/src/fuzzing.rs}"
 }
 {
     echo "| target | corpus files | further inputs |"
     echo "| --- | --- | --- |"
     short=$(pseudo round_trip_of_short_and_empty_inputs)
-    for t in wire_decode wire_round_trip node_ops cluster_schedule; do
+    for t in wire_decode wire_round_trip node_ops cluster_schedule session_ops; do
         files=$(find "fuzz/corpus/$t" -maxdepth 1 -type f | wc -l)
         case $t in
             wire_*) more="$short short inputs (0, 1, 2, … bytes)" ;;
+            session_ops) more="$(commas "$(pseudo "${t}_pseudo_random" core/src/fuzzing/session_ops.rs)") pseudo-random inputs" ;;
             *) more="$(commas "$(pseudo "${t}_pseudo_random")") pseudo-random inputs" ;;
         esac
         echo "| \`$t\` | $files | $more |"

@@ -228,13 +228,29 @@ pub fn session_ops(data: &[u8]) -> usize {
 
 #[cfg(test)]
 mod tests {
+    extern crate std;
+
     use super::*;
 
     #[test]
-    fn pseudo_random_inputs_keep_every_promise() {
+    fn session_ops_corpus() {
+        let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus/session_ops");
+        let mut files: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .map(|e| e.unwrap().path())
+            .collect();
+        files.sort();
+        assert!(files.len() >= 10, "the session_ops corpus is missing");
+        for f in files {
+            session_ops(&std::fs::read(&f).unwrap());
+        }
+    }
+
+    #[test]
+    fn session_ops_pseudo_random() {
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
         let (mut taken, mut busy) = (0, 0);
-        for n in 0..3_000 {
+        for n in 0..3000 {
             let len = (n * 7) % 600;
             let data: Vec<u8> = (0..len)
                 .map(|_| {

@@ -5,16 +5,22 @@
 //! parameter store would be: `hashbrown` maps in `spin` latches, sharded by key. The ratio of
 //! the two, measured in the same run, is the figure (`docs/performance.md`).
 //!
+//! The paired table measures every kind of local key (see `setup`): keys at their home, keys
+//! that moved in, and replicas, each against the same baseline on the same keys, and asserts
+//! from the workers' and the node's counters that every access it timed was local.
+//!
 //! `cargo bench -p parma-runtime --bench local_access`
+
+mod setup;
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
 use hashbrown::HashMap;
-use parma_core::{Config, Key, Layout, NodeId, Placement};
-use parma_runtime::{NodeRuntime, Worker};
-use parma_transport_loopback::threaded::{cluster, ThreadedOptions};
+use parma_core::Key;
+
+use setup::{Kind, Setup};
 
 const KEYS_PER_OP: usize = 1000;
 const LEN: usize = 64;
@@ -83,41 +89,6 @@ impl<L: ValueLen> PlainMap<L> {
     }
 }
 
-/// Each thread's keys: a fixed random batch of distinct keys.
-fn batch(thread: u64) -> Vec<Key> {
-    let mut x = 0x1234_5678 ^ thread.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    let mut keys = Vec::with_capacity(KEYS_PER_OP);
-    let mut seen = std::collections::HashSet::new();
-    while keys.len() < KEYS_PER_OP {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        let k = x % KEY_SPACE;
-        if seen.insert(k) {
-            keys.push(Key(k));
-        }
-    }
-    keys
-}
-
-/// A one-node cluster (every key local) with `threads` workers, every key already created.
-fn parma(threads: u16) -> (NodeRuntime, Vec<Worker>) {
-    let mut cfg = Config::new(1, threads, Layout::uniform(KEY_SPACE, LEN as u32).unwrap());
-    cfg.store_shards = SHARDS;
-    // `PARMA_PLACEMENT=dense` measures the dense placement's page path instead.
-    if let Ok(name) = std::env::var("PARMA_PLACEMENT") {
-        cfg.placement = Placement::from_name(&name).expect("PARMA_PLACEMENT: hashed or dense");
-    }
-    let transport = cluster(1, ThreadedOptions::default()).pop().unwrap();
-    let (node, mut workers) = NodeRuntime::start(cfg, NodeId(0), transport).unwrap();
-    let all: Vec<Key> = (0..KEY_SPACE).map(Key).collect();
-    for chunk in all.chunks(10_000) {
-        let t = workers[0].push(chunk, &vec![0.0; chunk.len() * LEN]).unwrap();
-        workers[0].wait(t).unwrap();
-    }
-    (node, workers)
-}
-
 /// Runs `op` `iters` times on each of `threads` threads at once; the elapsed wall time.
 fn timed<S: Send>(states: &mut [S], iters: u64, op: impl Fn(&mut S, u64) + Sync) -> Duration {
     let start = Instant::now();
@@ -141,7 +112,8 @@ fn bench(c: &mut Criterion) {
         g.throughput(Throughput::Elements(KEYS_PER_OP as u64 * u64::from(threads)));
         g.measurement_time(Duration::from_secs(5));
         g.sample_size(60);
-        let batches: Vec<Vec<Key>> = (0..u64::from(threads)).map(batch).collect();
+        let mut s = Setup::start(Kind::Home, threads);
+        let batches = s.batches.clone();
 
         let mut bufs: Vec<Vec<f32>> = (0..threads).map(|_| vec![0.0; KEYS_PER_OP * LEN]).collect();
         g.bench_function(BenchmarkId::new("pull", "plain_map"), |b| {
@@ -156,8 +128,7 @@ fn bench(c: &mut Criterion) {
             })
         });
 
-        let (node, workers) = parma(threads);
-        let store = node.store().clone();
+        let store = s.store().clone();
         g.bench_function(BenchmarkId::new("pull", "store_direct"), |b| {
             b.iter_custom(|iters| {
                 timed(&mut bufs, iters, |buf, t| {
@@ -176,32 +147,30 @@ fn bench(c: &mut Criterion) {
                 })
             })
         });
-        let mut states: Vec<(Worker, Vec<f32>)> =
-            workers.into_iter().map(|w| (w, vec![0.0; KEYS_PER_OP * LEN])).collect();
         g.bench_function(BenchmarkId::new("pull", "parma_worker"), |b| {
             b.iter_custom(|iters| {
-                timed(&mut states, iters, |(w, buf), t| w.pull(&batches[t as usize], black_box(buf)).unwrap())
+                timed(&mut s.timed, iters, |(w, buf), t| {
+                    w.pull(&batches[t as usize], black_box(buf)).unwrap()
+                })
             })
         });
         g.bench_function(BenchmarkId::new("push", "parma_worker"), |b| {
             b.iter_custom(|iters| {
-                timed(&mut states, iters, |(w, _), t| {
+                timed(&mut s.timed, iters, |(w, _), t| {
                     let ticket = w.push(&batches[t as usize], black_box(&delta)).unwrap();
                     w.wait(ticket).unwrap();
                 })
             })
         });
         g.finish();
-        let stats = node.stats();
         // Every access above was local: the benchmark measures the data plane only.
-        let total = stats.workers_total();
+        let total = s.worker_stats();
         assert_eq!(
             total.keys_pulled_remote + total.keys_pushed_remote,
             0,
             "the benchmark's keys must all be local"
         );
-        drop(states);
-        let _ = node.shutdown();
+        s.finish();
     }
 }
 
@@ -209,63 +178,136 @@ fn bench(c: &mut Criterion) {
 const ROUNDS: usize = 101;
 const OPS_PER_ROUND: u64 = 200;
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Op {
+    Pull,
+    Push,
+}
+
+impl Op {
+    fn name(self) -> &'static str {
+        match self {
+            Op::Pull => "pull",
+            Op::Push => "push",
+        }
+    }
+}
+
 /// The paired comparison: in each round, the baseline and parma run `OPS_PER_ROUND` operations
 /// each, back to back and in alternating order; the figure is the median of the per-round
 /// ratios. Slow drifts of a shared machine's speed hit both sides of a round alike.
 fn paired(quick: bool) {
     let rounds = if quick { 3 } else { ROUNDS };
-    println!("\npaired comparison: median over {rounds} rounds of (parma time / plain map time)");
-    println!("plain map with the value length fixed at compile time:");
-    paired_against(&PlainMap::new(ConstLen), rounds);
-    println!("plain map with the value length from configuration (read at run time):");
-    paired_against(&PlainMap::new(RuntimeLen(black_box(LEN))), rounds);
+    println!(
+        "\npaired comparison: median over {rounds} rounds of (parma time / plain map time); target <= 1.25x"
+    );
+    println!("baselines: const = plain map with the value length fixed at compile time,");
+    println!("           config = plain map with the value length from configuration (read at run time)");
+    println!("keys (timed on node 0; every timed access is checked to be local):");
+    for kind in Kind::ALL {
+        println!("  {:<9} {}", kind.name(), kind.describe());
+    }
+    let by_const = PlainMap::new(ConstLen);
+    let by_config = PlainMap::new(RuntimeLen(black_box(LEN)));
+    println!(
+        "{:<9} {:<9} {:>7} {:>8} {:>8} {:>11} {:>9}",
+        "keys", "operation", "threads", "baseline", "median", "quartiles", "rounds/s"
+    );
+    // `PARMA_KEYS=moved-in,replica` measures only those kinds of keys.
+    let only = std::env::var("PARMA_KEYS").ok();
+    let kinds =
+        Kind::ALL.into_iter().filter(|k| only.as_ref().is_none_or(|o| o.split(',').any(|n| n == k.name())));
+    for kind in kinds {
+        for threads in [1u16, 2] {
+            let mut s = Setup::start(kind, threads);
+            for op in [Op::Pull, Op::Push] {
+                let rows = [
+                    ("const", row(&by_const, &mut s, op, rounds)),
+                    ("config", row(&by_config, &mut s, op, rounds)),
+                ];
+                for (baseline, (ratios, rate)) in rows {
+                    let q = |f: f64| ratios[((ratios.len() - 1) as f64 * f).round() as usize];
+                    println!(
+                        "{:<9} {:<9} {threads:>7} {baseline:>8} {:>7.3}x {:>5.2}-{:.2}x {rate:>9.0}",
+                        kind.name(),
+                        op.name(),
+                        q(0.5),
+                        q(0.25),
+                        q(0.75)
+                    );
+                }
+            }
+            s.finish();
+        }
+    }
 }
 
-fn paired_against<L: ValueLen>(plain: &PlainMap<L>, rounds: usize) {
-    println!("{:<10} {:>8} {:>12} {:>12}", "operation", "threads", "median", "quartiles");
-    for threads in [1u16, 2] {
-        let batches: Vec<Vec<Key>> = (0..u64::from(threads)).map(batch).collect();
-        let delta = vec![0.5f32; KEYS_PER_OP * LEN];
-        let (node, workers) = parma(threads);
-        let mut states: Vec<(Worker, Vec<f32>)> =
-            workers.into_iter().map(|w| (w, vec![0.0; KEYS_PER_OP * LEN])).collect();
-        let mut bufs: Vec<Vec<f32>> = (0..threads).map(|_| vec![0.0; KEYS_PER_OP * LEN]).collect();
-        for op in ["pull", "push"] {
-            let mut ratios = Vec::with_capacity(rounds);
-            for r in 0..rounds {
-                let mut base = || match op {
-                    "pull" => {
-                        timed(&mut bufs, OPS_PER_ROUND, |b, t| plain.pull(&batches[t as usize], black_box(b)))
-                    }
-                    _ => timed(&mut bufs, OPS_PER_ROUND, |_, t| {
-                        plain.push(&batches[t as usize], black_box(&delta))
-                    }),
-                };
-                let mut ours = || match op {
-                    "pull" => timed(&mut states, OPS_PER_ROUND, |(w, b), t| {
-                        w.pull(&batches[t as usize], black_box(b)).unwrap()
-                    }),
-                    _ => timed(&mut states, OPS_PER_ROUND, |(w, _), t| {
-                        let ticket = w.push(&batches[t as usize], black_box(&delta)).unwrap();
-                        w.wait(ticket).unwrap();
-                    }),
-                };
-                let (b, o) = if r % 2 == 0 {
-                    let b = base();
-                    (b, ours())
-                } else {
-                    let o = ours();
-                    (base(), o)
-                };
-                ratios.push(o.as_secs_f64() / b.as_secs_f64());
+/// One row of the paired table: `rounds` rounds of `op` on the setup's keys against `plain`.
+/// Returns the sorted per-round ratios and node 0's sync rounds per second meanwhile. Asserts
+/// that every access parma's side timed was local and that no key moved meanwhile.
+fn row<L: ValueLen>(plain: &PlainMap<L>, s: &mut Setup, op: Op, rounds: usize) -> (Vec<f64>, f64) {
+    let delta = vec![0.5f32; KEYS_PER_OP * LEN];
+    let mut bufs: Vec<Vec<f32>> = s.timed.iter().map(|_| vec![0.0; KEYS_PER_OP * LEN]).collect();
+    let (workers_before, (node_before, sync_before)) = (s.worker_stats(), s.node_counters());
+    let start = Instant::now();
+    let batches = &s.batches;
+    let states = &mut s.timed;
+    let mut ratios = Vec::with_capacity(rounds);
+    for r in 0..rounds {
+        let mut base = || match op {
+            Op::Pull => {
+                timed(&mut bufs, OPS_PER_ROUND, |b, t| plain.pull(&batches[t as usize], black_box(b)))
             }
-            ratios.sort_by(f64::total_cmp);
-            let q = |f: f64| ratios[((ratios.len() - 1) as f64 * f).round() as usize];
-            println!("{op:<10} {threads:>8} {:>11.3}x {:>5.2}-{:.2}x", q(0.5), q(0.25), q(0.75));
-        }
-        drop(states);
-        let _ = node.shutdown();
+            Op::Push => {
+                timed(&mut bufs, OPS_PER_ROUND, |_, t| plain.push(&batches[t as usize], black_box(&delta)))
+            }
+        };
+        let mut ours = || match op {
+            Op::Pull => {
+                timed(states, OPS_PER_ROUND, |(w, b), t| w.pull(&batches[t as usize], black_box(b)).unwrap())
+            }
+            Op::Push => timed(states, OPS_PER_ROUND, |(w, _), t| {
+                let ticket = w.push(&batches[t as usize], black_box(&delta)).unwrap();
+                w.wait(ticket).unwrap();
+            }),
+        };
+        let (b, o) = if r % 2 == 0 {
+            let b = base();
+            (b, ours())
+        } else {
+            let o = ours();
+            (base(), o)
+        };
+        ratios.push(o.as_secs_f64() / b.as_secs_f64());
     }
+    let elapsed = start.elapsed();
+    let (workers_after, (node_after, sync_after)) = (s.worker_stats(), s.node_counters());
+
+    // Every key access parma's side timed was served from node 0's store by the worker itself
+    // (the workers count each key of a call as local or as handed to the node), and node 0
+    // neither sent an access away nor moved, created or dropped a key or replica meanwhile.
+    let keys = rounds as u64 * OPS_PER_ROUND * s.timed.len() as u64 * KEYS_PER_OP as u64;
+    let (pulled, pushed) = match op {
+        Op::Pull => (keys, 0),
+        Op::Push => (0, keys),
+    };
+    let (b, a) = (workers_before, workers_after);
+    let what = format!("{} {} on {} threads", s.kind.name(), op.name(), s.timed.len());
+    assert!(
+        a.keys_pulled_remote == b.keys_pulled_remote
+            && a.keys_pushed_remote == b.keys_pushed_remote
+            && a.keys_pulled_local - b.keys_pulled_local == pulled
+            && a.keys_pushed_local - b.keys_pushed_local == pushed,
+        "{what}: not every timed access was local ({keys} keys timed): workers' counters before {b:?}, after {a:?}"
+    );
+    assert_eq!(node_before, node_after, "{what}: node 0's keys moved or accesses went remote while timed");
+    s.check_state();
+    (ratios_sorted(ratios), (sync_after - sync_before) as f64 / elapsed.as_secs_f64())
+}
+
+fn ratios_sorted(mut ratios: Vec<f64>) -> Vec<f64> {
+    ratios.sort_by(f64::total_cmp);
+    ratios
 }
 
 criterion_group!(benches, bench);

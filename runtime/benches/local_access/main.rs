@@ -210,8 +210,8 @@ fn paired(quick: bool) {
     let by_const = PlainMap::new(ConstLen);
     let by_config = PlainMap::new(RuntimeLen(black_box(LEN)));
     println!(
-        "{:<9} {:<9} {:>7} {:>8} {:>8} {:>11} {:>9}",
-        "keys", "operation", "threads", "baseline", "median", "quartiles", "rounds/s"
+        "{:<9} {:<9} {:>7} {:>8} {:>8} {:>11} {:>9} {:>12}",
+        "keys", "operation", "threads", "baseline", "median", "quartiles", "rounds/s", "drivers' cpu"
     );
     // `PARMA_KEYS=moved-in,replica` measures only those kinds of keys.
     let only = std::env::var("PARMA_KEYS").ok();
@@ -225,15 +225,16 @@ fn paired(quick: bool) {
                     ("const", row(&by_const, &mut s, op, rounds)),
                     ("config", row(&by_config, &mut s, op, rounds)),
                 ];
-                for (baseline, (ratios, rate)) in rows {
+                for (baseline, Row { ratios, rounds_per_sec, drivers_cpu }) in rows {
                     let q = |f: f64| ratios[((ratios.len() - 1) as f64 * f).round() as usize];
                     println!(
-                        "{:<9} {:<9} {threads:>7} {baseline:>8} {:>7.3}x {:>5.2}-{:.2}x {rate:>9.0}",
+                        "{:<9} {:<9} {threads:>7} {baseline:>8} {:>7.3}x {:>5.2}-{:.2}x {rounds_per_sec:>9.0} {:>11}",
                         kind.name(),
                         op.name(),
                         q(0.5),
                         q(0.25),
-                        q(0.75)
+                        q(0.75),
+                        drivers_cpu.map_or("-".to_string(), |c| format!("{:.0}%", c * 100.0))
                     );
                 }
             }
@@ -242,14 +243,23 @@ fn paired(quick: bool) {
     }
 }
 
+/// What one row of the paired table measured.
+struct Row {
+    /// The per-round ratios, sorted.
+    ratios: Vec<f64>,
+    /// Node 0's sync rounds per second while the row ran.
+    rounds_per_sec: f64,
+    /// The driver threads' CPU time over the row's wall time (1.0: one core busy), if known.
+    drivers_cpu: Option<f64>,
+}
+
 /// One row of the paired table: `rounds` rounds of `op` on the setup's keys against `plain`.
-/// Returns the sorted per-round ratios and node 0's sync rounds per second meanwhile. Asserts
-/// that every access parma's side timed was local and that no key moved meanwhile.
-fn row<L: ValueLen>(plain: &PlainMap<L>, s: &mut Setup, op: Op, rounds: usize) -> (Vec<f64>, f64) {
+/// Asserts that every access parma's side timed was local and that no key moved meanwhile.
+fn row<L: ValueLen>(plain: &PlainMap<L>, s: &mut Setup, op: Op, rounds: usize) -> Row {
     let delta = vec![0.5f32; KEYS_PER_OP * LEN];
     let mut bufs: Vec<Vec<f32>> = s.timed.iter().map(|_| vec![0.0; KEYS_PER_OP * LEN]).collect();
     let (workers_before, (node_before, sync_before)) = (s.worker_stats(), s.node_counters());
-    let start = Instant::now();
+    let (start, cpu_before) = (Instant::now(), setup::drivers_cpu());
     let batches = &s.batches;
     let states = &mut s.timed;
     let mut ratios = Vec::with_capacity(rounds);
@@ -280,7 +290,7 @@ fn row<L: ValueLen>(plain: &PlainMap<L>, s: &mut Setup, op: Op, rounds: usize) -
         };
         ratios.push(o.as_secs_f64() / b.as_secs_f64());
     }
-    let elapsed = start.elapsed();
+    let (elapsed, cpu_after) = (start.elapsed(), setup::drivers_cpu());
     let (workers_after, (node_after, sync_after)) = (s.worker_stats(), s.node_counters());
 
     // Every key access parma's side timed was served from node 0's store by the worker itself
@@ -302,12 +312,13 @@ fn row<L: ValueLen>(plain: &PlainMap<L>, s: &mut Setup, op: Op, rounds: usize) -
     );
     assert_eq!(node_before, node_after, "{what}: node 0's keys moved or accesses went remote while timed");
     s.check_state();
-    (ratios_sorted(ratios), (sync_after - sync_before) as f64 / elapsed.as_secs_f64())
-}
-
-fn ratios_sorted(mut ratios: Vec<f64>) -> Vec<f64> {
     ratios.sort_by(f64::total_cmp);
-    ratios
+    let secs = elapsed.as_secs_f64();
+    Row {
+        ratios,
+        rounds_per_sec: (sync_after - sync_before) as f64 / secs,
+        drivers_cpu: cpu_before.zip(cpu_after).map(|(b, a)| a.saturating_sub(b).as_secs_f64() / secs),
+    }
 }
 
 criterion_group!(benches, bench);

@@ -289,3 +289,25 @@ pub struct NodeCounters {
     keys_pulled_remote: u64,
     keys_pushed_remote: u64,
 }
+
+/// The CPU time the process's driver threads (`parma-driver-*`) have used, from Linux's
+/// `/proc/self/task/*/stat` (`None` where that is not readable). The drivers run the sync
+/// rounds, on the same cores as the timed workers.
+pub fn drivers_cpu() -> Option<Duration> {
+    // Linux reports thread times in USER_HZ ticks, 100 per second on every architecture it
+    // exposes to user space through /proc.
+    const TICK: Duration = Duration::from_millis(10);
+    let mut ticks = 0u64;
+    for task in std::fs::read_dir("/proc/self/task").ok()? {
+        let dir = task.ok()?.path();
+        let Ok(comm) = std::fs::read_to_string(dir.join("comm")) else { continue };
+        if !comm.starts_with("parma-driver") {
+            continue;
+        }
+        let Ok(stat) = std::fs::read_to_string(dir.join("stat")) else { continue };
+        // The fields after the command name: state is the first, utime the 12th, stime the 13th.
+        let rest: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+        ticks += rest.get(11)?.parse::<u64>().ok()? + rest.get(12)?.parse::<u64>().ok()?;
+    }
+    Some(TICK * u32::try_from(ticks).ok()?)
+}

@@ -210,8 +210,16 @@ fn paired(quick: bool) {
     let by_const = PlainMap::new(ConstLen);
     let by_config = PlainMap::new(RuntimeLen(black_box(LEN)));
     println!(
-        "{:<9} {:<9} {:>7} {:>8} {:>8} {:>11} {:>9} {:>12}",
-        "keys", "operation", "threads", "baseline", "median", "quartiles", "rounds/s", "drivers' cpu"
+        "{:<9} {:<9} {:>7} {:>8} {:>8} {:>11} {:>9} {:>12} {:>13}",
+        "keys",
+        "operation",
+        "threads",
+        "baseline",
+        "median",
+        "quartiles",
+        "rounds/s",
+        "drivers' cpu",
+        "us/op (p/b)"
     );
     // `PARMA_KEYS=moved-in,replica` measures only those kinds of keys.
     let only = std::env::var("PARMA_KEYS").ok();
@@ -225,16 +233,17 @@ fn paired(quick: bool) {
                     ("const", row(&by_const, &mut s, op, rounds)),
                     ("config", row(&by_config, &mut s, op, rounds)),
                 ];
-                for (baseline, Row { ratios, rounds_per_sec, drivers_cpu }) in rows {
+                for (baseline, Row { ratios, rounds_per_sec, drivers_cpu, micros }) in rows {
                     let q = |f: f64| ratios[((ratios.len() - 1) as f64 * f).round() as usize];
                     println!(
-                        "{:<9} {:<9} {threads:>7} {baseline:>8} {:>7.3}x {:>5.2}-{:.2}x {rounds_per_sec:>9.0} {:>11}",
+                        "{:<9} {:<9} {threads:>7} {baseline:>8} {:>7.3}x {:>5.2}-{:.2}x {rounds_per_sec:>9.0} {:>12} {:>13}",
                         kind.name(),
                         op.name(),
                         q(0.5),
                         q(0.25),
                         q(0.75),
-                        drivers_cpu.map_or("-".to_string(), |c| format!("{:.0}%", c * 100.0))
+                        drivers_cpu.map_or("-".to_string(), |c| format!("{:.0}%", c * 100.0)),
+                        format!("{:.1}/{:.1}", micros.0, micros.1)
                     );
                 }
             }
@@ -251,6 +260,9 @@ struct Row {
     rounds_per_sec: f64,
     /// The driver threads' CPU time over the row's wall time (1.0: one core busy), if known.
     drivers_cpu: Option<f64>,
+    /// The median time of one operation, in µs: parma's and the baseline's (context only:
+    /// absolute times drift on a shared machine; the ratio is the figure).
+    micros: (f64, f64),
 }
 
 /// One row of the paired table: `rounds` rounds of `op` on the setup's keys against `plain`.
@@ -262,7 +274,7 @@ fn row<L: ValueLen>(plain: &PlainMap<L>, s: &mut Setup, op: Op, rounds: usize) -
     let (start, cpu_before) = (Instant::now(), setup::drivers_cpu());
     let batches = &s.batches;
     let states = &mut s.timed;
-    let mut ratios = Vec::with_capacity(rounds);
+    let (mut ratios, mut ours_secs, mut base_secs) = (Vec::new(), Vec::new(), Vec::new());
     for r in 0..rounds {
         let mut base = || match op {
             Op::Pull => {
@@ -289,6 +301,8 @@ fn row<L: ValueLen>(plain: &PlainMap<L>, s: &mut Setup, op: Op, rounds: usize) -
             (base(), o)
         };
         ratios.push(o.as_secs_f64() / b.as_secs_f64());
+        ours_secs.push(o.as_secs_f64());
+        base_secs.push(b.as_secs_f64());
     }
     let (elapsed, cpu_after) = (start.elapsed(), setup::drivers_cpu());
     let (workers_after, (node_after, sync_after)) = (s.worker_stats(), s.node_counters());
@@ -312,13 +326,19 @@ fn row<L: ValueLen>(plain: &PlainMap<L>, s: &mut Setup, op: Op, rounds: usize) -
     );
     assert_eq!(node_before, node_after, "{what}: node 0's keys moved or accesses went remote while timed");
     s.check_state();
-    ratios.sort_by(f64::total_cmp);
     let secs = elapsed.as_secs_f64();
+    let per_op = |v: Vec<f64>| sorted(v)[rounds / 2] * 1e6 / OPS_PER_ROUND as f64;
     Row {
-        ratios,
+        micros: (per_op(ours_secs), per_op(base_secs)),
+        ratios: sorted(ratios),
         rounds_per_sec: (sync_after - sync_before) as f64 / secs,
         drivers_cpu: cpu_before.zip(cpu_after).map(|(b, a)| a.saturating_sub(b).as_secs_f64() / secs),
     }
+}
+
+fn sorted(mut v: Vec<f64>) -> Vec<f64> {
+    v.sort_by(f64::total_cmp);
+    v
 }
 
 criterion_group!(benches, bench);

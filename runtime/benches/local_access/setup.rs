@@ -6,12 +6,16 @@
 //! - [`Kind::MovedIn`]: two nodes under [`Technique::Relocation`]; node 0 `localize`s every key
 //!   homed at node 1, so the measured keys are main copies that moved in (slots in the store's
 //!   hash tables). That technique runs no sync rounds.
-//! - [`Kind::Replica`]: two nodes under [`Technique::Adaptive`] (the default); a worker of
-//!   node 1 and node 0's workers signal intent for the measured keys (homed at node 1) over a
-//!   clock window no worker reaches, node 1 first. Node 1 keeps the keys and node 0 holds
-//!   replicas: a pull reads the replica, a push adds to it and to its unsent delta. Both nodes'
-//!   sync rounds keep running while the rows are timed (deltas go to node 1, refreshes come
-//!   back), as in a real run: back to back, parma's (and AdaPM's) default.
+//! - [`Kind::Replica`]: two nodes under [`Technique::Adaptive`] (the default). A worker of
+//!   node 1 signals intent for the measured keys (homed at node 1), and acts on it; then node
+//!   0's workers signal intent for every key homed at node 1, over a clock window no worker
+//!   reaches. Node 1 keeps the measured keys (two nodes have intent) and node 0 holds replicas
+//!   of them: a pull reads the replica, a push adds to it and to its unsent delta. The other
+//!   keys move to node 0 (only it has intent), so node 0 holds the whole model, as under
+//!   [`Kind::MovedIn`], and its replicas lie among moved-in keys in the store, as they would in
+//!   a run (a store holding nothing but the measured replicas is smaller and denser than any
+//!   real one). Both nodes' sync rounds keep running while the rows are timed (deltas go to
+//!   node 1, refreshes come back), as in a run: back to back, parma's (and AdaPM's) default.
 //! - [`Kind::ReplicaPaced`]: the same with at most [`PACED_ROUNDS_PER_SEC`] sync rounds per
 //!   second. Back to back, rounds over the in-process transport run thousands of times a
 //!   second, and node 1's driver thread (on another machine in a real cluster) shares the
@@ -72,14 +76,14 @@ impl Kind {
                  on those; no sync rounds (the technique has none), both driver threads idle"
             }
             Kind::ReplicaPaced => {
-                "as replica, sync rounds capped at 25 per second (NuPS's default staleness \
+                "as replica, with sync rounds capped at 25 per second (NuPS's default staleness \
                  bound of 40 ms)"
             }
             Kind::Replica => {
-                "two nodes, adaptive; node 1 owns the timed keys, node 0 holds replicas (intent \
-                 on both nodes); both nodes' sync rounds run back to back while timing (the \
-                 default), on the same cores as the timed workers; node 0's rate in the last \
-                 column"
+                "two nodes, adaptive; node 1 owns the timed keys, node 0 holds replicas of them \
+                 (intent on both nodes) and every other key homed at node 1 moved in (intent on \
+                 node 0 only); both nodes' sync rounds run back to back while timing (the \
+                 default), on the same cores as the timed workers"
             }
         }
     }
@@ -198,20 +202,25 @@ impl Setup {
                 }
             }
             Kind::Replica | Kind::ReplicaPaced => {
-                // Node 1 (the keys' home and owner) signals its intent first and acts on it,
-                // so that node 0's intent finds two nodes with intent: the owner keeps the
-                // keys and hands node 0 replicas (with node 0 alone it would move them).
-                let mut all: Vec<Key> = s.batches.concat();
-                all.sort_unstable();
-                all.dedup();
-                s.idle[0].intent(&all, Clock(0), INTENT_END).unwrap();
+                // Node 1 (the measured keys' home and owner) signals its intent first and acts
+                // on it, so that node 0's intent finds two nodes with intent for them: the
+                // owner keeps them and hands node 0 replicas. Every other key homed at node 1
+                // has intent on node 0 alone and moves there.
+                let measured: std::collections::HashSet<Key> = s.batches.iter().flatten().copied().collect();
+                let mut shared: Vec<Key> = measured.iter().copied().collect();
+                shared.sort_unstable();
+                s.idle[0].intent(&shared, Clock(0), INTENT_END).unwrap();
                 s.idle[0].wait_sync().unwrap();
+                let rest: Vec<Key> =
+                    (0..KEY_SPACE).map(Key).filter(|k| away(*k) && !measured.contains(k)).collect();
+                timed[0].intent(&rest, Clock(0), INTENT_END).unwrap();
                 for (w, keys) in timed.iter_mut().zip(&s.batches) {
                     w.intent(keys, Clock(0), INTENT_END).unwrap();
                 }
                 let store = Arc::clone(s.nodes[0].store());
-                wait_until("replicas on node 0", || {
-                    count_missing(&s.batches, "replicas", |k| store.has_replica(k))
+                wait_until("replicas and moved-in keys on node 0", || {
+                    count_missing(&s.batches, "replicas", |k| store.has_replica(k))?;
+                    count_missing(std::slice::from_ref(&rest), "moved in", |k| store.holds(k))
                 });
             }
         }

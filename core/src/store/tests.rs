@@ -141,6 +141,13 @@ fn add_kernels_match_a_plain_loop_at_every_width() {
         let want: Vec<f32> = dst.iter().zip(&src).map(|(a, b)| a + b).collect();
         add_into(&mut dst, &src);
         assert_eq!(dst, want, "width {len}");
+        // A replica's update: the same sums into its copy and into its unsent delta.
+        let mut value: Vec<f32> = (0..len).map(|i| (i * 3) as f32).collect();
+        let mut unsent: Vec<f32> = (0..len).map(|i| (i % 5) as f32).collect();
+        let want_unsent: Vec<f32> = unsent.iter().zip(&src).map(|(a, b)| a + b).collect();
+        add_into_both(&mut value, &mut unsent, &src);
+        assert_eq!(value, want, "width {len}");
+        assert_eq!(unsent, want_unsent, "width {len}");
     }
 }
 

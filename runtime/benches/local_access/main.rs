@@ -207,6 +207,9 @@ fn paired(quick: bool) {
     for kind in Kind::ALL {
         println!("  {:<9} {}", kind.name(), kind.describe());
     }
+    println!("rounds/s: node 0's sync rounds per second while the row ran; drivers' cpu: the driver");
+    println!("threads' CPU time over the row's wall time (100% = one core); us/op: median time of one");
+    println!("operation, parma/plain map (context only: the ratio is the figure)");
     let by_const = PlainMap::new(ConstLen);
     let by_config = PlainMap::new(RuntimeLen(black_box(LEN)));
     println!(

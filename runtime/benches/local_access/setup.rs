@@ -75,15 +75,15 @@ impl Kind {
                 "two nodes, relocation; node 0 localized every key homed at node 1 and is timed \
                  on those; no sync rounds (the technique has none), both driver threads idle"
             }
-            Kind::ReplicaPaced => {
-                "as replica, with sync rounds capped at 25 per second (NuPS's default staleness \
-                 bound of 40 ms)"
-            }
             Kind::Replica => {
                 "two nodes, adaptive; node 1 owns the timed keys, node 0 holds replicas of them \
                  (intent on both nodes) and every other key homed at node 1 moved in (intent on \
                  node 0 only); both nodes' sync rounds run back to back while timing (the \
                  default), on the same cores as the timed workers"
+            }
+            Kind::ReplicaPaced => {
+                "as replica, with sync rounds capped at 25 per second (NuPS's default staleness \
+                 bound of 40 ms)"
             }
         }
     }
@@ -114,7 +114,7 @@ fn config(nodes: u16, threads: u16, technique: Technique) -> Config {
 }
 
 /// Thread `thread`'s keys: a fixed random batch of `KEYS_PER_OP` distinct keys that `keep`.
-pub fn batch(thread: u64, keep: impl Fn(Key) -> bool) -> Vec<Key> {
+fn batch(thread: u64, keep: impl Fn(Key) -> bool) -> Vec<Key> {
     let mut x = 0x1234_5678 ^ thread.wrapping_mul(0x9E37_79B9_7F4A_7C15);
     let mut keys = Vec::with_capacity(KEYS_PER_OP);
     let mut seen = std::collections::HashSet::new();

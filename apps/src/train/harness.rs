@@ -323,17 +323,7 @@ pub fn run<T: Task>(
     let keys = task.keys();
     let len = task.value_len();
     let sampled = task.negatives().map_or(1, |(n, _)| n);
-    let mut report = RunReport {
-        epochs: Vec::new(),
-        setup_secs: 0.0,
-        eval_secs: 0.0,
-        accesses_local: 0,
-        accesses_remote: 0,
-        bytes_sent: 0,
-        checksum: 0,
-        negative_fallbacks: 0,
-        cpu_secs: None,
-    };
+    let mut report = RunReport::default();
     let cpu_at = |start: Option<f64>| Some(process_cpu_secs()? - start?);
     let mut init = vec![0.0f32; len];
     match opts.engine {

@@ -137,17 +137,7 @@ mod tests {
                 test: None,
             })
             .collect();
-        RunReport {
-            epochs,
-            setup_secs: 0.0,
-            eval_secs: 0.0,
-            accesses_local: 0,
-            accesses_remote: 0,
-            bytes_sent: 0,
-            checksum: 0,
-            negative_fallbacks: 0,
-            cpu_secs: None,
-        }
+        RunReport { epochs, ..RunReport::default() }
     }
 
     #[test]

@@ -41,7 +41,7 @@ pub struct EpochRecord {
 }
 
 /// What one run did.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct RunReport {
     /// Every epoch.
     pub epochs: Vec<EpochRecord>,

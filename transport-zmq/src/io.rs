@@ -1,0 +1,285 @@
+//! The I/O thread: one tokio current-thread runtime per node, its ROUTER socket, one DEALER
+//! per connection this node opens, and the loop that drives the sessions (see `shared`).
+
+use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use parma_core::session::DATA_OVERHEAD;
+use parma_core::NodeId;
+use tokio::sync::mpsc;
+use zeromq::{
+    DealerSocket, RouterSendHalf, RouterSocket, Socket, SocketEvent, SocketOptions, SocketRecv, SocketSend,
+    ZmqMessage,
+};
+
+use crate::shared::{Action, Shared};
+use crate::{lock, ZmqError, ZmqOptions};
+
+/// Events from the socket tasks to the loop.
+enum IoEvent {
+    DealerUp { peer: NodeId, gen: u64, tx: mpsc::Sender<Bytes> },
+    DealerPacket { peer: NodeId, gen: u64, bytes: Bytes },
+    LinkLost { peer: NodeId, gen: u64, opened: bool },
+    RoutedPacket { identity: Bytes, bytes: Bytes },
+    RoutedLost { identity: Bytes },
+}
+
+/// Most socket events the loop takes in one turn before it looks at the sessions again.
+const EVENTS_PER_TURN: usize = 256;
+
+/// Checks that `endpoint` is `tcp://host:port`.
+pub(crate) fn check_endpoint(endpoint: &str) -> Result<(), String> {
+    let rest = endpoint
+        .strip_prefix("tcp://")
+        .ok_or_else(|| format!("{endpoint:?} is not a tcp://host:port endpoint"))?;
+    let (host, port) = rest.rsplit_once(':').ok_or_else(|| format!("{endpoint:?} has no port"))?;
+    if host.is_empty() || host == "[]" {
+        return Err(format!("{endpoint:?} has no host"));
+    }
+    match port.parse::<u16>() {
+        Ok(p) if p > 0 => Ok(()),
+        _ => Err(format!("{endpoint:?}: bad port {port:?}")),
+    }
+}
+
+fn socket_options(opts: &ZmqOptions) -> SocketOptions {
+    let mut so = SocketOptions::default();
+    // The largest session packet, its ZMTP header, and room for a handshake's commands.
+    so.max_message_size(opts.session.frame_len_max + DATA_OVERHEAD + 1024);
+    so
+}
+
+/// The runtime and the listening ROUTER, before the peers are known.
+pub(crate) struct Prepared {
+    rt: tokio::runtime::Runtime,
+    router: RouterSocket,
+}
+
+impl Prepared {
+    pub fn bind(opts: &ZmqOptions) -> Result<(Prepared, SocketAddr), ZmqError> {
+        let bind_err = |reason: String| ZmqError::Bind { endpoint: opts.bind.clone(), reason };
+        let rest = opts
+            .bind
+            .strip_prefix("tcp://")
+            .ok_or_else(|| bind_err("not a tcp://host:port endpoint".into()))?;
+        let host_port = rest.replace(['[', ']'], "");
+        let addr = if let Ok(a) = rest.parse::<SocketAddr>() {
+            a
+        } else {
+            let (host, port) = rest.rsplit_once(':').ok_or_else(|| bind_err("no port".into()))?;
+            let port: u16 = port.parse().map_err(|_| bind_err(format!("bad port {port:?}")))?;
+            (host.trim_matches(['[', ']']), port)
+                .to_socket_addrs()
+                .map_err(|e| bind_err(e.to_string()))?
+                .next()
+                .ok_or_else(|| bind_err(format!("{host_port} resolves to no address")))?
+        };
+        let listener = TcpListener::bind(addr).map_err(|e| bind_err(e.to_string()))?;
+        let bound = listener.local_addr().map_err(|e| bind_err(e.to_string()))?;
+        listener.set_nonblocking(true).map_err(|e| bind_err(e.to_string()))?;
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(ZmqError::Io)?;
+        let mut router = RouterSocket::with_options(socket_options(opts));
+        rt.block_on(async { router.bind_listener(listener).await }).map_err(|e| bind_err(e.to_string()))?;
+        Ok((Prepared { rt, router }, bound))
+    }
+
+    pub fn start(
+        self,
+        me: NodeId,
+        peers: Vec<String>,
+        shared: Arc<Shared>,
+        opts: &ZmqOptions,
+    ) -> Result<JoinHandle<()>, ZmqError> {
+        let Prepared { rt, router } = self;
+        let opts = opts.clone();
+        std::thread::Builder::new()
+            .name(format!("parma-zmq-{}", me.0))
+            .spawn(move || {
+                rt.block_on(run(router, peers, shared, opts));
+                // Dropping the runtime ends every socket task.
+                drop(rt);
+            })
+            .map_err(ZmqError::Io)
+    }
+}
+
+async fn run(mut router: RouterSocket, peers: Vec<String>, shared: Arc<Shared>, opts: ZmqOptions) {
+    let (events_tx, mut events) = mpsc::channel::<IoEvent>(1024);
+    let mut monitor = router.monitor();
+    let (router_send, mut router_recv) = router.split();
+
+    // The ROUTER's reader: every message is [identity, packet].
+    let tx = events_tx.clone();
+    let reader = tokio::spawn(async move {
+        while let Ok(msg) = router_recv.recv().await {
+            let mut frames = msg.into_vecdeque();
+            let (Some(identity), Some(bytes), None) =
+                (frames.pop_front(), frames.pop_front(), frames.pop_front())
+            else {
+                // Not one packet: a stranger's multipart message. Counted as a refusal when
+                // decoded as one (an empty packet is no Hello).
+                continue;
+            };
+            if tx.send(IoEvent::RoutedPacket { identity, bytes }).await.is_err() {
+                break;
+            }
+        }
+    });
+    let tx = events_tx.clone();
+    let watcher = tokio::spawn(async move {
+        while let Some(ev) = monitor.next().await {
+            if let SocketEvent::Disconnected(id) = ev {
+                let identity = Bytes::copy_from_slice(id.as_ref());
+                if tx.send(IoEvent::RoutedLost { identity }).await.is_err() {
+                    break;
+                }
+            }
+        }
+    });
+
+    let mut actions = Vec::new();
+    let mut linger_until: Option<tokio::time::Instant> = None;
+    loop {
+        let next = {
+            let mut st = lock(&shared.state);
+            let next = st.pump(&mut actions);
+            if st.is_closing() {
+                let deadline = *linger_until.get_or_insert_with(|| tokio::time::Instant::now() + opts.linger);
+                if st.all_done() || tokio::time::Instant::now() >= deadline {
+                    break;
+                }
+            }
+            next.map(|t| {
+                let now = st.now();
+                Duration::from_micros(t.0.saturating_sub(now.0))
+            })
+        };
+        for a in actions.drain(..) {
+            match a {
+                Action::Connect { peer, gen } => {
+                    let endpoint = peers[usize::from(peer.0)].clone();
+                    tokio::spawn(dealer(peer, gen, endpoint, opts.clone(), events_tx.clone()));
+                }
+                Action::Serve { peer, gen, identity, rx } => {
+                    tokio::spawn(routed_writer(
+                        peer,
+                        gen,
+                        identity,
+                        rx,
+                        router_send.clone(),
+                        events_tx.clone(),
+                    ));
+                }
+            }
+        }
+        let mut wait = next.unwrap_or(Duration::from_secs(1));
+        if let Some(d) = linger_until {
+            wait = wait.min(d.saturating_duration_since(tokio::time::Instant::now()));
+        }
+        tokio::select! {
+            ev = events.recv() => {
+                let Some(ev) = ev else { break };
+                let mut st = lock(&shared.state);
+                handle(&mut st, ev, &mut actions);
+                for _ in 1..EVENTS_PER_TURN {
+                    match events.try_recv() {
+                        Ok(ev) => handle(&mut st, ev, &mut actions),
+                        Err(_) => break,
+                    }
+                }
+            }
+            _ = shared.io_wake.notified() => {}
+            _ = tokio::time::sleep(wait) => {}
+        }
+    }
+    reader.abort();
+    watcher.abort();
+}
+
+fn handle(st: &mut crate::shared::State, ev: IoEvent, actions: &mut Vec<Action>) {
+    match ev {
+        IoEvent::DealerUp { peer, gen, tx } => st.dealer_up(peer, gen, tx),
+        IoEvent::DealerPacket { peer, gen, bytes } => st.dealer_packet(peer, gen, &bytes),
+        IoEvent::LinkLost { peer, gen, opened } => st.link_lost(peer, gen, opened),
+        IoEvent::RoutedPacket { identity, bytes } => {
+            if let Some(a) = st.routed_packet(identity, &bytes) {
+                actions.push(a);
+            }
+        }
+        IoEvent::RoutedLost { identity } => st.routed_lost(&identity),
+    }
+}
+
+/// Writes the packets of a link a peer opened to our ROUTER.
+async fn routed_writer(
+    peer: NodeId,
+    gen: u64,
+    identity: Bytes,
+    mut rx: mpsc::Receiver<Bytes>,
+    mut router: RouterSendHalf,
+    events: mpsc::Sender<IoEvent>,
+) {
+    while let Some(packet) = rx.recv().await {
+        let mut msg = ZmqMessage::from(identity.clone());
+        msg.push_back(packet);
+        if router.send(msg).await.is_err() {
+            let _ = events.send(IoEvent::LinkLost { peer, gen, opened: true }).await;
+            return;
+        }
+    }
+}
+
+/// Opens a DEALER connection to `endpoint` for link `gen` to `peer`, then carries its packets
+/// both ways until the connection or the link ends.
+async fn dealer(peer: NodeId, gen: u64, endpoint: String, opts: ZmqOptions, events: mpsc::Sender<IoEvent>) {
+    let mut so = socket_options(&opts);
+    let id: [u8; 16] = rand::random();
+    // The type is not exported by the crate; `TryFrom<Vec<u8>>` is.
+    if let Ok(identity) = id.to_vec().try_into() {
+        so.peer_identity(identity);
+    }
+    so.connect_timeout(Duration::from_micros(opts.session.handshake_timeout.as_micros()));
+    let mut socket = DealerSocket::with_options(so);
+    let mut monitor = socket.monitor();
+    if let Err(e) = socket.connect(&endpoint).await {
+        tracing::debug!(peer = peer.0, %endpoint, "connect failed: {e}");
+        let _ = events.send(IoEvent::LinkLost { peer, gen, opened: false }).await;
+        return;
+    }
+    let (tx, mut rx) = mpsc::channel::<Bytes>(opts.session.window_frames_max + 64);
+    if events.send(IoEvent::DealerUp { peer, gen, tx }).await.is_err() {
+        return;
+    }
+    let (mut send, mut recv) = socket.split();
+    loop {
+        tokio::select! {
+            out = rx.recv() => match out {
+                Some(packet) => {
+                    if send.send(ZmqMessage::from(packet)).await.is_err() {
+                        break;
+                    }
+                }
+                None => return, // the link was dropped: the socket closes with this task
+            },
+            msg = recv.recv() => match msg {
+                Ok(msg) => {
+                    let mut frames = msg.into_vecdeque();
+                    let (Some(bytes), None) = (frames.pop_front(), frames.pop_front()) else { break };
+                    if events.send(IoEvent::DealerPacket { peer, gen, bytes }).await.is_err() {
+                        return;
+                    }
+                }
+                Err(_) => break,
+            },
+            ev = monitor.next() => match ev {
+                Some(SocketEvent::Disconnected(_)) | None => break,
+                Some(_) => {}
+            },
+        }
+    }
+    let _ = events.send(IoEvent::LinkLost { peer, gen, opened: true }).await;
+}

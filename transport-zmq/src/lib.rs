@@ -1,0 +1,354 @@
+//! # parma-transport-zmq: frames between processes over TCP
+//!
+//! ## Room
+//!
+//! This crate implements [`parma_core::Transport`] between processes (or machines) with the
+//! `zeromq` crate, pure Rust on tokio. Tokio lives here, on one I/O thread per node
+//! (`parma-zmq-<id>`, a current-thread runtime); neither the core nor the runtime sees it.
+//!
+//! The `zeromq` crate gives framing and sockets but none of what the `Transport` contract
+//! promises (its DEALER and ROUTER sockets do not reconnect, it has no high-water marks, and
+//! it trusts a peer's length header; see `vendor/zeromq/PATCHED.md` for the last one, mended
+//! there). Everything the contract needs comes from the core's sans-IO session layer
+//! ([`parma_core::session`]), one [`parma_core::session::Session`] per peer, driven here:
+//!
+//! - **links**: every node binds one ROUTER socket. For each pair, the node with the lower id
+//!   connects a DEALER to the other's ROUTER (with a fresh random identity per connection, so
+//!   a stranger cannot take over a link's routing); the one connection carries both
+//!   directions. A lost connection is opened again with backoff by the session's
+//!   [`parma_core::session::SessionEvent::Connect`];
+//! - **handshake**: the first packet of every connection is the session's Hello, answered by a
+//!   Welcome and a Proof: protocol version, node ids, the configuration digest and the
+//!   cluster token (proved against fresh nonces, never sent). Packets of a connection that did
+//!   not pass it are dropped and counted ([`ZmqStats::strangers_refused`]);
+//! - **reliability**: sequence numbers, cumulative acknowledgements, a bounded retransmission
+//!   buffer, resumption after a reconnect: a dropped TCP connection loses and doubles nothing;
+//! - **back-pressure**: at most `window_frames_max` frames and `window_bytes_max` bytes
+//!   unacknowledged per peer, and the peer grants at most `recv_frames_max` frames it has not
+//!   taken: `try_send` answers `WouldBlock`, and the waker fires when room frees;
+//! - **failure**: a peer silent for `peer_timeout`, or back as a new incarnation, becomes
+//!   [`parma_core::TransportEvent::PeerFailed`], once;
+//! - **bounded input**: a frame that would make a message longer than the largest session
+//!   packet ends its connection before its body is buffered.
+//!
+//! ## Use
+//!
+//! Binding comes first, so that a node can advertise the port it got before it knows its
+//! peers (the start-up exchanges the endpoints); then [`Bound::start`] with the peer table:
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use parma_core::NodeId;
+//! use parma_transport_zmq::{Bound, ZmqOptions};
+//! # struct T; impl parma_core::session::Token for T {
+//! #   fn prove(&self, n: u64, a: NodeId, b: NodeId, d: u64) -> [u8; 32] { [0; 32] } }
+//! # let token = Arc::new(T);
+//! let bound = Bound::bind(NodeId(0), ZmqOptions::loopback()).unwrap();
+//! let my_endpoint = bound.endpoint().to_string(); // tell the others (rendezvous)
+//! # let peer_endpoints = vec![my_endpoint.clone()];
+//! let transport = bound.start(peer_endpoints, 0x1234, token).unwrap();
+//! ```
+
+mod io;
+mod shared;
+
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::Waker;
+use std::thread::JoinHandle;
+
+use parma_core::session::{Identity, SessionOptions, Token};
+use parma_core::transport::{RecvError, SendError, Transport, TransportEvent};
+use parma_core::NodeId;
+
+use shared::{Shared, State};
+
+/// Options of one node's transport. The session's bounds and timers must be the same on
+/// every node.
+#[derive(Clone, Debug)]
+pub struct ZmqOptions {
+    /// Where to listen: `tcp://host:port` (port 0 picks a free one), IPv4 or IPv6
+    /// (`tcp://[::1]:0`).
+    pub bind: String,
+    /// What peers connect to, if not the bound address: `tcp://host:port`, `host:port`, or a
+    /// host alone (the bound port is kept), for containers and NAT. Required when binding a
+    /// wildcard address (`0.0.0.0`, `::`).
+    pub advertise: Option<String>,
+    /// The session layer's bounds and timers.
+    pub session: SessionOptions,
+    /// Frames a node may have queued to itself and not yet received.
+    pub self_frames_max: usize,
+    /// How long [`Transport::close`] keeps delivering frames already accepted before the I/O
+    /// thread stops.
+    pub linger: std::time::Duration,
+}
+
+impl ZmqOptions {
+    /// Listens on a free port of 127.0.0.1, session defaults.
+    pub fn loopback() -> ZmqOptions {
+        ZmqOptions {
+            bind: "tcp://127.0.0.1:0".into(),
+            advertise: None,
+            session: SessionOptions::default(),
+            self_frames_max: 4096,
+            linger: std::time::Duration::from_secs(2),
+        }
+    }
+}
+
+/// Why the transport could not be set up.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ZmqError {
+    /// The options do not fit together.
+    Options(String),
+    /// Listening failed.
+    Bind { endpoint: String, reason: String },
+    /// The peer table does not fit this node or the cluster.
+    Peers(String),
+    /// The I/O thread could not be started.
+    Io(std::io::Error),
+}
+
+impl fmt::Display for ZmqError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ZmqError::Options(what) => write!(f, "transport options: {what}"),
+            ZmqError::Bind { endpoint, reason } => write!(f, "cannot listen on {endpoint}: {reason}"),
+            ZmqError::Peers(what) => write!(f, "peer table: {what}"),
+            ZmqError::Io(e) => write!(f, "cannot start the transport's I/O thread: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ZmqError {}
+
+/// The transport's counters, summed over its peers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ZmqStats {
+    /// Frames handed to `try_send` and accepted, and their bytes (to itself included).
+    pub frames_sent: u64,
+    pub bytes_sent: u64,
+    /// Frames handed out by `poll_recv`, and their bytes.
+    pub frames_received: u64,
+    pub bytes_received: u64,
+    /// Packets and bytes put on the wire (data, retransmissions, acknowledgements,
+    /// handshakes).
+    pub packets_sent: u64,
+    pub wire_bytes_sent: u64,
+    /// Frames sent again after a timeout or a reconnect.
+    pub frames_retransmitted: u64,
+    /// Frames received twice (after a reconnect) and dropped.
+    pub duplicates_dropped: u64,
+    /// Authenticated links opened after the first one of a peer: reconnections.
+    pub reconnects: u64,
+    /// Connections attempted that failed before a handshake.
+    pub connects_failed: u64,
+    /// Handshakes that did not finish in time.
+    pub handshakes_timed_out: u64,
+    /// Packets refused by a session (bad greeting, token, digest, state).
+    pub session_refusals: u64,
+    /// Packets of connections that never passed a handshake (strangers), dropped.
+    pub strangers_refused: u64,
+    /// `try_send` calls answered `WouldBlock`.
+    pub sends_blocked: u64,
+    /// Peers reported failed (closed peers included).
+    pub peers_failed: u64,
+}
+
+/// A node's transport, listening but not yet started: learn [`Bound::endpoint`], exchange it,
+/// then [`Bound::start`].
+pub struct Bound {
+    me: NodeId,
+    opts: ZmqOptions,
+    endpoint: String,
+    io: io::Prepared,
+}
+
+impl Bound {
+    /// Listens on `opts.bind` for node `me`.
+    pub fn bind(me: NodeId, opts: ZmqOptions) -> Result<Bound, ZmqError> {
+        opts.session.validate().map_err(|r| ZmqError::Options(r.to_string()))?;
+        if opts.self_frames_max == 0 {
+            return Err(ZmqError::Options("self_frames_max must be positive".into()));
+        }
+        let (io, bound_addr) = io::Prepared::bind(&opts)?;
+        let endpoint = advertised(&opts, bound_addr)?;
+        Ok(Bound { me, opts, endpoint, io })
+    }
+
+    /// What peers connect to: give it to the others (the start-up's rendezvous does).
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// Starts the I/O thread with `peers[i]` the endpoint of node `i` (this node's own entry
+    /// included, and ignored), `digest` the configuration digest every node shares
+    /// ([`parma_core::Config::wire_cluster`]) and the cluster `token`.
+    pub fn start(
+        self,
+        peers: Vec<String>,
+        digest: u64,
+        token: Arc<dyn Token + Send + Sync>,
+    ) -> Result<ZmqTransport, ZmqError> {
+        let n = peers.len();
+        if n == 0 || n > usize::from(u16::MAX) {
+            return Err(ZmqError::Peers(format!("{n} nodes; a cluster has 1 to {}", u16::MAX)));
+        }
+        if usize::from(self.me.0) >= n {
+            return Err(ZmqError::Peers(format!(
+                "this node is node {} but the table has {n} nodes",
+                self.me.0
+            )));
+        }
+        for (i, p) in peers.iter().enumerate() {
+            if i != usize::from(self.me.0) {
+                io::check_endpoint(p).map_err(|e| ZmqError::Peers(format!("node {i}: {e}")))?;
+            }
+        }
+        let id = Identity { me: self.me, digest, incarnation: rand::random() };
+        let state = State::new(id, n, &self.opts, token).map_err(|r| ZmqError::Options(r.to_string()))?;
+        let shared = Arc::new(Shared::new(state));
+        let thread = self.io.start(self.me, peers, shared.clone(), &self.opts)?;
+        Ok(ZmqTransport {
+            me: self.me,
+            frame_len_max: self.opts.session.frame_len_max,
+            shared,
+            thread: Some(thread),
+        })
+    }
+}
+
+/// The endpoint peers connect to, from the bound address and `advertise`.
+fn advertised(opts: &ZmqOptions, bound: std::net::SocketAddr) -> Result<String, ZmqError> {
+    let port = bound.port();
+    let Some(adv) = opts.advertise.as_deref() else {
+        if bound.ip().is_unspecified() {
+            return Err(ZmqError::Options(format!(
+                "{} listens on every address: say which one peers reach this node at (advertise)",
+                opts.bind
+            )));
+        }
+        return Ok(format!("tcp://{}", bound));
+    };
+    let rest = adv.strip_prefix("tcp://").unwrap_or(adv);
+    let endpoint = if rest.parse::<std::net::SocketAddr>().is_ok() {
+        format!("tcp://{rest}")
+    } else if let Ok(ip) = rest.parse::<std::net::IpAddr>() {
+        format!("tcp://{}", std::net::SocketAddr::new(ip, port))
+    } else if let Some((host, p)) = rest.rsplit_once(':').filter(|(h, _)| !h.contains(':')) {
+        let p: u16 =
+            p.parse().map_err(|_| ZmqError::Options(format!("advertise {adv:?}: bad port {p:?}")))?;
+        format!("tcp://{host}:{p}")
+    } else {
+        format!("tcp://{rest}:{port}")
+    };
+    io::check_endpoint(&endpoint).map_err(|e| ZmqError::Options(format!("advertise {adv:?}: {e}")))?;
+    Ok(endpoint)
+}
+
+/// `n` transports of one cluster in this process, each listening on `opts.bind` (a free
+/// port each: use port 0), connected through the peer table their endpoints make: for tests,
+/// benchmarks, and the conformance suite.
+pub fn local_cluster(
+    n: u16,
+    opts: &ZmqOptions,
+    digest: u64,
+    token: Arc<dyn Token + Send + Sync>,
+) -> Result<Vec<ZmqTransport>, ZmqError> {
+    let bound = (0..n).map(|i| Bound::bind(NodeId(i), opts.clone())).collect::<Result<Vec<_>, _>>()?;
+    let table: Vec<String> = bound.iter().map(|b| b.endpoint().to_string()).collect();
+    bound.into_iter().map(|b| b.start(table.clone(), digest, token.clone())).collect()
+}
+
+/// One node's end of the cluster over ZeroMQ. See the crate docs.
+pub struct ZmqTransport {
+    me: NodeId,
+    frame_len_max: usize,
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl ZmqTransport {
+    /// The transport's counters.
+    pub fn stats(&self) -> ZmqStats {
+        self.lock().stats()
+    }
+
+    /// Whether the session with `peer` has an authenticated link now.
+    pub fn is_up(&self, peer: NodeId) -> bool {
+        self.lock().is_up(peer)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        lock(&self.shared.state)
+    }
+}
+
+pub(crate) fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
+    // A panic while holding the lock is our bug; the state is still consistent enough to
+    // report and shut down, so poisoning is not propagated.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Transport for ZmqTransport {
+    fn local_id(&self) -> NodeId {
+        self.me
+    }
+
+    fn frame_len_max(&self) -> usize {
+        self.frame_len_max
+    }
+
+    fn try_send(&mut self, to: NodeId, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> Result<(), SendError> {
+        let r = self.lock().send(to, len, fill);
+        if r.is_ok() && to != self.me {
+            self.shared.io_wake.notify_one();
+        }
+        r
+    }
+
+    fn poll_recv(
+        &mut self,
+        max_frames: usize,
+        sink: &mut dyn FnMut(NodeId, &[u8]),
+    ) -> Result<usize, RecvError> {
+        // Frames leave the lock before the sink sees them: the node's work on a frame never
+        // holds up the I/O thread.
+        let (frames, window_moved) = self.lock().take(max_frames)?;
+        if window_moved {
+            self.shared.io_wake.notify_one();
+        }
+        for (from, f) in &frames {
+            sink(*from, f);
+        }
+        Ok(frames.len())
+    }
+
+    fn poll_event(&mut self) -> Option<TransportEvent> {
+        self.lock().next_event()
+    }
+
+    fn register_waker(&mut self, waker: &Waker) {
+        self.lock().waker = Some(waker.clone());
+    }
+
+    fn close(&mut self) {
+        self.lock().close();
+        self.shared.io_wake.notify_one();
+    }
+}
+
+impl Drop for ZmqTransport {
+    fn drop(&mut self) {
+        self.close();
+        if let Some(t) = self.thread.take() {
+            // The I/O thread stops within `linger` of the close.
+            let _ = t.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,524 @@
+//! What the driver's thread and the I/O thread share: the sessions and the queues, behind one
+//! lock that neither holds for long (no I/O, no node work under it).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::task::Waker;
+
+use bytes::Bytes;
+use parma_core::session::{hello_of, FailCause, Identity, Refusal, Session, SessionEvent, Token, PROOF_LEN};
+use parma_core::transport::{RecvError, SendError, TransportEvent};
+use parma_core::{Instant, NodeId};
+use tokio::sync::mpsc;
+
+use crate::{ZmqOptions, ZmqStats};
+
+/// The cluster token, shared by every session of the node.
+#[derive(Clone)]
+pub(crate) struct SharedToken(pub Arc<dyn Token + Send + Sync>);
+
+impl Token for SharedToken {
+    fn prove(&self, nonce: u64, prover: NodeId, verifier: NodeId, digest: u64) -> [u8; PROOF_LEN] {
+        self.0.prove(nonce, prover, verifier, digest)
+    }
+}
+
+/// Frames taken for the driver, with their senders.
+pub(crate) type Frames = Vec<(NodeId, Vec<u8>)>;
+
+pub(crate) struct Shared {
+    pub state: Mutex<State>,
+    /// Wakes the I/O thread: frames to put on the wire, room in a window, a close.
+    pub io_wake: tokio::sync::Notify,
+}
+
+impl Shared {
+    pub fn new(state: State) -> Shared {
+        Shared { state: Mutex::new(state), io_wake: tokio::sync::Notify::new() }
+    }
+}
+
+/// The connection a session's link runs over, as the I/O thread knows it.
+pub(crate) enum Link {
+    None,
+    /// A DEALER connection is being opened (task `gen`).
+    Connecting {
+        gen: u64,
+    },
+    /// An open connection: packets for it go into `tx` (its writer drains it). `identity` is
+    /// the peer's routing id on our ROUTER when the peer opened it.
+    Open {
+        gen: u64,
+        tx: mpsc::Sender<Bytes>,
+        identity: Option<Bytes>,
+    },
+}
+
+/// What the I/O thread must do outside the lock.
+pub(crate) enum Action {
+    /// Open a DEALER connection to `peer` as link `gen`.
+    Connect { peer: NodeId, gen: u64 },
+    /// Serve packets for the peer behind `identity` on our ROUTER: start its writer.
+    Serve { peer: NodeId, gen: u64, identity: Bytes, rx: mpsc::Receiver<Bytes> },
+}
+
+pub(crate) struct State {
+    pub me: NodeId,
+    start: std::time::Instant,
+    sessions: Vec<Option<Session<SharedToken>>>,
+    links: Vec<Link>,
+    /// ROUTER identities of the links peers opened, to their peer and link.
+    routed: HashMap<Bytes, (NodeId, u64)>,
+    next_gen: u64,
+    link_capacity: usize,
+    self_frames: VecDeque<Vec<u8>>,
+    self_frames_max: usize,
+    events: VecDeque<TransportEvent>,
+    /// Peers whose failure was reported to the session's user: nothing from them follows.
+    gone: Vec<bool>,
+    /// Peers whose failure is queued in `events`.
+    failed: Vec<bool>,
+    pub waker: Option<Waker>,
+    /// A `try_send` answered `WouldBlock` since room last freed.
+    blocked: bool,
+    cursor: usize,
+    closing: bool,
+    /// Something the driver should look at (frames, events, room).
+    wake_due: bool,
+    counters: ZmqStats,
+    links_opened: Vec<u64>,
+}
+
+impl State {
+    pub fn new(
+        id: Identity,
+        n: usize,
+        opts: &ZmqOptions,
+        token: Arc<dyn Token + Send + Sync>,
+    ) -> Result<State, Refusal> {
+        let start = std::time::Instant::now();
+        let token = SharedToken(token);
+        let mut sessions = Vec::with_capacity(n);
+        for p in 0..n {
+            let peer = NodeId(p as u16);
+            sessions.push(if peer == id.me {
+                None
+            } else {
+                Some(Session::new(opts.session, id, peer, token.clone(), Instant(0))?)
+            });
+        }
+        // A link's queue holds what one window can put out at once, and the control packets.
+        let link_capacity = opts.session.window_frames_max + 64;
+        Ok(State {
+            me: id.me,
+            start,
+            sessions,
+            links: (0..n).map(|_| Link::None).collect(),
+            routed: HashMap::new(),
+            next_gen: 1,
+            link_capacity,
+            self_frames: VecDeque::new(),
+            self_frames_max: opts.self_frames_max,
+            events: VecDeque::new(),
+            gone: vec![false; n],
+            failed: vec![false; n],
+            waker: None,
+            blocked: false,
+            cursor: 0,
+            closing: false,
+            wake_due: false,
+            counters: ZmqStats::default(),
+            links_opened: vec![0; n],
+        })
+    }
+
+    pub fn now(&self) -> Instant {
+        Instant(self.start.elapsed().as_micros() as u64)
+    }
+
+    fn session(&mut self, peer: NodeId) -> Option<&mut Session<SharedToken>> {
+        self.sessions.get_mut(usize::from(peer.0)).and_then(Option::as_mut)
+    }
+
+    // ----- the driver's side -----
+
+    pub fn send(&mut self, to: NodeId, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> Result<(), SendError> {
+        if self.closing {
+            return Err(SendError::Closed);
+        }
+        let i = usize::from(to.0);
+        if i >= self.sessions.len() {
+            return Err(SendError::UnknownPeer);
+        }
+        if to == self.me {
+            if self.self_frames.len() >= self.self_frames_max {
+                self.blocked = true;
+                self.counters.sends_blocked += 1;
+                return Err(SendError::WouldBlock);
+            }
+            let mut f = vec![0; len];
+            fill(&mut f);
+            self.self_frames.push_back(f);
+            self.counters.frames_sent += 1;
+            self.counters.bytes_sent += len as u64;
+            self.wake_due = true;
+            self.wake_if_due();
+            return Ok(());
+        }
+        if self.failed[i] || self.gone[i] {
+            return Err(SendError::PeerFailed);
+        }
+        let Some(s) = self.session(to) else { return Err(SendError::UnknownPeer) };
+        match s.send_with(len, fill) {
+            Ok(()) => {
+                self.counters.frames_sent += 1;
+                self.counters.bytes_sent += len as u64;
+                Ok(())
+            }
+            Err(SendError::WouldBlock) => {
+                self.blocked = true;
+                self.counters.sends_blocked += 1;
+                Err(SendError::WouldBlock)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Up to `max` received frames, round robin over the peers; whether a peer's window grew
+    /// (the I/O thread should tell it).
+    pub fn take(&mut self, max: usize) -> Result<(Frames, bool), RecvError> {
+        if self.closing {
+            return Err(RecvError::Closed);
+        }
+        let n = self.sessions.len();
+        let mut out = Vec::new();
+        let mut window_moved = false;
+        let mut idle = 0;
+        while out.len() < max && idle < n {
+            let p = self.cursor % n;
+            self.cursor = (self.cursor + 1) % n;
+            let peer = NodeId(p as u16);
+            let frame = if peer == self.me {
+                let f = self.self_frames.pop_front();
+                if f.is_some() && self.blocked {
+                    self.wake_due = true;
+                }
+                f
+            } else if self.gone[p] {
+                None
+            } else {
+                let f = self.session(peer).and_then(|s| s.poll_recv());
+                window_moved |= f.is_some();
+                f
+            };
+            match frame {
+                Some(f) => {
+                    idle = 0;
+                    self.counters.frames_received += 1;
+                    self.counters.bytes_received += f.len() as u64;
+                    out.push((peer, f));
+                }
+                None => idle += 1,
+            }
+        }
+        self.wake_if_due();
+        Ok((out, window_moved))
+    }
+
+    pub fn next_event(&mut self) -> Option<TransportEvent> {
+        let e = self.events.pop_front()?;
+        if let TransportEvent::PeerFailed(p) = e {
+            if let Some(g) = self.gone.get_mut(usize::from(p.0)) {
+                *g = true;
+            }
+        }
+        Some(e)
+    }
+
+    pub fn close(&mut self) {
+        if self.closing {
+            return;
+        }
+        self.closing = true;
+        let now = self.now();
+        for s in self.sessions.iter_mut().flatten() {
+            s.close(now);
+        }
+    }
+
+    pub fn is_closing(&self) -> bool {
+        self.closing
+    }
+
+    /// Every session is closed or failed: nothing left to deliver.
+    pub fn all_done(&self) -> bool {
+        self.sessions.iter().flatten().all(|s| s.is_closed() || s.failure().is_some())
+    }
+
+    pub fn is_up(&self, peer: NodeId) -> bool {
+        self.sessions.get(usize::from(peer.0)).and_then(Option::as_ref).is_some_and(|s| s.is_up())
+    }
+
+    pub fn stats(&self) -> ZmqStats {
+        let mut c = self.counters;
+        for s in self.sessions.iter().flatten() {
+            let st = s.stats();
+            c.packets_sent += st.packets_sent;
+            c.wire_bytes_sent += st.bytes_sent;
+            c.frames_retransmitted += st.frames_retransmitted;
+            c.duplicates_dropped += st.duplicates_dropped;
+            c.handshakes_timed_out += st.handshakes_timed_out;
+            c.session_refusals += st.refused;
+        }
+        c.reconnects = self.links_opened.iter().map(|&n| n.saturating_sub(1)).sum();
+        c
+    }
+
+    fn wake_if_due(&mut self) {
+        if self.wake_due {
+            self.wake_due = false;
+            if let Some(w) = &self.waker {
+                w.wake_by_ref();
+            }
+        }
+    }
+
+    // ----- the I/O thread's side -----
+
+    /// A DEALER connection `gen` to `peer` is open, with `tx` its writer's queue.
+    pub fn dealer_up(&mut self, peer: NodeId, gen: u64, tx: mpsc::Sender<Bytes>) {
+        let i = usize::from(peer.0);
+        if !matches!(self.links.get(i), Some(Link::Connecting { gen: g }) if *g == gen) {
+            return; // the session gave up on this attempt; dropping `tx` ends the connection
+        }
+        let now = self.now();
+        let nonce = rand::random();
+        if let Some(s) = self.session(peer) {
+            s.link_up(now, nonce);
+        }
+        self.links[i] = Link::Open { gen, tx, identity: None };
+    }
+
+    /// The connection of link `gen` to `peer` failed to open, or closed.
+    pub fn link_lost(&mut self, peer: NodeId, gen: u64, opened: bool) {
+        let i = usize::from(peer.0);
+        let current = match self.links.get(i) {
+            Some(Link::Connecting { gen: g }) | Some(Link::Open { gen: g, .. }) => *g == gen,
+            _ => false,
+        };
+        if !current {
+            return;
+        }
+        if !opened {
+            self.counters.connects_failed += 1;
+        }
+        self.drop_link(peer);
+        let now = self.now();
+        if let Some(s) = self.session(peer) {
+            s.link_down(now);
+        }
+    }
+
+    /// A connection on our ROUTER closed.
+    pub fn routed_lost(&mut self, identity: &[u8]) {
+        if let Some(&(peer, gen)) = self.routed.get(identity) {
+            self.link_lost(peer, gen, true);
+        }
+    }
+
+    /// A packet from the DEALER connection `gen` to `peer`.
+    pub fn dealer_packet(&mut self, peer: NodeId, gen: u64, bytes: &[u8]) {
+        let i = usize::from(peer.0);
+        if !matches!(self.links.get(i), Some(Link::Open { gen: g, .. }) if *g == gen) {
+            return; // a packet of an old connection
+        }
+        self.session_packet(peer, bytes);
+    }
+
+    /// A packet from the connection behind `identity` on our ROUTER.
+    pub fn routed_packet(&mut self, identity: Bytes, bytes: &[u8]) -> Option<Action> {
+        if let Some(&(peer, gen)) = self.routed.get(&identity) {
+            let current = matches!(&self.links[usize::from(peer.0)], Link::Open { gen: g, .. } if *g == gen);
+            if current {
+                self.session_packet(peer, bytes);
+                return None;
+            }
+            self.routed.remove(&identity);
+        }
+        // A connection we do not know: its first packet must be a Hello for a session of ours
+        // that accepts (the peer has the lower id).
+        let hello = match hello_of(bytes) {
+            Ok(g) => g,
+            Err(r) => {
+                self.refused_stranger(&r);
+                return None;
+            }
+        };
+        let peer = hello.from;
+        let acceptable = hello.to == self.me && peer < self.me && usize::from(peer.0) < self.sessions.len();
+        if !acceptable {
+            self.refused_stranger(&Refusal::WrongPeer { claimed: peer, expected: self.me });
+            return None;
+        }
+        let now = self.now();
+        let nonce = rand::random();
+        let accepted = match self.session(peer) {
+            Some(s) => s.accept(now, &hello, nonce),
+            None => Err(Refusal::Closed),
+        };
+        if let Err(r) = accepted {
+            self.refused_stranger(&r);
+            return None;
+        }
+        // The new connection replaces the session's link.
+        self.drop_link(peer);
+        let gen = self.gen();
+        let (tx, rx) = mpsc::channel(self.link_capacity);
+        self.links[usize::from(peer.0)] = Link::Open { gen, tx, identity: Some(identity.clone()) };
+        self.routed.insert(identity.clone(), (peer, gen));
+        Some(Action::Serve { peer, gen, identity, rx })
+    }
+
+    fn refused_stranger(&mut self, why: &Refusal) {
+        self.counters.strangers_refused += 1;
+        let n = self.counters.strangers_refused;
+        if n.is_power_of_two() {
+            tracing::warn!(node = self.me.0, refused = n, "refused a connection that is not a peer: {why}");
+        }
+    }
+
+    fn session_packet(&mut self, peer: NodeId, bytes: &[u8]) {
+        let now = self.now();
+        let me = self.me.0;
+        let Some(s) = self.session(peer) else { return };
+        match s.handle_packet(now, bytes) {
+            Ok(()) => {
+                if s.received_frames() > 0 {
+                    self.wake_due = true;
+                }
+            }
+            Err(r) => {
+                tracing::warn!(node = me, peer = peer.0, "refused a packet, dropping the connection: {r}");
+                // The session dropped its link; the connection goes with it.
+                if !s.is_up() {
+                    self.drop_link(peer);
+                }
+            }
+        }
+    }
+
+    fn gen(&mut self) -> u64 {
+        self.next_gen += 1;
+        self.next_gen
+    }
+
+    fn drop_link(&mut self, peer: NodeId) {
+        let i = usize::from(peer.0);
+        if let Link::Open { identity: Some(id), .. } = &self.links[i] {
+            self.routed.remove(id);
+        }
+        self.links[i] = Link::None;
+    }
+
+    /// Timers, session events and packets to send, for every peer: what must happen outside
+    /// the lock, and when to come back.
+    pub fn pump(&mut self, actions: &mut Vec<Action>) -> Option<Instant> {
+        let now = self.now();
+        let mut next: Option<Instant> = None;
+        for p in 0..self.sessions.len() {
+            let peer = NodeId(p as u16);
+            let Some(s) = self.sessions[p].as_mut() else { continue };
+            if s.poll_timeout().is_some_and(|t| t <= now) {
+                s.handle_timeout(now);
+            }
+            let mut evs = Vec::new();
+            while let Some(ev) = s.poll_event() {
+                evs.push(ev);
+            }
+            for ev in evs {
+                match ev {
+                    SessionEvent::Connect => {
+                        self.next_gen += 1;
+                        let gen = self.next_gen;
+                        if let Link::Open { identity: Some(id), .. } = &self.links[p] {
+                            self.routed.remove(id);
+                        }
+                        self.links[p] = Link::Connecting { gen };
+                        actions.push(Action::Connect { peer, gen });
+                    }
+                    SessionEvent::Up => {
+                        self.links_opened[p] += 1;
+                        if self.links_opened[p] == 1 {
+                            tracing::info!(node = self.me.0, peer = peer.0, "peer up");
+                        } else {
+                            tracing::info!(node = self.me.0, peer = peer.0, "peer reconnected");
+                        }
+                    }
+                    SessionEvent::Down => {
+                        tracing::debug!(node = self.me.0, peer = peer.0, "handshake timed out");
+                        if let Link::Open { identity: Some(id), .. } = &self.links[p] {
+                            self.routed.remove(id);
+                        }
+                        self.links[p] = Link::None;
+                    }
+                    SessionEvent::Writable if self.blocked => {
+                        self.blocked = false;
+                        self.wake_due = true;
+                    }
+                    SessionEvent::PeerFailed(cause) => {
+                        let why = match cause {
+                            FailCause::Silent => "silent for longer than peer_timeout",
+                            FailCause::Restarted => "restarted and lost its state",
+                            _ => "failed",
+                        };
+                        if !self.closing {
+                            tracing::warn!(node = self.me.0, peer = peer.0, "peer failed: {why}");
+                        }
+                        self.report_failed(p);
+                    }
+                    SessionEvent::Closed => {
+                        tracing::debug!(node = self.me.0, peer = peer.0, "session closed");
+                        self.report_failed(p);
+                    }
+                    _ => {}
+                }
+            }
+            let s = self.sessions[p].as_mut().expect("checked above");
+            if let Link::Open { tx, .. } = &self.links[p] {
+                let mut lost = false;
+                while tx.capacity() > 0 {
+                    let Some(packet) = s.poll_transmit() else { break };
+                    if tx.try_send(Bytes::from(packet)).is_err() {
+                        lost = true; // the writer ended: the connection is gone
+                        break;
+                    }
+                }
+                if lost {
+                    self.links[p] = Link::None;
+                    s.link_down(now);
+                }
+            }
+            if let Some(t) = s.poll_timeout() {
+                next = Some(next.map_or(t, |n: Instant| n.min(t)));
+            }
+        }
+        self.wake_if_due();
+        next
+    }
+
+    fn report_failed(&mut self, p: usize) {
+        if !self.failed[p] {
+            self.failed[p] = true;
+            self.counters.peers_failed += 1;
+            self.events.push_back(TransportEvent::PeerFailed(NodeId(p as u16)));
+            self.wake_due = true;
+        }
+        if let Link::Open { identity: Some(id), .. } = &self.links[p] {
+            self.routed.remove(id);
+        }
+        // Keep an open connection until the Bye went out; a failed session has nothing to say.
+        if self.sessions[p].as_ref().is_some_and(|s| s.failure().is_some()) {
+            self.links[p] = Link::None;
+        }
+    }
+}

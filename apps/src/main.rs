@@ -395,7 +395,7 @@ fn run_sim(args: &SimArgs) -> bool {
 
 fn run_conformance(args: &ConformanceArgs) -> Result<bool, String> {
     let transports: Vec<String> = if args.transport.is_empty() {
-        parma_conformance::suite::LOOPBACK_TRANSPORTS.iter().map(|s| s.to_string()).collect()
+        parma_conformance::suite::TRANSPORTS.iter().map(|s| s.to_string()).collect()
     } else {
         args.transport.clone()
     };

@@ -176,7 +176,7 @@ pub fn sim_table(first: u64, count: u64, rows: &[(Technique, SimSummary)]) -> St
 pub fn conformance(transports: &[String], dir: &Path, seeds: u64, rewrite: bool) -> Result<bool, String> {
     let mut ok = true;
     for t in transports {
-        let results = suite::run_loopback(t, dir, 0..seeds, rewrite)?;
+        let results = suite::run_transport(t, dir, 0..seeds, rewrite)?;
         ok &= suite::all_passed(&results);
         println!("{}", suite::table(t, &results));
     }

@@ -14,3 +14,4 @@ pub mod sim;
 pub mod skew;
 pub mod suite;
 pub mod trace;
+pub mod zmq;

@@ -227,15 +227,16 @@ impl Executor for Unstarted {
     }
 }
 
-/// The transports of this repository the suite runs on by name: the simulated network (one
-/// run per fault seed), the threaded in-process transport, and the threaded transport with one
-/// frame in flight per pair (every send meets back-pressure).
-pub const LOOPBACK_TRANSPORTS: [&str; 3] = ["sim", "threaded", "threaded-1frame"];
+/// The transports of this repository the suite runs on by name, nodes in this process: the
+/// simulated network (one run per fault seed), the threaded in-process transport, the threaded
+/// transport with one frame in flight per pair (every send meets back-pressure), and ZeroMQ
+/// over TCP on 127.0.0.1.
+pub const TRANSPORTS: [&str; 4] = ["sim", "threaded", "threaded-1frame", "zmq"];
 
-/// Runs the suite in `dir` on the loopback transport called `transport` (see
-/// [`LOOPBACK_TRANSPORTS`]) with its shipped skip list. On `sim`, each trace runs once per seed
-/// in `seeds` and passes if it passed on all; a failure names the first failing seed.
-pub fn run_loopback(
+/// Runs the suite in `dir` on the transport called `transport` (see [`TRANSPORTS`]) with its
+/// shipped skip list. On `sim`, each trace runs once per seed in `seeds` and passes if it
+/// passed on all; a failure names the first failing seed.
+pub fn run_transport(
     transport: &str,
     dir: &Path,
     seeds: std::ops::Range<u64>,
@@ -293,7 +294,20 @@ pub fn run_loopback(
             };
             run_suite(dir, &skips, &mut make, rewrite)
         }
-        other => Err(format!("unknown transport `{other}`; one of: {}", LOOPBACK_TRANSPORTS.join(", "))),
+        "zmq" => {
+            let mut make = |s: &Setup| -> Result<Box<dyn Executor>, String> {
+                let ends = crate::zmq::cluster(s)?;
+                let switches: Vec<_> = ends.iter().map(|e| e.kill_switch()).collect();
+                let exec = RuntimeExecutor::new(s, ends)?;
+                Ok(Box::new(exec.with_kill(move |n| {
+                    if let Some(k) = switches.get(n.index()) {
+                        k.kill();
+                    }
+                })))
+            };
+            run_suite(dir, &skips, &mut make, rewrite)
+        }
+        other => Err(format!("unknown transport `{other}`; one of: {}", TRANSPORTS.join(", "))),
     }
 }
 

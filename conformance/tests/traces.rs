@@ -2,13 +2,13 @@
 //! in-process transport through the runtime, each with its shipped skip list.
 //! `PARMA_REWRITE=1` regenerates expected outputs (review the diff before committing).
 
-use parma_conformance::suite::{all_passed, default_dir, run_loopback, table, trace_files};
+use parma_conformance::suite::{all_passed, default_dir, run_transport, table, trace_files};
 
 fn check(transport: &str, seeds: std::ops::Range<u64>) {
     let rewrite = std::env::var("PARMA_REWRITE").is_ok_and(|v| v == "1");
     let dir = default_dir();
     assert!(trace_files(&dir).unwrap().len() >= 8, "expected the conformance traces in {dir:?}");
-    let results = run_loopback(transport, &dir, seeds, rewrite).unwrap();
+    let results = run_transport(transport, &dir, seeds, rewrite).unwrap();
     assert!(all_passed(&results), "{}", table(transport, &results));
 }
 
@@ -28,4 +28,11 @@ fn traces_on_threaded_transport() {
 fn traces_on_threaded_transport_with_back_pressure() {
     // One frame per pair in flight: every send meets back-pressure.
     check("threaded-1frame", 0..1);
+}
+
+#[test]
+fn traces_on_zeromq_in_one_process() {
+    // Every node's transport on 127.0.0.1 in this process: real TCP connections, sessions,
+    // handshakes; a `kill` stops a node's sockets without a goodbye.
+    check("zmq", 0..1);
 }

@@ -146,6 +146,9 @@ async fn run(mut router: RouterSocket, peers: Vec<String>, shared: Arc<Shared>, 
     loop {
         let next = {
             let mut st = lock(&shared.state);
+            if st.killed {
+                break;
+            }
             let next = st.pump(&mut actions);
             if st.is_closing() {
                 let deadline = *linger_until.get_or_insert_with(|| tokio::time::Instant::now() + opts.linger);

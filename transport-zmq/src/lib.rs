@@ -281,8 +281,32 @@ impl ZmqTransport {
         self.lock().is_up(peer)
     }
 
+    /// A handle that stops this transport as a crash would (for fault tests): its sockets
+    /// close without a goodbye, its own calls answer `Closed`, and the peers report it failed
+    /// once `peer_timeout` passes without a word from it.
+    pub fn kill_switch(&self) -> KillSwitch {
+        KillSwitch(self.shared.clone())
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         lock(&self.shared.state)
+    }
+}
+
+/// Stops a [`ZmqTransport`] as a crash would; see [`ZmqTransport::kill_switch`].
+#[derive(Clone)]
+pub struct KillSwitch(Arc<Shared>);
+
+impl KillSwitch {
+    /// Stops the transport now.
+    pub fn kill(&self) {
+        let mut st = lock(&self.0.state);
+        st.killed = true;
+        if let Some(w) = &st.waker {
+            w.wake_by_ref();
+        }
+        drop(st);
+        self.0.io_wake.notify_one();
     }
 }
 

@@ -83,6 +83,8 @@ pub(crate) struct State {
     blocked: bool,
     cursor: usize,
     closing: bool,
+    /// Stopped at once, as by a crash: no goodbye, nothing delivered any more.
+    pub killed: bool,
     /// Something the driver should look at (frames, events, room).
     wake_due: bool,
     counters: ZmqStats,
@@ -126,6 +128,7 @@ impl State {
             blocked: false,
             cursor: 0,
             closing: false,
+            killed: false,
             wake_due: false,
             counters: ZmqStats::default(),
             links_opened: vec![0; n],
@@ -143,7 +146,7 @@ impl State {
     // ----- the driver's side -----
 
     pub fn send(&mut self, to: NodeId, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> Result<(), SendError> {
-        if self.closing {
+        if self.closing || self.killed {
             return Err(SendError::Closed);
         }
         let i = usize::from(to.0);
@@ -187,7 +190,7 @@ impl State {
     /// Up to `max` received frames, round robin over the peers; whether a peer's window grew
     /// (the I/O thread should tell it).
     pub fn take(&mut self, max: usize) -> Result<(Frames, bool), RecvError> {
-        if self.closing {
+        if self.closing || self.killed {
             return Err(RecvError::Closed);
         }
         let n = self.sessions.len();

@@ -395,7 +395,7 @@ impl std::error::Error for DemoError {
 }
 
 /// splitmix64: derives independent seeds from one.
-fn mix(mut z: u64) -> u64 {
+pub(crate) fn mix(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
@@ -403,18 +403,24 @@ fn mix(mut z: u64) -> u64 {
 }
 
 /// Draws batches of Zipf-distributed keys.
-struct Sampler {
+pub(crate) struct KeySampler {
     zipf: Zipf<f64>,
     /// Rank (0 = hottest) → key.
     keys: Vec<u64>,
 }
 
-impl Sampler {
-    fn new(opts: &DemoOptions) -> Result<Sampler, DemoError> {
-        let zipf = Zipf::new(opts.keys, opts.zipf).map_err(|e| DemoError::Options(format!("--zipf: {e}")))?;
-        let mut keys: Vec<u64> = (0..opts.keys).collect();
-        keys.shuffle(&mut StdRng::seed_from_u64(mix(opts.seed)));
-        Ok(Sampler { zipf, keys })
+impl KeySampler {
+    fn from_options(opts: &DemoOptions) -> Result<KeySampler, DemoError> {
+        KeySampler::new(opts.keys, opts.zipf, opts.seed).map_err(DemoError::Options)
+    }
+
+    /// Keys `0..keys`, ranked by a permutation drawn from `seed`, rank `r` drawn with
+    /// probability ∝ `r^-zipf`.
+    pub(crate) fn new(keys: u64, zipf: f64, seed: u64) -> Result<KeySampler, String> {
+        let zipf = Zipf::new(keys, zipf).map_err(|e| format!("--zipf: {e}"))?;
+        let mut keys: Vec<u64> = (0..keys).collect();
+        keys.shuffle(&mut StdRng::seed_from_u64(mix(seed)));
+        Ok(KeySampler { zipf, keys })
     }
 
     /// Expected accesses per key in `draws` draws (the Zipf law's probabilities), for the
@@ -431,7 +437,7 @@ impl Sampler {
     }
 
     /// `n` draws, sorted, duplicates removed.
-    fn batch(&self, rng: &mut StdRng, n: usize) -> Vec<Key> {
+    pub(crate) fn batch(&self, rng: &mut StdRng, n: usize) -> Vec<Key> {
         let last = self.keys.len() as u64 - 1;
         let mut batch: Vec<Key> = (0..n)
             .map(|_| {
@@ -465,7 +471,7 @@ fn gradient(keys: &[Key], vals: &[f32], len: usize, grad: &mut Vec<f32>) {
 }
 
 /// One worker's loop.
-fn work(w: &mut Worker, opts: &DemoOptions, sampler: &Sampler, rng: &mut StdRng) -> Result<Done, DemoError> {
+fn work(w: &mut Worker, opts: &DemoOptions, sampler: &KeySampler, rng: &mut StdRng) -> Result<Done, DemoError> {
     let (node, worker) = (w.node(), w.id().0);
     let fail =
         |batch: u64, op: &'static str| move |error| DemoError::Worker { node, worker, batch, op, error };
@@ -530,7 +536,7 @@ pub fn run(opts: &DemoOptions) -> Result<DemoReport, DemoError> {
     let mut cfg = Config::new(opts.nodes, opts.workers, layout);
     cfg.technique = opts.technique;
     cfg.seed = opts.seed;
-    let sampler = Sampler::new(opts)?;
+    let sampler = KeySampler::from_options(opts)?;
     if opts.technique == Technique::MultiTechnique {
         let draws =
             (opts.batches * opts.batch_keys as u64 * u64::from(opts.nodes) * u64::from(opts.workers)) as f64;
@@ -648,7 +654,7 @@ mod tests {
     #[test]
     fn batches_are_sorted_distinct_and_skewed() {
         let opts = DemoOptions { keys: 1000, ..DemoOptions::default() };
-        let sampler = Sampler::new(&opts).unwrap();
+        let sampler = KeySampler::from_options(&opts).unwrap();
         let mut rng = StdRng::seed_from_u64(7);
         let mut counts = vec![0u32; 1000];
         for _ in 0..200 {

@@ -17,6 +17,9 @@
 //!   under each conformity level, and what sampling cost (`parma sampling`).
 //! - [`train`]: training real models (knowledge-graph embeddings) on an in-process cluster,
 //!   and the same models on a shared-memory baseline without parma (`parma train`).
+//! - [`node`]: one node of a cluster of processes over ZeroMQ (`parma node`), started by a
+//!   launcher (`parma launch`, torchrun, Slurm, MPI, ps-lite's variables), running a workload
+//!   whose sums it checks exactly; [`metrics`] serves its counters to Prometheus.
 //! - [`techniques`]: a skewed, training-like workload under every technique on the
 //!   deterministic simulated cluster of `parma-conformance`, with a table (`parma techniques`).
 #![forbid(unsafe_code)]
@@ -24,6 +27,8 @@
 
 pub mod demo;
 pub mod fetch;
+pub mod metrics;
+pub mod node;
 pub mod sampling;
 pub mod techniques;
 pub mod train;

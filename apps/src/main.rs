@@ -2,6 +2,7 @@
 
 use std::process::ExitCode;
 
+mod node_cli;
 mod train_cli;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -43,6 +44,9 @@ enum Command {
     /// Data sets that parma may not ship.
     #[command(subcommand)]
     Data(DataCommand),
+    /// Run one node of a cluster of processes over ZeroMQ and a workload whose sums it
+    /// checks exactly.
+    Node(node_cli::NodeArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -288,7 +292,7 @@ fn parse_placement(name: &str) -> Result<parma_core::Placement, String> {
         .ok_or_else(|| format!("unknown placement `{name}`; one of: hashed, dense"))
 }
 
-fn parse_technique(name: &str) -> Result<Technique, String> {
+pub(crate) fn parse_technique(name: &str) -> Result<Technique, String> {
     Technique::from_name(name).ok_or_else(|| {
         let names: Vec<&str> = Technique::ALL.iter().map(|t| t.name()).collect();
         format!("unknown technique `{name}`; one of: {}", names.join(", "))
@@ -413,6 +417,7 @@ fn main() -> ExitCode {
         Command::Sampling(args) => run_sampling(args).map(|()| true),
         Command::Train(cmd) => train_cli::run(cmd).map(|()| true),
         Command::Data(cmd) => run_data(cmd).map(|()| true),
+        Command::Node(args) => node_cli::run(args).map(|()| true),
     };
     match ok {
         Ok(true) => ExitCode::SUCCESS,

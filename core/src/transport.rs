@@ -63,6 +63,41 @@ pub enum TransportEvent {
     PeerFailed(NodeId),
 }
 
+/// A transport's own counters, for the node's statistics and its operators. A transport
+/// fills what it knows and leaves the rest 0 (an in-process transport has no wire).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TransportCounters {
+    /// Frames accepted by `try_send` (to itself included), and their bytes.
+    pub frames_sent: u64,
+    pub bytes_sent: u64,
+    /// Frames handed out by `poll_recv`, and their bytes.
+    pub frames_received: u64,
+    pub bytes_received: u64,
+    /// Packets and bytes put on the medium (data, retransmissions, acknowledgements,
+    /// handshakes).
+    pub packets_sent: u64,
+    pub wire_bytes_sent: u64,
+    /// Frames sent again (after a timeout or a reconnect).
+    pub frames_retransmitted: u64,
+    /// Frames received twice and dropped.
+    pub duplicates_dropped: u64,
+    /// Connections to a peer opened again after the first.
+    pub reconnects: u64,
+    /// Connection attempts that failed.
+    pub connects_failed: u64,
+    /// Handshakes that did not finish in time.
+    pub handshakes_timed_out: u64,
+    /// Packets a peer's session refused (bad greeting, token, digest, state).
+    pub session_refusals: u64,
+    /// Packets of connections that never authenticated (strangers), dropped.
+    pub strangers_refused: u64,
+    /// `try_send` calls answered `WouldBlock`.
+    pub sends_blocked: u64,
+    /// Peers reported failed (closed peers included).
+    pub peers_failed: u64,
+}
+
 /// Moves frames between nodes: reliable and in order per ordered pair, with back-pressure
 /// instead of unbounded buffering.
 pub trait Transport {
@@ -91,6 +126,11 @@ pub trait Transport {
     /// Registers the waker to wake when frames arrive or back-pressure ends. Replaces the
     /// previous one.
     fn register_waker(&mut self, waker: &Waker);
+
+    /// The transport's counters (all 0 unless the transport keeps them).
+    fn counters(&self) -> TransportCounters {
+        TransportCounters::default()
+    }
 
     /// True if the transport cannot wake a waker and must be polled.
     fn needs_polling(&self) -> bool {

@@ -261,6 +261,12 @@ impl<T: Transport> Driver<T> {
     }
 
     fn peer_failed(&mut self, now: Instant, peer: NodeId) {
+        {
+            let mut failed = self.shared.failed_peers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if !failed.contains(&peer) {
+                failed.push(peer);
+            }
+        }
         self.stats.frames_dropped += self.out.drop_peer(peer) as u64;
         self.node.handle_peer_failed(now, peer);
         drain(&mut self.node, &mut self.out, &self.shared, &mut self.stats);
@@ -459,6 +465,7 @@ impl<T: Transport> Driver<T> {
         let mut p = self.shared.published();
         p.node = self.node.stats().clone();
         p.driver = self.stats;
+        p.transport = self.transport.counters();
         p.generation += 1;
         drop(p);
         self.shared.published_cv.notify_all();

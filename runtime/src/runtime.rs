@@ -102,6 +102,14 @@ impl NodeRuntime {
         self.shared.closed.load(SeqCst)
     }
 
+    /// The peers this node's transport reported failed (crashed, unreachable for longer than
+    /// the transport's timeout, or closed), in the order it reported them. An application
+    /// that cannot go on without every node (training without failover) stops when this is
+    /// not empty.
+    pub fn failed_peers(&self) -> Vec<NodeId> {
+        self.shared.failed_peers.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
     /// A snapshot of the counters: asks the driver for fresh node counters (waiting a moment
     /// for them) and adds every worker's published counters.
     pub fn stats(&self) -> Stats {
@@ -147,6 +155,7 @@ impl NodeRuntime {
         Stats {
             node: p.node.clone(),
             driver: p.driver,
+            transport: p.transport,
             workers: self.shared.counters.iter().map(|c| c.load()).collect(),
         }
     }

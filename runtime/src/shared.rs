@@ -22,6 +22,7 @@ pub(crate) const STOP_NOW: u8 = 2;
 pub(crate) struct Published {
     pub(crate) node: parma_core::Stats,
     pub(crate) driver: DriverStats,
+    pub(crate) transport: parma_core::transport::TransportCounters,
     pub(crate) generation: u64,
 }
 
@@ -46,6 +47,8 @@ pub(crate) struct Shared {
     pub(crate) stats_requested: AtomicBool,
     pub(crate) published: Mutex<Published>,
     pub(crate) published_cv: Condvar,
+    /// Peers the transport reported failed, in the order it did (at most one entry per node).
+    pub(crate) failed_peers: Mutex<Vec<NodeId>>,
 }
 
 impl Shared {
@@ -66,6 +69,7 @@ impl Shared {
             stats_requested: AtomicBool::new(false),
             published: Mutex::new(Published::default()),
             published_cv: Condvar::new(),
+            failed_peers: Mutex::new(Vec::new()),
         }
     }
 

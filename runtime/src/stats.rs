@@ -80,6 +80,9 @@ pub struct Stats {
     pub node: parma_core::Stats,
     /// The driver thread's counters.
     pub driver: DriverStats,
+    /// The transport's counters, as the driver last published them (zeros for a transport
+    /// that keeps none).
+    pub transport: parma_core::transport::TransportCounters,
     /// Each worker's counters, by worker id.
     pub workers: Vec<WorkerStats>,
 }

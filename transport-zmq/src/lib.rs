@@ -58,7 +58,7 @@ use std::task::Waker;
 use std::thread::JoinHandle;
 
 use parma_core::session::{Identity, SessionOptions, Token};
-use parma_core::transport::{RecvError, SendError, Transport, TransportEvent};
+use parma_core::transport::{RecvError, SendError, Transport, TransportCounters, TransportEvent};
 use parma_core::NodeId;
 
 use shared::{Shared, State};
@@ -123,59 +123,29 @@ impl fmt::Display for ZmqError {
 
 impl std::error::Error for ZmqError {}
 
-/// The transport's counters, summed over its peers.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct ZmqStats {
-    /// Frames handed to `try_send` and accepted, and their bytes (to itself included).
-    pub frames_sent: u64,
-    pub bytes_sent: u64,
-    /// Frames handed out by `poll_recv`, and their bytes.
-    pub frames_received: u64,
-    pub bytes_received: u64,
-    /// Packets and bytes put on the wire (data, retransmissions, acknowledgements,
-    /// handshakes).
-    pub packets_sent: u64,
-    pub wire_bytes_sent: u64,
-    /// Frames sent again after a timeout or a reconnect.
-    pub frames_retransmitted: u64,
-    /// Frames received twice (after a reconnect) and dropped.
-    pub duplicates_dropped: u64,
-    /// Authenticated links opened after the first one of a peer: reconnections.
-    pub reconnects: u64,
-    /// Connections attempted that failed before a handshake.
-    pub connects_failed: u64,
-    /// Handshakes that did not finish in time.
-    pub handshakes_timed_out: u64,
-    /// Packets refused by a session (bad greeting, token, digest, state).
-    pub session_refusals: u64,
-    /// Packets of connections that never passed a handshake (strangers), dropped.
-    pub strangers_refused: u64,
-    /// `try_send` calls answered `WouldBlock`.
-    pub sends_blocked: u64,
-    /// Peers reported failed (closed peers included).
-    pub peers_failed: u64,
-}
+/// The transport's counters, summed over its peers: the core's [`TransportCounters`], which
+/// the runtime also publishes in its `Stats`.
+pub type ZmqStats = TransportCounters;
 
 /// A node's transport, listening but not yet started: learn [`Bound::endpoint`], exchange it,
 /// then [`Bound::start`].
 pub struct Bound {
-    me: NodeId,
     opts: ZmqOptions,
     endpoint: String,
     io: io::Prepared,
 }
 
 impl Bound {
-    /// Listens on `opts.bind` for node `me`.
-    pub fn bind(me: NodeId, opts: ZmqOptions) -> Result<Bound, ZmqError> {
+    /// Listens on `opts.bind`. The node's id may be learnt later (a launcher that gives no
+    /// rank has the start-up assign one).
+    pub fn bind(opts: ZmqOptions) -> Result<Bound, ZmqError> {
         opts.session.validate().map_err(|r| ZmqError::Options(r.to_string()))?;
         if opts.self_frames_max == 0 {
             return Err(ZmqError::Options("self_frames_max must be positive".into()));
         }
         let (io, bound_addr) = io::Prepared::bind(&opts)?;
         let endpoint = advertised(&opts, bound_addr)?;
-        Ok(Bound { me, opts, endpoint, io })
+        Ok(Bound { opts, endpoint, io })
     }
 
     /// What peers connect to: give it to the others (the start-up's rendezvous does).
@@ -183,11 +153,12 @@ impl Bound {
         &self.endpoint
     }
 
-    /// Starts the I/O thread with `peers[i]` the endpoint of node `i` (this node's own entry
-    /// included, and ignored), `digest` the configuration digest every node shares
-    /// ([`parma_core::Config::wire_cluster`]) and the cluster `token`.
+    /// Starts the I/O thread as node `me`, with `peers[i]` the endpoint of node `i` (this
+    /// node's own entry included, and ignored), `digest` the configuration digest every node
+    /// shares ([`parma_core::Config::wire_cluster`]) and the cluster `token`.
     pub fn start(
         self,
+        me: NodeId,
         peers: Vec<String>,
         digest: u64,
         token: Arc<dyn Token + Send + Sync>,
@@ -196,27 +167,19 @@ impl Bound {
         if n == 0 || n > usize::from(u16::MAX) {
             return Err(ZmqError::Peers(format!("{n} nodes; a cluster has 1 to {}", u16::MAX)));
         }
-        if usize::from(self.me.0) >= n {
-            return Err(ZmqError::Peers(format!(
-                "this node is node {} but the table has {n} nodes",
-                self.me.0
-            )));
+        if usize::from(me.0) >= n {
+            return Err(ZmqError::Peers(format!("this node is node {} but the table has {n} nodes", me.0)));
         }
         for (i, p) in peers.iter().enumerate() {
-            if i != usize::from(self.me.0) {
+            if i != usize::from(me.0) {
                 io::check_endpoint(p).map_err(|e| ZmqError::Peers(format!("node {i}: {e}")))?;
             }
         }
-        let id = Identity { me: self.me, digest, incarnation: rand::random() };
+        let id = Identity { me, digest, incarnation: rand::random() };
         let state = State::new(id, n, &self.opts, token).map_err(|r| ZmqError::Options(r.to_string()))?;
         let shared = Arc::new(Shared::new(state));
-        let thread = self.io.start(self.me, peers, shared.clone(), &self.opts)?;
-        Ok(ZmqTransport {
-            me: self.me,
-            frame_len_max: self.opts.session.frame_len_max,
-            shared,
-            thread: Some(thread),
-        })
+        let thread = self.io.start(me, peers, shared.clone(), &self.opts)?;
+        Ok(ZmqTransport { me, frame_len_max: self.opts.session.frame_len_max, shared, thread: Some(thread) })
     }
 }
 
@@ -257,9 +220,13 @@ pub fn local_cluster(
     digest: u64,
     token: Arc<dyn Token + Send + Sync>,
 ) -> Result<Vec<ZmqTransport>, ZmqError> {
-    let bound = (0..n).map(|i| Bound::bind(NodeId(i), opts.clone())).collect::<Result<Vec<_>, _>>()?;
+    let bound = (0..n).map(|_| Bound::bind(opts.clone())).collect::<Result<Vec<_>, _>>()?;
     let table: Vec<String> = bound.iter().map(|b| b.endpoint().to_string()).collect();
-    bound.into_iter().map(|b| b.start(table.clone(), digest, token.clone())).collect()
+    bound
+        .into_iter()
+        .enumerate()
+        .map(|(i, b)| b.start(NodeId(i as u16), table.clone(), digest, token.clone()))
+        .collect()
 }
 
 /// One node's end of the cluster over ZeroMQ. See the crate docs.
@@ -352,6 +319,10 @@ impl Transport for ZmqTransport {
 
     fn poll_event(&mut self) -> Option<TransportEvent> {
         self.lock().next_event()
+    }
+
+    fn counters(&self) -> TransportCounters {
+        self.stats()
     }
 
     fn register_waker(&mut self, waker: &Waker) {

@@ -37,11 +37,11 @@ fn endpoints_must_be_tcp_with_a_host_and_a_port() {
 
 #[test]
 fn bad_options_and_peer_tables_are_refused_with_a_reason() {
-    let e = Bound::bind(NodeId(0), opts("udp://127.0.0.1:0", None)).err().unwrap().to_string();
+    let e = Bound::bind(opts("udp://127.0.0.1:0", None)).err().unwrap().to_string();
     assert!(e.contains("tcp://"), "{e}");
     let mut o = ZmqOptions::loopback();
     o.session.peer_timeout = o.session.heartbeat_interval;
-    let e = Bound::bind(NodeId(0), o).err().unwrap().to_string();
+    let e = Bound::bind(o).err().unwrap().to_string();
     assert!(e.contains("heartbeat_interval"), "{e}");
 
     struct T;
@@ -50,8 +50,9 @@ fn bad_options_and_peer_tables_are_refused_with_a_reason() {
             [7; 32]
         }
     }
-    let b = Bound::bind(NodeId(2), ZmqOptions::loopback()).unwrap();
-    let e = b.start(vec!["tcp://127.0.0.1:1".into(); 2], 1, Arc::new(T)).err().unwrap().to_string();
+    let b = Bound::bind(ZmqOptions::loopback()).unwrap();
+    let e =
+        b.start(NodeId(2), vec!["tcp://127.0.0.1:1".into(); 2], 1, Arc::new(T)).err().unwrap().to_string();
     assert!(e.contains("node 2"), "{e}");
     let b = Bound::bind(NodeId(0), ZmqOptions::loopback()).unwrap();
     let e = b

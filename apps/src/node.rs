@@ -1,0 +1,500 @@
+//! `parma node`: one node of a cluster of processes over ZeroMQ, and the workload it runs.
+//!
+//! A node learns its rank, the world size and the rendezvous from its launcher's environment
+//! (`parma_runtime::startup`; `parma launch` sets parma's own variables), binds its
+//! transport, meets the others at the rendezvous, starts its runtime and runs the **sums**
+//! workload: every worker draws Zipf-skewed batches of keys (the demo's law), signals intent
+//! ahead under the techniques that use it (localizes under relocation), pulls the batch and
+//! pushes exactly 1 to every element of every key. Nothing is random beyond the seed, so every
+//! node can replay every worker's draws and knows how many times each key was pushed. After a
+//! cluster-wide barrier each worker pulls its share of the keys and checks every value
+//! against that count, exactly (the counts stay far below 2^24, where `f32` holds integers
+//! exactly). A lost or doubled update anywhere shows as a wrong sum.
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use parma_core::{Clock, Config, Key, Layout, NodeId, OpError, Technique};
+use parma_runtime::startup::{establish, ClusterToken, Launch, Role, StartupError};
+use parma_runtime::{NodeRuntime, Options, Stats, Ticket, Worker};
+use parma_transport_zmq::{Bound, ZmqOptions};
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+
+use crate::demo::{mix, KeySampler};
+
+/// Pushes one worker keeps in flight before it waits for the oldest.
+const PUSHES_IN_FLIGHT: usize = 8;
+/// Keys per pull when the sums are checked.
+const CHECK_CHUNK: usize = 512;
+/// Mismatches reported in full; the rest are counted.
+const MISMATCHES_SHOWN: usize = 5;
+
+/// The workload every node of one cluster runs; the same options on every node.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SumsOptions {
+    /// Worker threads per node.
+    pub workers: u16,
+    /// Keys of the model, `0..keys`.
+    pub keys: u64,
+    /// `f32`s per key.
+    pub len: u32,
+    /// Batches each worker runs.
+    pub batches: u64,
+    /// Keys drawn per batch (before duplicates are removed).
+    pub batch_keys: usize,
+    /// Exponent of the Zipf law of key popularity.
+    pub zipf: f64,
+    /// Seed of every draw.
+    pub seed: u64,
+    /// How the cluster manages parameters.
+    pub technique: Technique,
+    /// Batches ahead that intents (or localizes) are signaled.
+    pub ahead: u64,
+}
+
+impl Default for SumsOptions {
+    fn default() -> SumsOptions {
+        SumsOptions {
+            workers: 2,
+            keys: 100_000,
+            len: 8,
+            batches: 1000,
+            batch_keys: 64,
+            zipf: 1.1,
+            seed: 1,
+            technique: Technique::Adaptive,
+            ahead: 16,
+        }
+    }
+}
+
+impl SumsOptions {
+    fn check(&self, world: u16) -> Result<(), NodeError> {
+        let bad = |what: String| Err(NodeError::Options(what));
+        if self.workers == 0 {
+            return bad("--workers must be at least 1".into());
+        }
+        if self.keys == 0 || self.keys > crate::demo::KEYS_MAX {
+            return bad(format!("--keys must be between 1 and {}", crate::demo::KEYS_MAX));
+        }
+        if self.len == 0 || self.batch_keys == 0 {
+            return bad("--len and --batch-keys must be at least 1".into());
+        }
+        if !(self.zipf.is_finite() && self.zipf >= 0.0) {
+            return bad("--zipf must be a finite number >= 0".into());
+        }
+        // Every push adds 1: a key's sum is at most the number of batches of all workers.
+        let pushes = u64::from(world) * u64::from(self.workers) * self.batches;
+        if pushes >= 1 << 24 {
+            return bad(format!(
+                "{pushes} batches in all: sums beyond 2^24 are not exact in f32; fewer --batches or --workers"
+            ));
+        }
+        Ok(())
+    }
+
+    /// The configuration every node runs.
+    pub fn config(&self, world: u16) -> Result<Config, NodeError> {
+        let layout = Layout::uniform(self.keys, self.len).map_err(|e| NodeError::Options(format!("layout: {e}")))?;
+        let mut cfg = Config::new(world, self.workers, layout);
+        cfg.technique = self.technique;
+        cfg.seed = self.seed;
+        Ok(cfg)
+    }
+}
+
+/// Why a node failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum NodeError {
+    /// The options cannot work.
+    Options(String),
+    /// The start-up (launcher environment, token, rendezvous) failed.
+    Startup(StartupError),
+    /// The transport could not be set up.
+    Transport(parma_transport_zmq::ZmqError),
+    /// The runtime did not start.
+    Start(parma_runtime::Error),
+    /// A worker operation failed.
+    Worker { node: NodeId, worker: u16, batch: u64, op: &'static str, error: OpError },
+    /// A worker thread could not be spawned or panicked.
+    Thread(String),
+    /// A peer failed (crashed, or silent for longer than the peer timeout): the job stops,
+    /// as there is no failover yet.
+    PeerFailed { peer: NodeId },
+    /// Sums differ from what every worker pushed.
+    Sums { wrong: u64, checked: u64, first: Vec<String> },
+    /// The node did not stop cleanly.
+    Shutdown(parma_runtime::Error),
+}
+
+impl fmt::Display for NodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NodeError::Options(s) => write!(f, "bad options: {s}"),
+            NodeError::Startup(e) => write!(f, "start-up failed: {e}"),
+            NodeError::Transport(e) => write!(f, "transport: {e}"),
+            NodeError::Start(e) => write!(f, "the node did not start: {e}"),
+            NodeError::Worker { node, worker, batch, op, error } => {
+                write!(f, "worker {worker} of node {}: {op} of batch {batch} failed: {error}", node.0)
+            }
+            NodeError::Thread(s) => f.write_str(s),
+            NodeError::PeerFailed { peer } => {
+                write!(f, "node {} failed (crashed, or silent past the peer timeout); the job stops", peer.0)
+            }
+            NodeError::Sums { wrong, checked, first } => {
+                write!(f, "{wrong} of {checked} values are wrong: {}", first.join("; "))
+            }
+            NodeError::Shutdown(e) => write!(f, "the node did not stop cleanly: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for NodeError {}
+
+/// What one node's share of the workload did.
+#[derive(Clone, Debug, Default)]
+pub struct SumsOutcome {
+    /// Batches run by this node's workers.
+    pub batches: u64,
+    /// Values (keys × len) checked by this node's workers.
+    pub values_checked: u64,
+    /// From the first batch to the last worker's check.
+    pub wall: Duration,
+}
+
+/// How many times each key is pushed by the whole cluster: every worker's draws replayed.
+fn expected_counts(opts: &SumsOptions, world: u16, sampler: &KeySampler) -> Vec<u32> {
+    let mut counts = vec![0u32; opts.keys as usize];
+    for g in 0..u64::from(world) * u64::from(opts.workers) {
+        let mut rng = worker_rng(opts.seed, g);
+        for _ in 0..opts.batches {
+            for k in sampler.batch(&mut rng, opts.batch_keys) {
+                counts[k.0 as usize] += 1;
+            }
+        }
+    }
+    counts
+}
+
+fn worker_rng(seed: u64, global_worker: u64) -> StdRng {
+    StdRng::seed_from_u64(mix(seed ^ mix(global_worker + 1)))
+}
+
+/// Tells the workers that a peer failed: `None` while every peer is alive.
+pub type FailedPeer<'a> = &'a (dyn Fn() -> Option<NodeId> + Sync);
+
+/// Runs the sums workload on this node's `workers` (of a cluster of `world` nodes whose every
+/// node runs it with the same options), checks this node's share of the sums, and finalizes
+/// the workers. Every worker stops at its next batch once `failed` names a peer.
+pub fn run_sums(
+    workers: Vec<Worker>,
+    world: u16,
+    opts: &SumsOptions,
+    failed: FailedPeer<'_>,
+) -> Result<SumsOutcome, NodeError> {
+    opts.check(world)?;
+    let sampler = KeySampler::new(opts.keys, opts.zipf, opts.seed).map_err(NodeError::Options)?;
+    let counts = expected_counts(opts, world, &sampler);
+    let started = Instant::now();
+    let results: Vec<Result<(u64, u64, Vec<String>, u64), NodeError>> = thread::scope(|s| {
+        let handles: Vec<_> = workers
+            .into_iter()
+            .map(|mut w| {
+                let (sampler, counts) = (&sampler, &counts);
+                let name = format!("parma-sums-{}-{}", w.node().0, w.id().0);
+                thread::Builder::new().name(name).spawn_scoped(s, move || {
+                    let (node, worker) = (w.node(), w.id().0);
+                    let g = u64::from(node.0) * u64::from(opts.workers) + u64::from(worker);
+                    let total = u64::from(world) * u64::from(opts.workers);
+                    let r = work(&mut w, opts, sampler, g, failed).and_then(|batches| {
+                        let (checked, wrong, first) = check(&mut w, opts, counts, g, total, failed)?;
+                        Ok((batches, checked, first, wrong))
+                    });
+                    // Finalize even after a failure: the others wait for this worker's barrier.
+                    let fin = w.finalize().map_err(|error| NodeError::Worker {
+                        node,
+                        worker,
+                        batch: opts.batches,
+                        op: "finalize",
+                        error,
+                    });
+                    r.and_then(|x| fin.map(|()| x))
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| match h {
+                Ok(h) => h.join().unwrap_or_else(|_| Err(NodeError::Thread("a worker thread panicked".into()))),
+                Err(e) => Err(NodeError::Thread(format!("could not spawn a worker thread: {e}"))),
+            })
+            .collect()
+    });
+    let mut out = SumsOutcome { wall: started.elapsed(), ..SumsOutcome::default() };
+    let (mut wrong, mut first) = (0, Vec::new());
+    for r in results {
+        let (batches, checked, f, w) = r?;
+        out.batches += batches;
+        out.values_checked += checked;
+        wrong += w;
+        first.extend(f);
+    }
+    if wrong > 0 {
+        first.truncate(MISMATCHES_SHOWN);
+        return Err(NodeError::Sums { wrong, checked: out.values_checked, first });
+    }
+    Ok(out)
+}
+
+/// One worker's batches; returns how many ran.
+fn work(
+    w: &mut Worker,
+    opts: &SumsOptions,
+    sampler: &KeySampler,
+    g: u64,
+    failed: FailedPeer<'_>,
+) -> Result<u64, NodeError> {
+    let (node, worker) = (w.node(), w.id().0);
+    let fail = |batch: u64, op: &'static str| move |error| NodeError::Worker { node, worker, batch, op, error };
+    let mut rng = worker_rng(opts.seed, g);
+    let (intents, relocate) = (opts.technique.uses_rounds(), opts.technique.uses_localize());
+    let len = opts.len as usize;
+    let mut queue: std::collections::VecDeque<(Vec<Key>, Option<Ticket>)> = Default::default();
+    let mut pushes: std::collections::VecDeque<(u64, Ticket)> = Default::default();
+    let (mut drawn, mut vals, mut ones) = (0u64, Vec::new(), Vec::new());
+    for i in 0..opts.batches {
+        if let Some(peer) = failed() {
+            return Err(NodeError::PeerFailed { peer });
+        }
+        while drawn < opts.batches && drawn <= i + opts.ahead {
+            let keys = sampler.batch(&mut rng, opts.batch_keys);
+            if intents {
+                match w.intent(&keys, Clock(drawn), Clock(drawn + 1)) {
+                    Ok(()) | Err(OpError::Busy) => {}
+                    Err(e) => return Err(fail(drawn, "intent")(e)),
+                }
+            }
+            let t = if relocate { Some(w.localize(&keys).map_err(fail(drawn, "localize"))?) } else { None };
+            queue.push_back((keys, t));
+            drawn += 1;
+        }
+        let (keys, t) = queue.pop_front().expect("batch i was drawn");
+        if let Some(t) = t {
+            w.wait(t).map_err(fail(i, "localize"))?;
+        }
+        vals.resize(keys.len() * len, 0.0);
+        w.pull(&keys, &mut vals).map_err(fail(i, "pull"))?;
+        ones.resize(keys.len() * len, 1.0);
+        pushes.push_back((i, w.push(&keys, &ones).map_err(fail(i, "push"))?));
+        while pushes.len() > PUSHES_IN_FLIGHT {
+            let (b, t) = pushes.pop_front().expect("not empty");
+            w.wait(t).map_err(fail(b, "push"))?;
+        }
+        w.advance_clock().map_err(fail(i, "advance"))?;
+    }
+    for (b, t) in pushes {
+        w.wait(t).map_err(fail(b, "push"))?;
+    }
+    // Every worker of every node has pushed everything once this passes.
+    w.barrier().map_err(fail(opts.batches, "barrier"))?;
+    Ok(opts.batches)
+}
+
+/// Checks the keys `k` with `k % total == g`: (values checked, wrong, the first wrong ones).
+fn check(
+    w: &mut Worker,
+    opts: &SumsOptions,
+    counts: &[u32],
+    g: u64,
+    total: u64,
+    failed: FailedPeer<'_>,
+) -> Result<(u64, u64, Vec<String>), NodeError> {
+    let (node, worker) = (w.node(), w.id().0);
+    let len = opts.len as usize;
+    let keys: Vec<Key> = (g..opts.keys).step_by(total as usize).map(Key).collect();
+    let (mut checked, mut wrong, mut first) = (0u64, 0u64, Vec::new());
+    let mut vals = Vec::new();
+    for chunk in keys.chunks(CHECK_CHUNK) {
+        if let Some(peer) = failed() {
+            return Err(NodeError::PeerFailed { peer });
+        }
+        vals.resize(chunk.len() * len, 0.0);
+        w.pull(chunk, &mut vals).map_err(|error| NodeError::Worker {
+            node,
+            worker,
+            batch: opts.batches,
+            op: "check pull",
+            error,
+        })?;
+        for (j, k) in chunk.iter().enumerate() {
+            let want = counts[k.0 as usize] as f32;
+            for (e, v) in vals[j * len..(j + 1) * len].iter().enumerate() {
+                checked += 1;
+                if *v != want {
+                    wrong += 1;
+                    if first.len() < MISMATCHES_SHOWN {
+                        first.push(format!("key {} element {e}: {v} where {want} were pushed", k.0));
+                    }
+                }
+            }
+        }
+    }
+    // Nobody shuts down while another node still checks.
+    w.barrier().map_err(|error| NodeError::Worker { node, worker, batch: opts.batches, op: "barrier", error })?;
+    Ok((checked, wrong, first))
+}
+
+/// How one node process joins its cluster.
+#[derive(Clone, Debug)]
+pub struct NodeOptions {
+    /// The workload.
+    pub sums: SumsOptions,
+    /// Rank, world size and rendezvous given explicitly (else from the launcher's environment).
+    pub explicit: Option<(u16, u16, String)>,
+    /// Where the transport listens; `None`: 127.0.0.1 when the rendezvous is on this machine's
+    /// loopback, every address otherwise.
+    pub bind: Option<String>,
+    /// What peers connect to; `None`: the bound address, or the address this machine reaches
+    /// the rendezvous from.
+    pub advertise: Option<String>,
+    /// A peer silent this long has failed.
+    pub peer_timeout: Duration,
+    /// Longest wait for every node at the rendezvous.
+    pub startup_timeout: Duration,
+    /// Serve the counters in Prometheus's text format here.
+    pub metrics_addr: Option<String>,
+}
+
+/// What a node process did.
+#[derive(Clone, Debug)]
+pub struct NodeReport {
+    pub me: NodeId,
+    pub world: u16,
+    pub launcher: &'static str,
+    pub outcome: SumsOutcome,
+    pub stats: Stats,
+}
+
+impl fmt::Display for NodeReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (s, t, w) = (&self.stats, &self.stats.transport, self.stats.workers_total());
+        writeln!(
+            f,
+            "node {} of {} ({}): {} batches, {} values checked, all sums exact, {:.2} s",
+            self.me.0,
+            self.world,
+            self.launcher,
+            self.outcome.batches,
+            self.outcome.values_checked,
+            self.outcome.wall.as_secs_f64()
+        )?;
+        writeln!(
+            f,
+            "  accesses   {:.2}% remote; {} relocations in, {} replicas created",
+            100.0 * w.remote_share(),
+            s.node.relocations_in,
+            s.node.replicas_created
+        )?;
+        write!(
+            f,
+            "  transport  {} frames / {} bytes sent, {} received, {} retransmitted, {} duplicates, \
+             {} reconnects, {} refused",
+            t.frames_sent,
+            t.bytes_sent,
+            t.frames_received,
+            t.frames_retransmitted,
+            t.duplicates_dropped,
+            t.reconnects,
+            t.session_refusals + t.strangers_refused
+        )
+    }
+}
+
+/// The address of this machine that reaches `host` (no packet is sent: a UDP socket is only
+/// connected, so the kernel picks the route).
+fn local_address_towards(host: &str, port: u16) -> Option<std::net::IpAddr> {
+    use std::net::{ToSocketAddrs, UdpSocket};
+    let target = (host, port).to_socket_addrs().ok()?.next()?;
+    let any = if target.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" };
+    let s = UdpSocket::bind(any).ok()?;
+    s.connect(target).ok()?;
+    Some(s.local_addr().ok()?.ip())
+}
+
+/// Runs one node: start-up, the workload, shutdown. `Ok(None)` for a process that is not a
+/// node (ps-lite's scheduler, after the rendezvous; its workers).
+pub fn run_node(opts: &NodeOptions) -> Result<Option<NodeReport>, NodeError> {
+    let launch = match &opts.explicit {
+        Some((rank, world, rendezvous)) => Launch::explicit(NodeId(*rank), *world, rendezvous),
+        None => Launch::from_process_env(),
+    }
+    .map_err(NodeError::Startup)?;
+    if launch.role() == Role::Worker {
+        return Ok(None);
+    }
+    let world = launch.world();
+    opts.sums.check(world)?;
+    let cfg = opts.sums.config(world)?;
+    let digest = u64::from(cfg.wire_cluster().0);
+    let token = ClusterToken::from_process_env().map_err(NodeError::Startup)?;
+
+    let mut zopts = ZmqOptions::loopback();
+    let rv = launch.rendezvous();
+    let rv_loopback = rv.host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback()) || rv.host == "localhost";
+    zopts.bind = match &opts.bind {
+        Some(b) => b.clone(),
+        None if rv_loopback => "tcp://127.0.0.1:0".into(),
+        None => "tcp://0.0.0.0:0".into(),
+    };
+    zopts.advertise = opts.advertise.clone().or_else(|| launch.advertised_host().map(str::to_string)).or_else(|| {
+        (!rv_loopback).then(|| local_address_towards(&rv.host, rv.port)).flatten().map(|ip| ip.to_string())
+    });
+    let timeout_us = opts.peer_timeout.as_micros() as u64;
+    if timeout_us < 100_000 {
+        return Err(NodeError::Options("--peer-timeout-ms must be at least 100".into()));
+    }
+    zopts.session.peer_timeout = parma_core::Duration(timeout_us);
+    zopts.session.heartbeat_interval = parma_core::Duration(timeout_us / 10);
+    zopts.session.retransmit_timeout = parma_core::Duration((timeout_us / 5).min(1_000_000));
+    zopts.session.handshake_timeout = parma_core::Duration((timeout_us / 5).min(1_000_000));
+
+    let bound = Bound::bind(zopts).map_err(NodeError::Transport)?;
+    let table = establish(&launch, bound.endpoint(), digest, &token, opts.startup_timeout)
+        .map_err(NodeError::Startup)?;
+    let Some(me) = table.me() else { return Ok(None) };
+    let endpoints: Vec<String> = table.iter().map(|(_, e)| e.to_string()).collect();
+    let transport = bound.start(me, endpoints, digest, Arc::new(token)).map_err(NodeError::Transport)?;
+    let mut ropts = Options::default();
+    ropts.barrier_timeout = Duration::from_secs(600);
+    let (node, workers) = NodeRuntime::start_with(cfg, me, transport, ropts).map_err(NodeError::Start)?;
+    println!(
+        "node {} of {world}: up, running the sums workload ({} batches per worker, {} workers)",
+        me.0, opts.sums.batches, opts.sums.workers
+    );
+
+    let stop = AtomicBool::new(false);
+    let outcome = thread::scope(|s| {
+        if let Some(addr) = &opts.metrics_addr {
+            let (node, stop) = (&node, &stop);
+            let addr = addr.clone();
+            s.spawn(move || crate::metrics::serve(&addr, node, stop));
+        }
+        let failed = || node.failed_peers().first().copied();
+        let r = run_sums(workers, world, &opts.sums, &failed);
+        stop.store(true, Ordering::SeqCst);
+        r
+    });
+    match outcome {
+        Ok(outcome) => {
+            let stats = node.shutdown().map_err(NodeError::Shutdown)?;
+            Ok(Some(NodeReport { me, world, launcher: launch.launcher().name(), outcome, stats }))
+        }
+        // Dropping the runtime stops it at once: a failed cluster does not wait for drains.
+        Err(e) => Err(e),
+    }
+}

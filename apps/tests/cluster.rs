@@ -1,0 +1,182 @@
+//! Clusters of `parma node` processes over ZeroMQ on 127.0.0.1: a clean run through
+//! `parma launch`, a node killed with SIGKILL, a node paused with SIGSTOP.
+//!
+//! Every wait is bounded; a test that runs out of time kills what it started and fails.
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+const PARMA: &str = env!("CARGO_BIN_EXE_parma");
+/// Longest any process of these tests may run.
+const DEADLINE: Duration = Duration::from_secs(120);
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
+}
+
+/// A node process whose output lines arrive on a channel, tagged with its rank.
+struct Node {
+    rank: u16,
+    child: Child,
+}
+
+fn spawn_nodes(world: u16, args: &[&str]) -> (Vec<Node>, mpsc::Receiver<(u16, String)>) {
+    let rendezvous = format!("127.0.0.1:{}", free_port());
+    let token = format!("test-token-{}", std::process::id());
+    let (tx, rx) = mpsc::channel();
+    let nodes = (0..world)
+        .map(|rank| {
+            let mut child = Command::new(PARMA)
+                .arg("node")
+                .args(args)
+                .env("PARMA_RANK", rank.to_string())
+                .env("PARMA_WORLD_SIZE", world.to_string())
+                .env("PARMA_RENDEZVOUS", &rendezvous)
+                .env("PARMA_TOKEN", &token)
+                .env_remove("PARMA_TOKEN_FILE")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("parma node starts");
+            for pipe in [child.stdout.take().map(|p| Box::new(p) as Box<dyn std::io::Read + Send>), child.stderr.take().map(|p| Box::new(p) as _)]
+                .into_iter()
+                .flatten()
+            {
+                let tx = tx.clone();
+                thread::spawn(move || {
+                    for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                        let _ = tx.send((rank, line));
+                    }
+                });
+            }
+            Node { rank, child }
+        })
+        .collect();
+    (nodes, rx)
+}
+
+/// Waits for every node to exit (killing all at the deadline); their statuses and output.
+fn wait_all(nodes: &mut [Node], rx: &mpsc::Receiver<(u16, String)>, lines: &mut Vec<(u16, String)>) -> Vec<ExitStatus> {
+    let until = Instant::now() + DEADLINE;
+    let mut status: Vec<Option<ExitStatus>> = vec![None; nodes.len()];
+    while status.iter().any(Option::is_none) {
+        while let Ok(l) = rx.try_recv() {
+            lines.push(l);
+        }
+        for (i, n) in nodes.iter_mut().enumerate() {
+            if status[i].is_none() {
+                status[i] = n.child.try_wait().ok().flatten();
+            }
+        }
+        if Instant::now() > until {
+            for n in nodes.iter_mut() {
+                let _ = n.child.kill();
+                let _ = n.child.wait();
+            }
+            panic!("nodes still running after {DEADLINE:?}; output so far: {lines:#?}");
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    thread::sleep(Duration::from_millis(100));
+    while let Ok(l) = rx.try_recv() {
+        lines.push(l);
+    }
+    status.into_iter().map(|s| s.expect("exited")).collect()
+}
+
+/// Waits until every node said it is up (start-up done).
+fn wait_up(world: u16, rx: &mpsc::Receiver<(u16, String)>, lines: &mut Vec<(u16, String)>) {
+    let until = Instant::now() + Duration::from_secs(60);
+    let mut up = vec![false; usize::from(world)];
+    while !up.iter().all(|u| *u) {
+        let left = until.saturating_duration_since(Instant::now());
+        let (rank, line) = rx.recv_timeout(left).unwrap_or_else(|_| panic!("nodes not up; output: {lines:#?}"));
+        if line.contains("up, running") {
+            up[usize::from(rank)] = true;
+        }
+        lines.push((rank, line));
+    }
+}
+
+#[test]
+fn four_nodes_started_by_parma_launch_sum_exactly() {
+    let out = Command::new(PARMA)
+        .args(["launch", "--nodes", "4", "--", "node", "--batches", "300", "--keys", "20000"])
+        .env_remove("PARMA_TOKEN")
+        .env_remove("PARMA_TOKEN_FILE")
+        .output()
+        .expect("parma launch runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "parma launch failed: {}\n{stdout}\n{stderr}", out.status);
+    for rank in 0..4 {
+        let line = format!("[{rank}] node {rank} of 4 (parma):");
+        assert!(
+            stdout.lines().any(|l| l.starts_with(&line) && l.contains("all sums exact")),
+            "no exact sums from rank {rank}:\n{stdout}\n{stderr}"
+        );
+    }
+}
+
+#[test]
+fn a_killed_node_fails_every_other_node_within_the_peer_timeout() {
+    let peer_timeout = Duration::from_millis(1000);
+    let args = ["--batches", "2000000", "--workers", "1", "--keys", "20000", "--peer-timeout-ms", "1000"];
+    let (mut nodes, rx) = spawn_nodes(3, &args);
+    let mut lines = Vec::new();
+    wait_up(3, &rx, &mut lines);
+    thread::sleep(Duration::from_millis(500));
+    let killed_at = Instant::now();
+    nodes[2].child.kill().expect("SIGKILL node 2");
+    let mut exited = [None, None];
+    let until = Instant::now() + DEADLINE;
+    while exited.iter().any(Option::is_none) && Instant::now() < until {
+        for (i, n) in nodes[..2].iter_mut().enumerate() {
+            if exited[i].is_none() && n.child.try_wait().ok().flatten().is_some() {
+                exited[i] = Some(killed_at.elapsed());
+            }
+        }
+        thread::sleep(Duration::from_millis(5));
+    }
+    let status = wait_all(&mut nodes, &rx, &mut lines);
+    for n in &nodes[..2] {
+        let s = status[usize::from(n.rank)];
+        assert!(!s.success(), "node {} exited {s} after its peer died", n.rank);
+        assert!(
+            lines.iter().any(|(r, l)| *r == n.rank && l.contains("node 2 failed")),
+            "node {} does not name the dead peer: {lines:#?}",
+            n.rank
+        );
+    }
+    // Detection within the peer timeout plus a second; the rest is the process's exit.
+    let slowest = exited.iter().flatten().max().copied().unwrap_or(DEADLINE);
+    eprintln!("survivors exited {:?} after the kill (peer timeout {peer_timeout:?})", exited);
+    assert!(slowest <= peer_timeout + Duration::from_secs(1) + Duration::from_secs(2), "{exited:?}");
+}
+
+#[test]
+fn a_node_paused_for_less_than_the_peer_timeout_does_not_fail_the_run() {
+    let args = ["--batches", "4000", "--workers", "1", "--keys", "20000", "--peer-timeout-ms", "4000"];
+    let (mut nodes, rx) = spawn_nodes(3, &args);
+    let mut lines = Vec::new();
+    wait_up(3, &rx, &mut lines);
+    let pid = nodes[1].child.id().to_string();
+    assert!(nodes[1].child.try_wait().ok().flatten().is_none(), "node 1 ended before the pause: more batches");
+    let stop = Command::new("kill").args(["-STOP", &pid]).status().expect("kill -STOP");
+    assert!(stop.success());
+    thread::sleep(Duration::from_millis(1500));
+    let cont = Command::new("kill").args(["-CONT", &pid]).status().expect("kill -CONT");
+    assert!(cont.success());
+    let status = wait_all(&mut nodes, &rx, &mut lines);
+    for (rank, s) in status.iter().enumerate() {
+        assert!(s.success(), "node {rank} exited {s}: {lines:#?}");
+        assert!(
+            lines.iter().any(|(r, l)| usize::from(*r) == rank && l.contains("all sums exact")),
+            "node {rank}: {lines:#?}"
+        );
+    }
+}

@@ -266,7 +266,8 @@ impl fmt::Display for StartupError {
                 if missing.is_empty() {
                     write!(f, "only {registered} of {world} nodes registered within {secs:.1} s")?;
                 } else {
-                    write!(f, "ranks {} of {world} did not register within {secs:.1} s", Ranks(missing))?;
+                    let ranks = if missing.len() == 1 { "rank" } else { "ranks" };
+                    write!(f, "{ranks} {} of {world} did not register within {secs:.1} s", Ranks(missing))?;
                 }
                 if *refusals != Refusals::default() {
                     write!(f, "; connections refused meanwhile: {refusals}")?;

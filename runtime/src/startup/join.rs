@@ -64,11 +64,18 @@ pub(crate) fn join_at(
             Err(Attempt::Fatal(e)) => return Err(e),
             Err(Attempt::Retry(why)) => why,
         };
-        let now = Instant::now();
-        if now + backoff >= deadline {
-            return Err(StartupError::Unreachable { addr: addr.to_string(), waited: now - started, last });
+        // Tries again while time is left, the last time right before the deadline.
+        let left = deadline.saturating_duration_since(Instant::now());
+        if !left.is_zero() {
+            thread::sleep(backoff.min(left));
         }
-        thread::sleep(backoff);
+        if Instant::now() >= deadline {
+            return Err(StartupError::Unreachable {
+                addr: addr.to_string(),
+                waited: started.elapsed(),
+                last,
+            });
+        }
         backoff = (backoff * 2).min(BACKOFF_MAX);
     }
 }

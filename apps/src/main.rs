@@ -2,6 +2,7 @@
 
 use std::process::ExitCode;
 
+mod launch;
 mod train_cli;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -43,6 +44,13 @@ enum Command {
     /// Data sets that parma may not ship.
     #[command(subcommand)]
     Data(DataCommand),
+    /// Start N node processes of this binary on this machine, each running the subcommand
+    /// given after `--` with PARMA_RANK, PARMA_WORLD_SIZE, PARMA_RENDEZVOUS and a fresh
+    /// PARMA_TOKEN; prefix their output lines with `[rank] `; stop them all when one fails.
+    Launch(launch::LaunchArgs),
+    /// Print what the launcher told this process and exit as asked (tests of `launch`).
+    #[command(hide = true)]
+    LaunchProbe(launch::ProbeArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -413,6 +421,8 @@ fn main() -> ExitCode {
         Command::Sampling(args) => run_sampling(args).map(|()| true),
         Command::Train(cmd) => train_cli::run(cmd).map(|()| true),
         Command::Data(cmd) => run_data(cmd).map(|()| true),
+        Command::Launch(args) => return launch::run(args),
+        Command::LaunchProbe(args) => return launch::probe(args),
     };
     match ok {
         Ok(true) => ExitCode::SUCCESS,

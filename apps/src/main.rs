@@ -3,6 +3,7 @@
 use std::process::ExitCode;
 
 mod node_cli;
+mod launch;
 mod train_cli;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -47,6 +48,13 @@ enum Command {
     /// Run one node of a cluster of processes over ZeroMQ and a workload whose sums it
     /// checks exactly.
     Node(node_cli::NodeArgs),
+    /// Start N node processes of this binary on this machine, each running the subcommand
+    /// given after `--` with PARMA_RANK, PARMA_WORLD_SIZE, PARMA_RENDEZVOUS and a fresh
+    /// PARMA_TOKEN; prefix their output lines with `[rank] `; stop them all when one fails.
+    Launch(launch::LaunchArgs),
+    /// Print what the launcher told this process and exit as asked (tests of `launch`).
+    #[command(hide = true)]
+    LaunchProbe(launch::ProbeArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -418,6 +426,8 @@ fn main() -> ExitCode {
         Command::Train(cmd) => train_cli::run(cmd).map(|()| true),
         Command::Data(cmd) => run_data(cmd).map(|()| true),
         Command::Node(args) => node_cli::run(args).map(|()| true),
+        Command::Launch(args) => return launch::run(args),
+        Command::LaunchProbe(args) => return launch::probe(args),
     };
     match ok {
         Ok(true) => ExitCode::SUCCESS,

@@ -119,14 +119,17 @@ pub enum NodeError {
     Transport(parma_transport_zmq::ZmqError),
     /// The runtime did not start.
     Start(parma_runtime::Error),
-    /// A worker operation failed.
+    /// A worker operation failed: worker `worker` of node `node`, in batch `batch`, doing `op`.
+    #[allow(missing_docs)]
     Worker { node: NodeId, worker: u16, batch: u64, op: &'static str, error: OpError },
     /// A worker thread could not be spawned or panicked.
     Thread(String),
     /// A peer failed (crashed, or silent for longer than the peer timeout): the job stops,
     /// as there is no failover yet.
+    #[allow(missing_docs)]
     PeerFailed { peer: NodeId },
     /// Sums differ from what every worker pushed.
+    #[allow(missing_docs)]
     Sums { wrong: u64, checked: u64, first: Vec<String> },
     /// The node did not stop cleanly.
     Shutdown(parma_runtime::Error),
@@ -373,10 +376,15 @@ pub struct NodeOptions {
 /// What a node process did.
 #[derive(Clone, Debug)]
 pub struct NodeReport {
+    /// This node.
     pub me: NodeId,
+    /// Nodes in the cluster.
     pub world: u16,
+    /// Which launcher's environment started it.
     pub launcher: &'static str,
+    /// What the workload did here.
     pub outcome: SumsOutcome,
+    /// The node's counters at shutdown.
     pub stats: Stats,
 }
 

@@ -9,6 +9,10 @@
 //! routed. It calls the node's inputs, carries out its outputs and hands completions back to
 //! the workers that wait for them. A `match` on a message kind here would belong in core.
 //!
+//! Before a node starts, [`startup`] tells a process of a multi-process cluster its rank,
+//! the world size and its peers' endpoints (from the launcher's environment and a
+//! rendezvous), for any transport.
+//!
 //! ## Two planes
 //!
 //! - **Data plane.** A worker's access to a key held here is served by the worker thread
@@ -99,6 +103,7 @@ mod order;
 mod runtime;
 mod shared;
 mod slot;
+pub mod startup;
 mod stats;
 mod worker;
 

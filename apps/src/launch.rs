@@ -7,6 +7,7 @@
 //! or a signal), the others get SIGTERM, then SIGKILL after the grace period, and the
 //! launcher exits with 1 naming the rank and how it failed. SIGINT, SIGTERM or SIGHUP to the
 //! launcher stop the children the same way; it then exits with 128 + the signal's number.
+//! On Linux a child also gets SIGTERM should the launcher die of SIGKILL.
 
 use std::io::{Read, Write};
 use std::os::unix::process::ExitStatusExt;
@@ -88,6 +89,8 @@ fn launch(args: &LaunchArgs) -> Result<ExitCode, String> {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         token.export(&mut cmd);
+        #[cfg(target_os = "linux")]
+        die_with_launcher(&mut cmd);
         let mut child = match cmd.spawn() {
             Ok(child) => child,
             Err(e) => {
@@ -274,6 +277,27 @@ fn emit(prefix: &str, line: &mut Vec<u8>, stderr: bool) {
         out.write_all(prefix.as_bytes()).and_then(|()| out.write_all(line)).and_then(|()| out.flush())
     };
     line.clear();
+}
+
+/// Makes the child get SIGTERM when the launcher dies, even of a SIGKILL that it cannot
+/// catch (Linux: the parent-death signal, sent when the thread that spawned the child ends;
+/// `launch` spawns from the main thread, which lives as long as the launcher).
+#[cfg(target_os = "linux")]
+fn die_with_launcher(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    let launcher = nix::unistd::getpid();
+    // SAFETY: the closure runs in the child between fork and exec; it makes two system calls
+    // (prctl and getppid, both async-signal-safe) and allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            nix::sys::prctl::set_pdeathsig(Signal::SIGTERM)?;
+            // The launcher may have died before the call: then nobody would send the signal.
+            if nix::unistd::getppid() != launcher {
+                return Err(std::io::Error::from_raw_os_error(nix::libc::ESRCH));
+            }
+            Ok(())
+        });
+    }
 }
 
 /// Installs the handler that records SIGINT, SIGTERM and SIGHUP for `supervise`.

@@ -153,6 +153,30 @@ fn sigterm_to_the_launcher_stops_every_node() {
     assert_gone(&pids);
 }
 
+#[cfg(target_os = "linux")]
+#[test]
+fn the_nodes_end_when_the_launcher_is_killed() {
+    let (mut launcher, pids, _rx) = start_sleepers(2);
+    launcher.kill().unwrap();
+    launcher.wait().unwrap();
+    // Their parent-death signal is SIGTERM; they are reaped by init (or a subreaper).
+    let until = Instant::now() + Duration::from_secs(10);
+    while pids.iter().any(|&p| alive(p)) && Instant::now() < until {
+        thread::sleep(Duration::from_millis(20));
+    }
+    assert!(pids.iter().all(|&p| !alive(p)), "{pids:?}");
+}
+
+/// Whether `pid` runs (a zombie waiting for its reaper does not).
+#[cfg(target_os = "linux")]
+fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the command name in parentheses.
+        Ok(stat) => stat.rsplit_once(") ").is_some_and(|(_, rest)| !rest.starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
 #[test]
 fn a_rank_killed_by_a_signal_is_named() {
     let (mut launcher, pids, rx) = start_sleepers(3);

@@ -8,6 +8,7 @@ use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
+use parma_core::config::NODES_MAX;
 use parma_core::session::PROOF_LEN;
 use parma_core::NodeId;
 
@@ -26,7 +27,7 @@ pub(crate) const HELLO_FRAME_MAX: usize = 64 + ENDPOINT_LEN_MAX;
 pub(crate) const SHORT_FRAME_MAX: usize = 64 + 4 * ENDPOINT_LEN_MAX;
 /// Longest frame a node reads once registered: a peer table of `NODES_MAX` longest endpoints,
 /// or a refusal listing every rank.
-pub(crate) const TABLE_FRAME_MAX: usize = 64 + 4096 * (2 + ENDPOINT_LEN_MAX);
+pub(crate) const TABLE_FRAME_MAX: usize = 64 + NODES_MAX as usize * (2 + ENDPOINT_LEN_MAX);
 /// "Assign me a rank" in a hello.
 const RANK_ASSIGN: u16 = u16::MAX;
 

@@ -471,7 +471,12 @@ fn gradient(keys: &[Key], vals: &[f32], len: usize, grad: &mut Vec<f32>) {
 }
 
 /// One worker's loop.
-fn work(w: &mut Worker, opts: &DemoOptions, sampler: &KeySampler, rng: &mut StdRng) -> Result<Done, DemoError> {
+fn work(
+    w: &mut Worker,
+    opts: &DemoOptions,
+    sampler: &KeySampler,
+    rng: &mut StdRng,
+) -> Result<Done, DemoError> {
     let (node, worker) = (w.node(), w.id().0);
     let fail =
         |batch: u64, op: &'static str| move |error| DemoError::Worker { node, worker, batch, op, error };

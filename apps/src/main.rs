@@ -2,8 +2,8 @@
 
 use std::process::ExitCode;
 
-mod node_cli;
 mod launch;
+mod node_cli;
 mod train_cli;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};

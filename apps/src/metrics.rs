@@ -24,16 +24,36 @@ pub fn render(node: u16, stats: &Stats) -> String {
         let _ = writeln!(out, "# HELP parma_{name} {help}\n# TYPE parma_{name} counter");
         let _ = writeln!(out, "parma_{name}{{node=\"{node}\"}} {v}");
     };
-    counter("keys_pulled_local_total", "Keys pulled from this node's store by its workers.", w.keys_pulled_local);
-    counter("keys_pulled_remote_total", "Keys pulled that this node's workers handed to the node.", w.keys_pulled_remote);
-    counter("keys_pushed_local_total", "Keys pushed into this node's store by its workers.", w.keys_pushed_local);
-    counter("keys_pushed_remote_total", "Keys pushed that this node's workers handed to the node.", w.keys_pushed_remote);
+    counter(
+        "keys_pulled_local_total",
+        "Keys pulled from this node's store by its workers.",
+        w.keys_pulled_local,
+    );
+    counter(
+        "keys_pulled_remote_total",
+        "Keys pulled that this node's workers handed to the node.",
+        w.keys_pulled_remote,
+    );
+    counter(
+        "keys_pushed_local_total",
+        "Keys pushed into this node's store by its workers.",
+        w.keys_pushed_local,
+    );
+    counter(
+        "keys_pushed_remote_total",
+        "Keys pushed that this node's workers handed to the node.",
+        w.keys_pushed_remote,
+    );
     counter("relocations_in_total", "Keys moved to this node.", n.relocations_in);
     counter("replicas_created_total", "Replicas created on this node.", n.replicas_created);
     counter("ops_failed_total", "Worker operations that ended with an error.", n.ops_failed);
     counter("messages_sent_total", "Protocol messages sent.", n.messages_sent_total());
     counter("message_bytes_sent_total", "Bytes of the protocol messages sent.", n.bytes_sent_total());
-    counter("driver_frames_dropped_total", "Frames the driver dropped (peer gone, refused).", d.frames_dropped);
+    counter(
+        "driver_frames_dropped_total",
+        "Frames the driver dropped (peer gone, refused).",
+        d.frames_dropped,
+    );
     counter("transport_frames_sent_total", "Frames the transport accepted.", t.frames_sent);
     counter("transport_bytes_sent_total", "Bytes of the frames the transport accepted.", t.bytes_sent);
     counter("transport_frames_received_total", "Frames the transport handed to the node.", t.frames_received);
@@ -44,7 +64,11 @@ pub fn render(node: u16, stats: &Stats) -> String {
     counter("transport_reconnects_total", "Connections to peers opened again.", t.reconnects);
     counter("transport_connects_failed_total", "Connection attempts that failed.", t.connects_failed);
     counter("transport_session_refusals_total", "Packets a peer's session refused.", t.session_refusals);
-    counter("transport_strangers_refused_total", "Packets of unauthenticated connections dropped.", t.strangers_refused);
+    counter(
+        "transport_strangers_refused_total",
+        "Packets of unauthenticated connections dropped.",
+        t.strangers_refused,
+    );
     counter("transport_sends_blocked_total", "Sends answered with back-pressure.", t.sends_blocked);
     counter("transport_peers_failed_total", "Peers reported failed.", t.peers_failed);
     out

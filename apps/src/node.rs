@@ -13,7 +13,7 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -99,7 +99,8 @@ impl SumsOptions {
 
     /// The configuration every node runs.
     pub fn config(&self, world: u16) -> Result<Config, NodeError> {
-        let layout = Layout::uniform(self.keys, self.len).map_err(|e| NodeError::Options(format!("layout: {e}")))?;
+        let layout =
+            Layout::uniform(self.keys, self.len).map_err(|e| NodeError::Options(format!("layout: {e}")))?;
         let mut cfg = Config::new(world, self.workers, layout);
         cfg.technique = self.technique;
         cfg.seed = self.seed;
@@ -171,22 +172,34 @@ pub struct SumsOutcome {
 }
 
 /// How many times each key is pushed by the whole cluster: every worker's draws replayed.
-fn expected_counts(opts: &SumsOptions, world: u16, sampler: &KeySampler) -> Vec<u32> {
+/// `None` if a peer failed meanwhile (the replay is as long as the whole cluster's sampling).
+fn expected_counts(
+    opts: &SumsOptions,
+    world: u16,
+    sampler: &KeySampler,
+    failed: FailedPeer<'_>,
+) -> Option<Vec<u32>> {
     let mut counts = vec![0u32; opts.keys as usize];
     for g in 0..u64::from(world) * u64::from(opts.workers) {
         let mut rng = worker_rng(opts.seed, g);
-        for _ in 0..opts.batches {
+        for i in 0..opts.batches {
+            if i % 1024 == 0 && failed().is_some() {
+                return None;
+            }
             for k in sampler.batch(&mut rng, opts.batch_keys) {
                 counts[k.0 as usize] += 1;
             }
         }
     }
-    counts
+    Some(counts)
 }
 
 fn worker_rng(seed: u64, global_worker: u64) -> StdRng {
     StdRng::seed_from_u64(mix(seed ^ mix(global_worker + 1)))
 }
+
+/// What one worker did: batches, values checked, the first wrong ones, how many were wrong.
+type WorkerDone = (u64, u64, Vec<String>, u64);
 
 /// Tells the workers that a peer failed: `None` while every peer is alive.
 pub type FailedPeer<'a> = &'a (dyn Fn() -> Option<NodeId> + Sync);
@@ -202,9 +215,12 @@ pub fn run_sums(
 ) -> Result<SumsOutcome, NodeError> {
     opts.check(world)?;
     let sampler = KeySampler::new(opts.keys, opts.zipf, opts.seed).map_err(NodeError::Options)?;
-    let counts = expected_counts(opts, world, &sampler);
     let started = Instant::now();
-    let results: Vec<Result<(u64, u64, Vec<String>, u64), NodeError>> = thread::scope(|s| {
+    // The replay runs beside the workers; they wait for it only when they check.
+    let counts: OnceLock<Option<Vec<u32>>> = OnceLock::new();
+    let results: Vec<Result<WorkerDone, NodeError>> = thread::scope(|s| {
+        let (sampler_ref, counts_ref) = (&sampler, &counts);
+        s.spawn(move || counts_ref.set(expected_counts(opts, world, sampler_ref, failed)));
         let handles: Vec<_> = workers
             .into_iter()
             .map(|mut w| {
@@ -233,7 +249,9 @@ pub fn run_sums(
         handles
             .into_iter()
             .map(|h| match h {
-                Ok(h) => h.join().unwrap_or_else(|_| Err(NodeError::Thread("a worker thread panicked".into()))),
+                Ok(h) => {
+                    h.join().unwrap_or_else(|_| Err(NodeError::Thread("a worker thread panicked".into())))
+                }
                 Err(e) => Err(NodeError::Thread(format!("could not spawn a worker thread: {e}"))),
             })
             .collect()
@@ -263,7 +281,8 @@ fn work(
     failed: FailedPeer<'_>,
 ) -> Result<u64, NodeError> {
     let (node, worker) = (w.node(), w.id().0);
-    let fail = |batch: u64, op: &'static str| move |error| NodeError::Worker { node, worker, batch, op, error };
+    let fail =
+        |batch: u64, op: &'static str| move |error| NodeError::Worker { node, worker, batch, op, error };
     let mut rng = worker_rng(opts.seed, g);
     let (intents, relocate) = (opts.technique.uses_rounds(), opts.technique.uses_localize());
     let len = opts.len as usize;
@@ -312,13 +331,20 @@ fn work(
 fn check(
     w: &mut Worker,
     opts: &SumsOptions,
-    counts: &[u32],
+    counts: &OnceLock<Option<Vec<u32>>>,
     g: u64,
     total: u64,
     failed: FailedPeer<'_>,
 ) -> Result<(u64, u64, Vec<String>), NodeError> {
     let (node, worker) = (w.node(), w.id().0);
     let len = opts.len as usize;
+    let counts = loop {
+        match counts.get() {
+            Some(Some(c)) => break c,
+            Some(None) => return Err(NodeError::PeerFailed { peer: failed().unwrap_or(node) }),
+            None => thread::sleep(Duration::from_millis(1)),
+        }
+    };
     let keys: Vec<Key> = (g..opts.keys).step_by(total as usize).map(Key).collect();
     let (mut checked, mut wrong, mut first) = (0u64, 0u64, Vec::new());
     let mut vals = Vec::new();
@@ -348,7 +374,13 @@ fn check(
         }
     }
     // Nobody shuts down while another node still checks.
-    w.barrier().map_err(|error| NodeError::Worker { node, worker, batch: opts.batches, op: "barrier", error })?;
+    w.barrier().map_err(|error| NodeError::Worker {
+        node,
+        worker,
+        batch: opts.batches,
+        op: "barrier",
+        error,
+    })?;
     Ok((checked, wrong, first))
 }
 
@@ -453,15 +485,20 @@ pub fn run_node(opts: &NodeOptions) -> Result<Option<NodeReport>, NodeError> {
 
     let mut zopts = ZmqOptions::loopback();
     let rv = launch.rendezvous();
-    let rv_loopback = rv.host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback()) || rv.host == "localhost";
+    let rv_loopback =
+        rv.host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback()) || rv.host == "localhost";
     zopts.bind = match &opts.bind {
         Some(b) => b.clone(),
         None if rv_loopback => "tcp://127.0.0.1:0".into(),
         None => "tcp://0.0.0.0:0".into(),
     };
-    zopts.advertise = opts.advertise.clone().or_else(|| launch.advertised_host().map(str::to_string)).or_else(|| {
-        (!rv_loopback).then(|| local_address_towards(&rv.host, rv.port)).flatten().map(|ip| ip.to_string())
-    });
+    zopts.advertise =
+        opts.advertise.clone().or_else(|| launch.advertised_host().map(str::to_string)).or_else(|| {
+            (!rv_loopback)
+                .then(|| local_address_towards(&rv.host, rv.port))
+                .flatten()
+                .map(|ip| ip.to_string())
+        });
     let timeout_us = opts.peer_timeout.as_micros() as u64;
     if timeout_us < 100_000 {
         return Err(NodeError::Options("--peer-timeout-ms must be at least 100".into()));

@@ -42,9 +42,12 @@ fn spawn_nodes(world: u16, args: &[&str]) -> (Vec<Node>, mpsc::Receiver<(u16, St
                 .stderr(Stdio::piped())
                 .spawn()
                 .expect("parma node starts");
-            for pipe in [child.stdout.take().map(|p| Box::new(p) as Box<dyn std::io::Read + Send>), child.stderr.take().map(|p| Box::new(p) as _)]
-                .into_iter()
-                .flatten()
+            for pipe in [
+                child.stdout.take().map(|p| Box::new(p) as Box<dyn std::io::Read + Send>),
+                child.stderr.take().map(|p| Box::new(p) as _),
+            ]
+            .into_iter()
+            .flatten()
             {
                 let tx = tx.clone();
                 thread::spawn(move || {
@@ -60,7 +63,11 @@ fn spawn_nodes(world: u16, args: &[&str]) -> (Vec<Node>, mpsc::Receiver<(u16, St
 }
 
 /// Waits for every node to exit (killing all at the deadline); their statuses and output.
-fn wait_all(nodes: &mut [Node], rx: &mpsc::Receiver<(u16, String)>, lines: &mut Vec<(u16, String)>) -> Vec<ExitStatus> {
+fn wait_all(
+    nodes: &mut [Node],
+    rx: &mpsc::Receiver<(u16, String)>,
+    lines: &mut Vec<(u16, String)>,
+) -> Vec<ExitStatus> {
     let until = Instant::now() + DEADLINE;
     let mut status: Vec<Option<ExitStatus>> = vec![None; nodes.len()];
     while status.iter().any(Option::is_none) {
@@ -94,7 +101,8 @@ fn wait_up(world: u16, rx: &mpsc::Receiver<(u16, String)>, lines: &mut Vec<(u16,
     let mut up = vec![false; usize::from(world)];
     while !up.iter().all(|u| *u) {
         let left = until.saturating_duration_since(Instant::now());
-        let (rank, line) = rx.recv_timeout(left).unwrap_or_else(|_| panic!("nodes not up; output: {lines:#?}"));
+        let (rank, line) =
+            rx.recv_timeout(left).unwrap_or_else(|_| panic!("nodes not up; output: {lines:#?}"));
         if line.contains("up, running") {
             up[usize::from(rank)] = true;
         }
@@ -160,12 +168,15 @@ fn a_killed_node_fails_every_other_node_within_the_peer_timeout() {
 
 #[test]
 fn a_node_paused_for_less_than_the_peer_timeout_does_not_fail_the_run() {
-    let args = ["--batches", "4000", "--workers", "1", "--keys", "20000", "--peer-timeout-ms", "4000"];
+    let args = ["--batches", "20000", "--workers", "1", "--keys", "20000", "--peer-timeout-ms", "4000"];
     let (mut nodes, rx) = spawn_nodes(3, &args);
     let mut lines = Vec::new();
     wait_up(3, &rx, &mut lines);
     let pid = nodes[1].child.id().to_string();
-    assert!(nodes[1].child.try_wait().ok().flatten().is_none(), "node 1 ended before the pause: more batches");
+    assert!(
+        nodes[1].child.try_wait().ok().flatten().is_none(),
+        "node 1 ended before the pause: more batches"
+    );
     let stop = Command::new("kill").args(["-STOP", &pid]).status().expect("kill -STOP");
     assert!(stop.success());
     thread::sleep(Duration::from_millis(1500));

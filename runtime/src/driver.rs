@@ -262,7 +262,8 @@ impl<T: Transport> Driver<T> {
 
     fn peer_failed(&mut self, now: Instant, peer: NodeId) {
         {
-            let mut failed = self.shared.failed_peers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut failed =
+                self.shared.failed_peers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             if !failed.contains(&peer) {
                 failed.push(peer);
             }

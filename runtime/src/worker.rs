@@ -468,18 +468,25 @@ impl Worker {
     ///
     /// A worker that is dropped instead never enters a barrier again: the other workers'
     /// barriers then wait until `Options::barrier_timeout`.
+    ///
+    /// A last barrier follows, whose failure is not an error: it keeps this node from
+    /// shutting down before every node has passed the barriers above. Without it, a node that
+    /// shuts down at once closes its transport while another node may still wait for the
+    /// release of the last barrier above, and that node's transport reports the closed peer
+    /// failed, failing its barrier. Everything `finalize` promises is established before it.
     pub fn finalize(mut self) -> Result<(), OpError> {
-        if !self.shared.cfg.technique.uses_rounds() {
-            return self.barrier();
+        if self.shared.cfg.technique.uses_rounds() {
+            self.check_open()?;
+            if self.commands.send(Command::EndIntents { worker: self.id }).is_err() {
+                return Err(OpError::Closed);
+            }
+            self.shared.nudge_driver();
+            self.barrier()?;
+            self.wait_sync()?;
         }
-        self.check_open()?;
-        if self.commands.send(Command::EndIntents { worker: self.id }).is_err() {
-            return Err(OpError::Closed);
-        }
-        self.shared.nudge_driver();
         self.barrier()?;
-        self.wait_sync()?;
-        self.barrier()
+        let _ = self.barrier();
+        Ok(())
     }
 
     // ----- internals -----

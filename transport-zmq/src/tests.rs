@@ -54,9 +54,9 @@ fn bad_options_and_peer_tables_are_refused_with_a_reason() {
     let e =
         b.start(NodeId(2), vec!["tcp://127.0.0.1:1".into(); 2], 1, Arc::new(T)).err().unwrap().to_string();
     assert!(e.contains("node 2"), "{e}");
-    let b = Bound::bind(NodeId(0), ZmqOptions::loopback()).unwrap();
+    let b = Bound::bind(ZmqOptions::loopback()).unwrap();
     let e = b
-        .start(vec!["tcp://127.0.0.1:1".into(), "nonsense".into()], 1, Arc::new(T))
+        .start(NodeId(0), vec!["tcp://127.0.0.1:1".into(), "nonsense".into()], 1, Arc::new(T))
         .err()
         .unwrap()
         .to_string();

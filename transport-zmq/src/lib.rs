@@ -39,14 +39,14 @@
 //! ```no_run
 //! use std::sync::Arc;
 //! use parma_core::NodeId;
+//! use parma_runtime::startup::ClusterToken;
 //! use parma_transport_zmq::{Bound, ZmqOptions};
-//! # struct T; impl parma_core::session::Token for T {
-//! #   fn prove(&self, n: u64, a: NodeId, b: NodeId, d: u64) -> [u8; 32] { [0; 32] } }
-//! # let token = Arc::new(T);
-//! let bound = Bound::bind(NodeId(0), ZmqOptions::loopback()).unwrap();
-//! let my_endpoint = bound.endpoint().to_string(); // tell the others (rendezvous)
+//!
+//! let token = Arc::new(ClusterToken::from_process_env().unwrap());
+//! let bound = Bound::bind(ZmqOptions::loopback()).unwrap();
+//! let my_endpoint = bound.endpoint().to_string(); // tell the others (the rendezvous does)
 //! # let peer_endpoints = vec![my_endpoint.clone()];
-//! let transport = bound.start(peer_endpoints, 0x1234, token).unwrap();
+//! let transport = bound.start(NodeId(0), peer_endpoints, 0x1234, token).unwrap();
 //! ```
 
 mod io;

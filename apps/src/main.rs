@@ -417,6 +417,13 @@ fn run_conformance(args: &ConformanceArgs) -> Result<bool, String> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Logs (peers up, reconnected, failed; refused connections) go to stderr; PARMA_LOG
+    // filters them as RUST_LOG would (default: warnings and errors).
+    let filter = tracing_subscriber::EnvFilter::try_from_env("PARMA_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .try_init();
     let ok = match &cli.command {
         Command::Demo(args) => run_demo(args).map_err(|e| e.to_string()).map(|()| true),
         Command::Sim(args) => Ok(run_sim(args)),

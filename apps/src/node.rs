@@ -9,7 +9,9 @@
 //! node can replay every worker's draws and knows how many times each key was pushed. After a
 //! cluster-wide barrier each worker pulls its share of the keys and checks every value
 //! against that count, exactly (the counts stay far below 2^24, where `f32` holds integers
-//! exactly). A lost or doubled update anywhere shows as a wrong sum.
+//! exactly). Replicas are eventually consistent, so before the check every node passes two
+//! sync rounds around a barrier (every delta reaches its owner, then every replica is
+//! refreshed). A lost or doubled update anywhere shows as a wrong sum.
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -322,8 +324,14 @@ fn work(
     for (b, t) in pushes {
         w.wait(t).map_err(fail(b, "push"))?;
     }
-    // Every worker of every node has pushed everything once this passes.
+    // Every worker of every node has pushed everything once this passes; replicas may still
+    // hold deltas their owners have not merged, and values older than their owners'.
     w.barrier().map_err(fail(opts.batches, "barrier"))?;
+    // After a sync round of every node, every delta is at its owner; after one more round
+    // here, every replica here was refreshed from an owner that had them all.
+    w.wait_sync().map_err(fail(opts.batches, "sync"))?;
+    w.barrier().map_err(fail(opts.batches, "barrier"))?;
+    w.wait_sync().map_err(fail(opts.batches, "sync"))?;
     Ok(opts.batches)
 }
 

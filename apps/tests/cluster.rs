@@ -191,3 +191,29 @@ fn a_node_paused_for_less_than_the_peer_timeout_does_not_fail_the_run() {
         );
     }
 }
+
+#[test]
+fn every_technique_sums_exactly_over_three_processes() {
+    for technique in [
+        "adaptive",
+        "adaptive-no-replication",
+        "adaptive-no-relocation",
+        "static",
+        "relocation",
+        "full-replication",
+        "multi-technique",
+    ] {
+        let out = Command::new(PARMA)
+            .args(["launch", "--nodes", "3", "--", "node", "--batches", "200", "--keys", "2000"])
+            .args(["--technique", technique])
+            .env_remove("PARMA_TOKEN")
+            .env_remove("PARMA_TOKEN_FILE")
+            .output()
+            .expect("parma launch runs");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{technique}: {}\n{stdout}\n{stderr}", out.status);
+        let exact = stdout.lines().filter(|l| l.contains("all sums exact")).count();
+        assert_eq!(exact, 3, "{technique}:\n{stdout}\n{stderr}");
+    }
+}

@@ -421,7 +421,9 @@ fn main() -> ExitCode {
     // filters them as RUST_LOG would (default: warnings and errors).
     let filter = tracing_subscriber::EnvFilter::try_from_env("PARMA_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr)
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
     let ok = match &cli.command {

@@ -77,13 +77,14 @@ pub fn render(node: u16, stats: &Stats) -> String {
 /// Serves `node`'s counters on `addr` until `stop` is set. Errors are logged, not fatal: the
 /// node runs on without its metrics.
 pub fn serve(addr: &str, node: &NodeRuntime, stop: &AtomicBool) {
-    let listener = match TcpListener::bind(addr) {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("metrics: cannot listen on {addr}: {e}");
-            return;
-        }
-    };
+    match TcpListener::bind(addr) {
+        Ok(l) => serve_on(l, node, stop),
+        Err(e) => eprintln!("metrics: cannot listen on {addr}: {e}"),
+    }
+}
+
+/// [`serve`] on a listener already bound.
+pub fn serve_on(listener: TcpListener, node: &NodeRuntime, stop: &AtomicBool) {
     if let Err(e) = listener.set_nonblocking(true) {
         eprintln!("metrics: {e}");
         return;
@@ -113,5 +114,42 @@ pub fn serve(addr: &str, node: &NodeRuntime, stop: &AtomicBool) {
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(POLL),
             Err(_) => std::thread::sleep(POLL),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use parma_core::{Config, Key, Layout, NodeId};
+    use parma_transport_loopback::threaded::{cluster, ThreadedOptions};
+
+    #[test]
+    fn a_scrape_gets_the_node_counters_in_the_text_format() {
+        let cfg = Config::new(1, 1, Layout::uniform(100, 2).expect("layout"));
+        let t = cluster(1, ThreadedOptions::default()).pop().expect("one end");
+        let (node, mut workers) = NodeRuntime::start(cfg, NodeId(0), t).expect("starts");
+        let mut w = workers.pop().expect("one worker");
+        let keys: Vec<Key> = (0..10).map(Key).collect();
+        let ticket = w.push(&keys, &[1.0; 20]).expect("push");
+        w.wait(ticket).expect("pushed");
+        let listener = TcpListener::bind("127.0.0.1:0").expect("binds");
+        let addr = listener.local_addr().expect("address");
+        let stop = AtomicBool::new(false);
+        let body = std::thread::scope(|s| {
+            s.spawn(|| serve_on(listener, &node, &stop));
+            let mut conn = std::net::TcpStream::connect(addr).expect("connects");
+            conn.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+            conn.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").expect("request");
+            let mut body = String::new();
+            let _ = conn.read_to_string(&mut body);
+            stop.store(true, Ordering::SeqCst);
+            body
+        });
+        assert!(body.starts_with("HTTP/1.1 200 OK"), "{body}");
+        assert!(body.contains("# TYPE parma_keys_pushed_local_total counter"), "{body}");
+        assert!(body.contains("parma_keys_pushed_local_total{node=\"0\"} 10"), "{body}");
+        assert!(body.contains("parma_transport_reconnects_total{node=\"0\"} 0"), "{body}");
+        w.finalize().expect("finalize");
+        node.shutdown().expect("shutdown");
     }
 }

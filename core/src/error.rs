@@ -74,8 +74,8 @@ pub enum OpError {
     PeerFailed { node: NodeId },
     /// The request travelled more than `HOPS_MAX` hops: a bug, reported instead of looping.
     RoutingLoop,
-    /// A node on the request's way knew that the next node had failed.
-    Unreachable,
+    /// A node on the request's way knew that the next node, `node`, had failed.
+    Unreachable { node: NodeId },
     /// A transport refused for good a frame of the request, or of its answer, on its way to or
     /// from `node` (larger than it accepts although within `Config::frame_len_max`, or a peer
     /// it does not know).
@@ -117,7 +117,7 @@ impl fmt::Display for OpError {
             OpError::Timeout => f.write_str("no answer within the request timeout"),
             OpError::PeerFailed { node } => write!(f, "node {node} failed"),
             OpError::RoutingLoop => f.write_str("request exceeded the hop limit (a parma bug)"),
-            OpError::Unreachable => f.write_str("a node on the way has failed"),
+            OpError::Unreachable { node } => write!(f, "node {node} failed (a node on the way knew)"),
             OpError::FrameRefused { node } => write!(
                 f,
                 "a transport refused a frame of this request on its way to or from node {node} \

@@ -148,7 +148,7 @@ fn message(selector: u8, b: &mut Bytes<'_>) -> Message {
     let reason = |x: u8| match x % 5 {
         0 => FailReason::RoutingLoop,
         1 => FailReason::Busy,
-        2 => FailReason::Unreachable,
+        2 => FailReason::Unreachable { node: NodeId(u16::from(x) % 3) },
         3 => FailReason::StoreFull,
         _ => FailReason::Refused,
     };
@@ -334,7 +334,7 @@ mod tests {
             ("empty", Vec::new(), WireError::Truncated),
             ("short-header", pull[..12].to_vec(), WireError::Truncated),
             ("magic", patch(0, 0, b"PRMB"), WireError::BadMagic),
-            ("version", patch(0, 4, &[3]), WireError::UnsupportedVersion { version: 3 }),
+            ("version", patch(0, 4, &[4]), WireError::UnsupportedVersion { version: 4 }),
             ("reserved-after-kind", patch(0, 6, &[0, 1]), WireError::BadField),
             ("reserved-after-sender", patch(0, 14, &[1, 0]), WireError::BadField),
             ("foreign-cluster", patch(0, 8, &[0, 0, 0, 0]), WireError::ForeignCluster { cluster: 0 }),

@@ -12,9 +12,9 @@ use crate::ids::{ClusterId, DistId, Epoch, Key, NodeId, RequestId, Version};
 
 /// The first four bytes of every frame.
 pub const MAGIC: [u8; 4] = *b"PRMA";
-/// The format version this code writes and reads. Version 2 (2026-11-23) added the
-/// `DistCheck` kind (14) and the ROOM flag of replica records; `docs/wire.md` lists the changes.
-pub const FORMAT_VERSION: u8 = 2;
+/// The format version this code writes and reads. Version 3 (2026-11-25) names the failed
+/// node in `RequestFailed`'s unreachable reason; `docs/wire.md` lists the changes.
+pub const FORMAT_VERSION: u8 = 3;
 /// Bytes in the fixed header.
 pub const HEADER_LEN: usize = 20;
 
@@ -47,8 +47,8 @@ pub enum FailReason {
     RoutingLoop,
     /// A node on the way had no room to hold the request.
     Busy,
-    /// A node on the way knows that the next node has failed.
-    Unreachable,
+    /// A node on the way knows that `node`, the next one, has failed.
+    Unreachable { node: NodeId },
     /// The key's home node has no room to create the key (its store is full).
     StoreFull,
     /// The transport of a node on the way refused a frame of the request or of its answer
@@ -247,7 +247,7 @@ impl Message {
             Message::Relocate { moved, values } => 4 + 20 * moved.len() + vals(values),
             Message::OwnerUpdate { changes } => 4 + 14 * changes.len(),
             Message::PointerRelease { released } => 4 + 12 * released.len(),
-            Message::RequestFailed { keys: k, .. } => 8 + 1 + keys(k),
+            Message::RequestFailed { keys: k, .. } => 8 + 1 + 2 + keys(k),
             Message::BarrierEnter { .. } | Message::BarrierRelease { .. } => 8,
             Message::DistCheck { .. } => 12,
             Message::Sync { starts, ends, replicas, deltas, owners, .. } => {
@@ -357,13 +357,15 @@ impl Message {
             }
             Message::RequestFailed { req, reason, keys } => {
                 w.u64(req.0);
-                w.u8(match reason {
-                    FailReason::RoutingLoop => 0,
-                    FailReason::Busy => 1,
-                    FailReason::Unreachable => 2,
-                    FailReason::StoreFull => 3,
-                    FailReason::Refused => 4,
-                });
+                let (code, node) = match reason {
+                    FailReason::RoutingLoop => (0, 0),
+                    FailReason::Busy => (1, 0),
+                    FailReason::Unreachable { node } => (2, node.0),
+                    FailReason::StoreFull => (3, 0),
+                    FailReason::Refused => (4, 0),
+                };
+                w.u8(code);
+                w.u16(node);
                 w.keys(keys);
             }
             Message::BarrierEnter { generation } | Message::BarrierRelease { generation } => {
@@ -477,12 +479,13 @@ pub fn decode(
         }
         9 => {
             let req = RequestId(r.u64()?);
-            let reason = match r.u8()? {
-                0 => FailReason::RoutingLoop,
-                1 => FailReason::Busy,
-                2 => FailReason::Unreachable,
-                3 => FailReason::StoreFull,
-                4 => FailReason::Refused,
+            let (code, node) = (r.u8()?, NodeId(r.u16()?));
+            let reason = match (code, node.0) {
+                (0, 0) => FailReason::RoutingLoop,
+                (1, 0) => FailReason::Busy,
+                (2, _) => FailReason::Unreachable { node },
+                (3, 0) => FailReason::StoreFull,
+                (4, 0) => FailReason::Refused,
                 _ => return Err(WireError::BadField),
             };
             Message::RequestFailed { req, reason, keys: r.keys()? }

@@ -391,7 +391,7 @@ fn check_after_failure(
                 }
             }
             (Ok(_), None) => return Err(format!("probe read key {k}, which has no live main copy")),
-            (Err(OpError::PeerFailed { .. } | OpError::Unreachable | OpError::Timeout), _) => {
+            (Err(OpError::PeerFailed { .. } | OpError::Unreachable { .. } | OpError::Timeout), _) => {
                 probe_failed += 1
             }
             (r, _) => return Err(format!("probe of key {k}: {r:?}")),

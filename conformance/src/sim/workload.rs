@@ -262,7 +262,7 @@ impl Workload {
                 Ok(())
             }
             (Some(Outstanding::Other { .. }), Ok(_)) => Ok(()),
-            (_, Err(OpError::PeerFailed { .. } | OpError::Unreachable | OpError::Timeout))
+            (_, Err(OpError::PeerFailed { .. } | OpError::Unreachable { .. } | OpError::Timeout))
                 if self.failure =>
             {
                 self.ops_failed += 1;

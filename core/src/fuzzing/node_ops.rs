@@ -694,7 +694,7 @@ impl Harness {
                 let reason = match b.u8() % 3 {
                     0 => FailReason::RoutingLoop,
                     1 => FailReason::Busy,
-                    _ => FailReason::Unreachable,
+                    _ => FailReason::Unreachable { node: peer(b.u8()) },
                 };
                 Message::RequestFailed { req: self.req(b.u8()), reason, keys: self.keys(b) }
             }
@@ -891,7 +891,7 @@ impl Harness {
                         OpError::Timeout
                             | OpError::PeerFailed { .. }
                             | OpError::RoutingLoop
-                            | OpError::Unreachable
+                            | OpError::Unreachable { .. }
                             | OpError::Busy
                             | OpError::StoreFull
                     ),

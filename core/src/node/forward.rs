@@ -72,7 +72,7 @@ impl Node {
                 let err = match reason {
                     FailReason::RoutingLoop => crate::error::OpError::RoutingLoop,
                     FailReason::Busy => crate::error::OpError::Busy,
-                    FailReason::Unreachable => crate::error::OpError::Unreachable,
+                    FailReason::Unreachable { node } => crate::error::OpError::Unreachable { node },
                     FailReason::StoreFull => crate::error::OpError::StoreFull,
                     FailReason::Refused => crate::error::OpError::FrameRefused { node: from },
                 };

@@ -629,7 +629,8 @@ impl Node {
                 } else {
                     let reason = match err {
                         OpError::FrameRefused { .. } => wire::FailReason::Refused,
-                        _ => wire::FailReason::Unreachable,
+                        OpError::PeerFailed { node } => wire::FailReason::Unreachable { node },
+                        _ => wire::FailReason::Unreachable { node: self.me },
                     };
                     self.send(origin, Message::RequestFailed { req, reason, keys });
                 }

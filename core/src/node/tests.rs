@@ -299,7 +299,10 @@ fn requests_toward_a_known_failed_peer_fail_at_once() {
     let out = transmits(&mut n);
     assert_eq!(out.len(), 1);
     assert_eq!(out[0].to(), NodeId(1));
-    assert!(matches!(out[0].message(), Message::RequestFailed { reason: wire::FailReason::Unreachable, .. }));
+    assert!(matches!(
+        out[0].message(),
+        Message::RequestFailed { reason: wire::FailReason::Unreachable { .. }, .. }
+    ));
     assert!(n.is_idle());
     n.check_invariants().unwrap();
 }

@@ -62,7 +62,7 @@ fn header_checks() {
     let f = m.to_frame(C, NodeId(0));
     assert_eq!(decode(&f, ClusterId(8), 1 << 20), Err(WireError::ForeignCluster { cluster: 7 }));
     assert_eq!(decode(&f, C, 10), Err(WireError::Oversized { len: f.len() }));
-    for version in [1, 3] {
+    for version in [2, 4] {
         let mut g = f.clone();
         g[4] = version;
         assert_eq!(decode(&g, C, 1 << 20), Err(WireError::UnsupportedVersion { version }));

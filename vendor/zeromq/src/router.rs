@@ -14,7 +14,7 @@ use futures::channel::mpsc;
 use futures::StreamExt;
 
 use std::collections::HashMap;
-use std::convert::TryInto;
+use std::convert::{TryFrom, TryInto};
 use std::sync::Arc;
 
 pub struct RouterSocket {
@@ -165,6 +165,20 @@ pub struct RouterSendHalf {
 pub struct RouterRecvHalf {
     inner: Arc<RouterSocketInner>,
     fair_queue: FairQueue<ZmqFramedRead, PeerIdentity>,
+}
+
+impl RouterSendHalf {
+    /// parma patch: closes the connection of the peer behind `identity`, if there is one
+    /// (its reader and writer are dropped; the monitor reports `Disconnected`). Whether a
+    /// peer was behind it.
+    pub fn disconnect(&self, identity: &[u8]) -> bool {
+        let Ok(peer_id) = PeerIdentity::try_from(identity) else {
+            return false;
+        };
+        let known = self.inner.backend.peers.contains_sync(&peer_id);
+        self.inner.backend.peer_disconnected(&peer_id);
+        known
+    }
 }
 
 #[async_trait]

@@ -21,11 +21,31 @@ use crate::{lock, ZmqError, ZmqOptions};
 
 /// Events from the socket tasks to the loop.
 enum IoEvent {
-    DealerUp { peer: NodeId, gen: u64, tx: mpsc::Sender<Bytes> },
-    DealerPacket { peer: NodeId, gen: u64, bytes: Bytes },
-    LinkLost { peer: NodeId, gen: u64, opened: bool },
-    RoutedPacket { identity: Bytes, bytes: Bytes },
-    RoutedLost { identity: Bytes },
+    DealerUp {
+        peer: NodeId,
+        gen: u64,
+        tx: mpsc::Sender<Bytes>,
+    },
+    DealerPacket {
+        peer: NodeId,
+        gen: u64,
+        bytes: Bytes,
+    },
+    LinkLost {
+        peer: NodeId,
+        gen: u64,
+        opened: bool,
+    },
+    RoutedPacket {
+        identity: Bytes,
+        bytes: Bytes,
+    },
+    RoutedLost {
+        identity: Bytes,
+    },
+    /// A connection to our ROUTER failed the ZMTP handshake (not ZMTP, another socket type,
+    /// a frame over the bound): the crate dropped it.
+    AcceptFailed,
 }
 
 /// Most socket events the loop takes in one turn before it looks at the sessions again.
@@ -117,12 +137,12 @@ async fn run(mut router: RouterSocket, peers: Vec<String>, shared: Arc<Shared>, 
     let reader = tokio::spawn(async move {
         while let Ok(msg) = router_recv.recv().await {
             let mut frames = msg.into_vecdeque();
-            let (Some(identity), Some(bytes), None) =
-                (frames.pop_front(), frames.pop_front(), frames.pop_front())
-            else {
-                // Not one packet: a stranger's multipart message. Counted as a refusal when
-                // decoded as one (an empty packet is no Hello).
-                continue;
+            let Some(identity) = frames.pop_front() else { continue };
+            let bytes = match (frames.pop_front(), frames.pop_front()) {
+                (Some(bytes), None) => bytes,
+                // Not one packet: a stranger's multipart message. As an empty packet it is
+                // refused (no Hello, no session packet) and its connection closed.
+                _ => Bytes::new(),
             };
             if tx.send(IoEvent::RoutedPacket { identity, bytes }).await.is_err() {
                 break;
@@ -132,11 +152,15 @@ async fn run(mut router: RouterSocket, peers: Vec<String>, shared: Arc<Shared>, 
     let tx = events_tx.clone();
     let watcher = tokio::spawn(async move {
         while let Some(ev) = monitor.next().await {
-            if let SocketEvent::Disconnected(id) = ev {
-                let identity = Bytes::copy_from_slice(id.as_ref());
-                if tx.send(IoEvent::RoutedLost { identity }).await.is_err() {
-                    break;
+            let ev = match ev {
+                SocketEvent::Disconnected(id) => {
+                    IoEvent::RoutedLost { identity: Bytes::copy_from_slice(id.as_ref()) }
                 }
+                SocketEvent::AcceptFailed(_) => IoEvent::AcceptFailed,
+                _ => continue,
+            };
+            if tx.send(ev).await.is_err() {
+                break;
             }
         }
     });
@@ -177,6 +201,9 @@ async fn run(mut router: RouterSocket, peers: Vec<String>, shared: Arc<Shared>, 
                         events_tx.clone(),
                     ));
                 }
+                Action::Close { identity } => {
+                    router_send.disconnect(&identity);
+                }
             }
         }
         let mut wait = next.unwrap_or(Duration::from_secs(1));
@@ -214,6 +241,7 @@ fn handle(st: &mut crate::shared::State, ev: IoEvent, actions: &mut Vec<Action>)
             }
         }
         IoEvent::RoutedLost { identity } => st.routed_lost(&identity),
+        IoEvent::AcceptFailed => st.refused_connection(),
     }
 }
 

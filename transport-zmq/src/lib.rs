@@ -149,7 +149,9 @@ pub struct ZmqStats {
     pub handshakes_timed_out: u64,
     /// Packets refused by a session (bad greeting, token, digest, state).
     pub session_refusals: u64,
-    /// Packets of connections that never passed a handshake (strangers), dropped.
+    /// Strangers refused: connections that failed the ZMTP handshake, and packets of
+    /// connections that never passed the session's handshake (a stale packet of a link just
+    /// replaced by a reconnection counts too).
     pub strangers_refused: u64,
     /// `try_send` calls answered `WouldBlock`.
     pub sends_blocked: u64,

@@ -44,8 +44,13 @@ enum IoEvent {
         identity: Bytes,
     },
     /// A connection to our ROUTER failed the ZMTP handshake (not ZMTP, another socket type,
-    /// a frame over the bound): the crate dropped it.
-    AcceptFailed,
+    /// too slow), or sent what the decoder refuses (a frame over the bound): the crate
+    /// dropped it.
+    ZmtpRefused,
+    /// A connection to our ROUTER passed the ZMTP handshake.
+    Accepted {
+        identity: Bytes,
+    },
 }
 
 /// Most socket events the loop takes in one turn before it looks at the sessions again.
@@ -66,10 +71,18 @@ pub(crate) fn check_endpoint(endpoint: &str) -> Result<(), String> {
     }
 }
 
+/// Most bytes a connection may send before its first message is complete, that message
+/// included: the ZMTP handshake's READY and a Hello (or a Welcome), with room to spare.
+const FIRST_MESSAGE_MAX: usize = 1024;
+
 fn socket_options(opts: &ZmqOptions) -> SocketOptions {
     let mut so = SocketOptions::default();
     // The largest session packet, its ZMTP header, and room for a handshake's commands.
     so.max_message_size(opts.session.frame_len_max + DATA_OVERHEAD + 1024);
+    // Until a connection said who it is, it holds at most this much of our memory.
+    so.max_first_message_size(FIRST_MESSAGE_MAX);
+    // A connection's ZMTP handshake, both ways, takes at most as long as ours.
+    so.connect_timeout(Duration::from_micros(opts.session.handshake_timeout.as_micros()));
     so
 }
 
@@ -156,7 +169,10 @@ async fn run(mut router: RouterSocket, peers: Vec<String>, shared: Arc<Shared>, 
                 SocketEvent::Disconnected(id) => {
                     IoEvent::RoutedLost { identity: Bytes::copy_from_slice(id.as_ref()) }
                 }
-                SocketEvent::AcceptFailed(_) => IoEvent::AcceptFailed,
+                SocketEvent::AcceptFailed(_) | SocketEvent::Refused(_) => IoEvent::ZmtpRefused,
+                SocketEvent::Accepted(_, id) => {
+                    IoEvent::Accepted { identity: Bytes::copy_from_slice(id.as_ref()) }
+                }
                 _ => continue,
             };
             if tx.send(ev).await.is_err() {
@@ -241,7 +257,8 @@ fn handle(st: &mut crate::shared::State, ev: IoEvent, actions: &mut Vec<Action>)
             }
         }
         IoEvent::RoutedLost { identity } => st.routed_lost(&identity),
-        IoEvent::AcceptFailed => st.refused_connection(),
+        IoEvent::ZmtpRefused => st.refused_connection(),
+        IoEvent::Accepted { identity } => st.routed_accepted(identity),
     }
 }
 
@@ -273,7 +290,6 @@ async fn dealer(peer: NodeId, gen: u64, endpoint: String, opts: ZmqOptions, even
     if let Ok(identity) = id.to_vec().try_into() {
         so.peer_identity(identity);
     }
-    so.connect_timeout(Duration::from_micros(opts.session.handshake_timeout.as_micros()));
     let mut socket = DealerSocket::with_options(so);
     let mut monitor = socket.monitor();
     if let Err(e) = socket.connect(&endpoint).await {

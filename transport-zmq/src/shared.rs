@@ -1,7 +1,7 @@
 //! What the driver's thread and the I/O thread share: the sessions and the queues, behind one
 //! lock that neither holds for long (no I/O, no node work under it).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::task::Waker;
 
@@ -74,6 +74,13 @@ pub(crate) struct State {
     routed: HashMap<Bytes, (NodeId, u64)>,
     /// ROUTER connections to close: links given up, strangers refused.
     to_close: Vec<Bytes>,
+    /// ROUTER connections that passed the ZMTP handshake and have not sent a packet yet, in
+    /// the order they came, with the time by which they must (or be closed); and which of
+    /// them are still silent.
+    silent: VecDeque<(Instant, Bytes)>,
+    silent_ids: HashSet<Bytes>,
+    /// How long a connection may stay silent after its ZMTP handshake.
+    first_packet_within: parma_core::time::Duration,
     next_gen: u64,
     link_capacity: usize,
     self_frames: VecDeque<Vec<u8>>,
@@ -123,6 +130,9 @@ impl State {
             links: (0..n).map(|_| Link::None).collect(),
             routed: HashMap::new(),
             to_close: Vec::new(),
+            silent: VecDeque::new(),
+            silent_ids: HashSet::new(),
+            first_packet_within: opts.session.handshake_timeout,
             next_gen: 1,
             link_capacity,
             self_frames: VecDeque::new(),
@@ -328,8 +338,34 @@ impl State {
         }
     }
 
+    /// A connection to our ROUTER passed the ZMTP handshake: it has `handshake_timeout` to
+    /// send its first packet (a Hello), or it is closed.
+    pub fn routed_accepted(&mut self, identity: Bytes) {
+        let deadline = self.now() + self.first_packet_within;
+        if self.silent_ids.insert(identity.clone()) {
+            self.silent.push_back((deadline, identity));
+        }
+    }
+
+    /// Closes the connections to our ROUTER that said nothing in time (counted as
+    /// handshakes timed out); when the next one is due.
+    fn close_silent(&mut self, now: Instant) -> Option<Instant> {
+        while let Some((due, _)) = self.silent.front() {
+            if *due > now {
+                return Some(*due);
+            }
+            let Some((_, id)) = self.silent.pop_front() else { break };
+            if self.silent_ids.remove(&id) && !self.routed.contains_key(&id) {
+                self.counters.handshakes_timed_out += 1;
+                self.to_close.push(id);
+            }
+        }
+        None
+    }
+
     /// A connection on our ROUTER closed.
     pub fn routed_lost(&mut self, identity: &[u8]) {
+        self.silent_ids.remove(identity);
         if let Some(&(peer, gen)) = self.routed.get(identity) {
             self.link_lost(peer, gen, true);
         }
@@ -346,6 +382,7 @@ impl State {
 
     /// A packet from the connection behind `identity` on our ROUTER.
     pub fn routed_packet(&mut self, identity: Bytes, bytes: &[u8]) -> Option<Action> {
+        self.silent_ids.remove(&identity);
         if let Some(&(peer, gen)) = self.routed.get(&identity) {
             let current = matches!(&self.links[usize::from(peer.0)], Link::Open { gen: g, .. } if *g == gen);
             if current {
@@ -389,7 +426,7 @@ impl State {
         Some(Action::Serve { peer, gen, identity, rx })
     }
 
-    /// A connection to our ROUTER that the ZMTP handshake refused.
+    /// A connection to our ROUTER that the ZMTP layer refused and dropped.
     pub fn refused_connection(&mut self) {
         self.counters.strangers_refused += 1;
         let n = self.counters.strangers_refused;
@@ -397,7 +434,7 @@ impl State {
             tracing::warn!(
                 node = self.me.0,
                 refused = n,
-                "refused a connection that does not speak ZMTP to us"
+                "refused a connection at the ZMTP layer (not ZMTP, too slow, or a frame over the bound)"
             );
         }
     }
@@ -452,7 +489,7 @@ impl State {
     /// the lock, and when to come back.
     pub fn pump(&mut self, actions: &mut Vec<Action>) -> Option<Instant> {
         let now = self.now();
-        let mut next: Option<Instant> = None;
+        let mut next: Option<Instant> = self.close_silent(now);
         for p in 0..self.sessions.len() {
             let peer = NodeId(p as u16);
             let Some(s) = self.sessions[p].as_mut() else { continue };

@@ -29,7 +29,11 @@
 //! - **failure**: a peer silent for `peer_timeout`, or back as a new incarnation, becomes
 //!   [`parma_core::TransportEvent::PeerFailed`], once;
 //! - **bounded input**: a frame that would make a message longer than the largest session
-//!   packet ends its connection before its body is buffered.
+//!   packet ends its connection before its body is buffered;
+//! - **strangers**: a connection to this node's port has `handshake_timeout` to finish the
+//!   ZMTP handshake and `handshake_timeout` more to send its Hello, and may send 1 KiB before
+//!   that Hello is complete; a connection refused is closed. What a stranger can still hold is
+//!   in `docs/verification.md` ("ZeroMQ transport: faults and strangers").
 //!
 //! ## Use
 //!
@@ -137,7 +141,8 @@ pub struct ZmqStats {
     /// handshakes).
     pub packets_sent: u64,
     pub wire_bytes_sent: u64,
-    /// Frames sent again after a timeout or a reconnect.
+    /// Frames scheduled again after `retransmit_timeout`. Frames sent again on a new link
+    /// after a reconnect are not counted: the peer's greeting says which it lacks.
     pub frames_retransmitted: u64,
     /// Frames received twice (after a reconnect) and dropped.
     pub duplicates_dropped: u64,
@@ -145,7 +150,8 @@ pub struct ZmqStats {
     pub reconnects: u64,
     /// Connections attempted that failed before a handshake.
     pub connects_failed: u64,
-    /// Handshakes that did not finish in time.
+    /// Handshakes that did not finish in time, and connections to our port that sent no
+    /// packet within `handshake_timeout` of their ZMTP handshake.
     pub handshakes_timed_out: u64,
     /// Packets refused by a session (bad greeting, token, digest, state).
     pub session_refusals: u64,

@@ -65,6 +65,8 @@ pub struct Memory {
     pub rss_kib: u64,
     /// The most ever resident (VmHWM).
     pub hwm_kib: u64,
+    /// Address space (VmSize): what was reserved, touched or not.
+    pub size_kib: u64,
 }
 
 pub fn memory() -> Memory {
@@ -76,7 +78,12 @@ pub fn memory() -> Memory {
             .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
             .unwrap_or_else(|| panic!("no {name} in /proc/self/status"))
     };
-    Memory { rss_kib: field("VmRSS:"), hwm_kib: field("VmHWM:") }
+    Memory { rss_kib: field("VmRSS:"), hwm_kib: field("VmHWM:"), size_kib: field("VmSize:") }
+}
+
+/// Open file descriptors of this process.
+pub fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd").map(|d| d.count()).unwrap_or(0)
 }
 
 /// Threads of this process.
@@ -223,7 +230,16 @@ impl Transport for Probe {
 /// arrived once, in order, and no peer failed. `during` gets the cluster (its transports
 /// taken out: they are busy); returns what it returned and every node's counters.
 pub fn busy_cluster<R>(n: u16, during: impl FnOnce(&Proxied) -> R) -> (R, Vec<ZmqStats>) {
-    let mut c = Proxied::start(n, &options(3000), DIGEST);
+    busy_cluster_with(n, &options(3000), during)
+}
+
+/// [`busy_cluster`] with other transport options.
+pub fn busy_cluster_with<R>(
+    n: u16,
+    opts: &ZmqOptions,
+    during: impl FnOnce(&Proxied) -> R,
+) -> (R, Vec<ZmqStats>) {
+    let mut c = Proxied::start(n, opts, DIGEST);
     let mut transports = std::mem::take(&mut c.transports);
     let plan = exchange::Plan {
         frames_per_pair: None,

@@ -192,6 +192,9 @@ pub enum Refusal {
     Restarted,
     /// The session is closed or failed.
     Closed,
+    /// A Hello while the session's link is up and its peer was heard from lately: a live link
+    /// is not given up for one that has not proved the token.
+    LinkAlive,
     /// Options that do not fit together.
     Options { what: &'static str },
 }
@@ -216,6 +219,7 @@ impl fmt::Display for Refusal {
             }
             Refusal::Restarted => f.write_str("the peer restarted and lost its state"),
             Refusal::Closed => f.write_str("the session is closed"),
+            Refusal::LinkAlive => f.write_str("a Hello while the link to that peer is up and alive"),
             Refusal::Options { what } => write!(f, "session options: {what}"),
         }
     }

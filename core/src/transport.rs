@@ -78,7 +78,8 @@ pub struct TransportCounters {
     /// handshakes).
     pub packets_sent: u64,
     pub wire_bytes_sent: u64,
-    /// Frames sent again (after a timeout or a reconnect).
+    /// Frames scheduled again after a retransmission timeout. Frames sent again on a new
+    /// connection after a reconnect are not counted: the peer's greeting says which it lacks.
     pub frames_retransmitted: u64,
     /// Frames received twice and dropped.
     pub duplicates_dropped: u64,
@@ -86,11 +87,14 @@ pub struct TransportCounters {
     pub reconnects: u64,
     /// Connection attempts that failed.
     pub connects_failed: u64,
-    /// Handshakes that did not finish in time.
+    /// Handshakes that did not finish in time, and connections to this node that sent nothing
+    /// within the handshake timeout.
     pub handshakes_timed_out: u64,
     /// Packets a peer's session refused (bad greeting, token, digest, state).
     pub session_refusals: u64,
-    /// Packets of connections that never authenticated (strangers), dropped.
+    /// Strangers refused: connections that failed the medium's own handshake, and packets of
+    /// connections that never authenticated (a stale packet of a link just replaced by a
+    /// reconnection counts too).
     pub strangers_refused: u64,
     /// `try_send` calls answered `WouldBlock`.
     pub sends_blocked: u64,

@@ -21,11 +21,36 @@ use crate::{lock, ZmqError, ZmqOptions};
 
 /// Events from the socket tasks to the loop.
 enum IoEvent {
-    DealerUp { peer: NodeId, gen: u64, tx: mpsc::Sender<Bytes> },
-    DealerPacket { peer: NodeId, gen: u64, bytes: Bytes },
-    LinkLost { peer: NodeId, gen: u64, opened: bool },
-    RoutedPacket { identity: Bytes, bytes: Bytes },
-    RoutedLost { identity: Bytes },
+    DealerUp {
+        peer: NodeId,
+        gen: u64,
+        tx: mpsc::Sender<Bytes>,
+    },
+    DealerPacket {
+        peer: NodeId,
+        gen: u64,
+        bytes: Bytes,
+    },
+    LinkLost {
+        peer: NodeId,
+        gen: u64,
+        opened: bool,
+    },
+    RoutedPacket {
+        identity: Bytes,
+        bytes: Bytes,
+    },
+    RoutedLost {
+        identity: Bytes,
+    },
+    /// A connection to our ROUTER failed the ZMTP handshake (not ZMTP, another socket type,
+    /// too slow), or sent what the decoder refuses (a frame over the bound): the crate
+    /// dropped it.
+    ZmtpRefused,
+    /// A connection to our ROUTER passed the ZMTP handshake.
+    Accepted {
+        identity: Bytes,
+    },
 }
 
 /// Most socket events the loop takes in one turn before it looks at the sessions again.
@@ -46,10 +71,18 @@ pub(crate) fn check_endpoint(endpoint: &str) -> Result<(), String> {
     }
 }
 
+/// Most bytes a connection may send before its first message is complete, that message
+/// included: the ZMTP handshake's READY and a Hello (or a Welcome), with room to spare.
+const FIRST_MESSAGE_MAX: usize = 1024;
+
 fn socket_options(opts: &ZmqOptions) -> SocketOptions {
     let mut so = SocketOptions::default();
     // The largest session packet, its ZMTP header, and room for a handshake's commands.
     so.max_message_size(opts.session.frame_len_max + DATA_OVERHEAD + 1024);
+    // Until a connection said who it is, it holds at most this much of our memory.
+    so.max_first_message_size(FIRST_MESSAGE_MAX);
+    // A connection's ZMTP handshake, both ways, takes at most as long as ours.
+    so.connect_timeout(Duration::from_micros(opts.session.handshake_timeout.as_micros()));
     so
 }
 
@@ -117,12 +150,12 @@ async fn run(mut router: RouterSocket, peers: Vec<String>, shared: Arc<Shared>, 
     let reader = tokio::spawn(async move {
         while let Ok(msg) = router_recv.recv().await {
             let mut frames = msg.into_vecdeque();
-            let (Some(identity), Some(bytes), None) =
-                (frames.pop_front(), frames.pop_front(), frames.pop_front())
-            else {
-                // Not one packet: a stranger's multipart message. Counted as a refusal when
-                // decoded as one (an empty packet is no Hello).
-                continue;
+            let Some(identity) = frames.pop_front() else { continue };
+            let bytes = match (frames.pop_front(), frames.pop_front()) {
+                (Some(bytes), None) => bytes,
+                // Not one packet: a stranger's multipart message. As an empty packet it is
+                // refused (no Hello, no session packet) and its connection closed.
+                _ => Bytes::new(),
             };
             if tx.send(IoEvent::RoutedPacket { identity, bytes }).await.is_err() {
                 break;
@@ -132,11 +165,18 @@ async fn run(mut router: RouterSocket, peers: Vec<String>, shared: Arc<Shared>, 
     let tx = events_tx.clone();
     let watcher = tokio::spawn(async move {
         while let Some(ev) = monitor.next().await {
-            if let SocketEvent::Disconnected(id) = ev {
-                let identity = Bytes::copy_from_slice(id.as_ref());
-                if tx.send(IoEvent::RoutedLost { identity }).await.is_err() {
-                    break;
+            let ev = match ev {
+                SocketEvent::Disconnected(id) => {
+                    IoEvent::RoutedLost { identity: Bytes::copy_from_slice(id.as_ref()) }
                 }
+                SocketEvent::AcceptFailed(_) | SocketEvent::Refused(_) => IoEvent::ZmtpRefused,
+                SocketEvent::Accepted(_, id) => {
+                    IoEvent::Accepted { identity: Bytes::copy_from_slice(id.as_ref()) }
+                }
+                _ => continue,
+            };
+            if tx.send(ev).await.is_err() {
+                break;
             }
         }
     });
@@ -177,6 +217,9 @@ async fn run(mut router: RouterSocket, peers: Vec<String>, shared: Arc<Shared>, 
                         events_tx.clone(),
                     ));
                 }
+                Action::Close { identity } => {
+                    router_send.disconnect(&identity);
+                }
             }
         }
         let mut wait = next.unwrap_or(Duration::from_secs(1));
@@ -214,6 +257,8 @@ fn handle(st: &mut crate::shared::State, ev: IoEvent, actions: &mut Vec<Action>)
             }
         }
         IoEvent::RoutedLost { identity } => st.routed_lost(&identity),
+        IoEvent::ZmtpRefused => st.refused_connection(),
+        IoEvent::Accepted { identity } => st.routed_accepted(identity),
     }
 }
 
@@ -245,7 +290,6 @@ async fn dealer(peer: NodeId, gen: u64, endpoint: String, opts: ZmqOptions, even
     if let Ok(identity) = id.to_vec().try_into() {
         so.peer_identity(identity);
     }
-    so.connect_timeout(Duration::from_micros(opts.session.handshake_timeout.as_micros()));
     let mut socket = DealerSocket::with_options(so);
     let mut monitor = socket.monitor();
     if let Err(e) = socket.connect(&endpoint).await {

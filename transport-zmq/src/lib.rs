@@ -29,7 +29,11 @@
 //! - **failure**: a peer silent for `peer_timeout`, or back as a new incarnation, becomes
 //!   [`parma_core::TransportEvent::PeerFailed`], once;
 //! - **bounded input**: a frame that would make a message longer than the largest session
-//!   packet ends its connection before its body is buffered.
+//!   packet ends its connection before its body is buffered;
+//! - **strangers**: a connection to this node's port has `handshake_timeout` to finish the
+//!   ZMTP handshake and `handshake_timeout` more to send its Hello, and may send 1 KiB before
+//!   that Hello is complete; a connection refused is closed. What a stranger can still hold is
+//!   in `docs/verification.md` ("ZeroMQ transport: faults and strangers").
 //!
 //! ## Use
 //!

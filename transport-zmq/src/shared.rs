@@ -1,7 +1,7 @@
 //! What the driver's thread and the I/O thread share: the sessions and the queues, behind one
 //! lock that neither holds for long (no I/O, no node work under it).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::task::Waker;
 
@@ -60,6 +60,9 @@ pub(crate) enum Action {
     Connect { peer: NodeId, gen: u64 },
     /// Serve packets for the peer behind `identity` on our ROUTER: start its writer.
     Serve { peer: NodeId, gen: u64, identity: Bytes, rx: mpsc::Receiver<Bytes> },
+    /// Close the connection behind `identity` on our ROUTER: a link given up, or a stranger
+    /// refused. The end that connected learns it at once (a peer opens its link again).
+    Close { identity: Bytes },
 }
 
 pub(crate) struct State {
@@ -69,6 +72,15 @@ pub(crate) struct State {
     links: Vec<Link>,
     /// ROUTER identities of the links peers opened, to their peer and link.
     routed: HashMap<Bytes, (NodeId, u64)>,
+    /// ROUTER connections to close: links given up, strangers refused.
+    to_close: Vec<Bytes>,
+    /// ROUTER connections that passed the ZMTP handshake and have not sent a packet yet, in
+    /// the order they came, with the time by which they must (or be closed); and which of
+    /// them are still silent.
+    silent: VecDeque<(Instant, Bytes)>,
+    silent_ids: HashSet<Bytes>,
+    /// How long a connection may stay silent after its ZMTP handshake.
+    first_packet_within: parma_core::time::Duration,
     next_gen: u64,
     link_capacity: usize,
     self_frames: VecDeque<Vec<u8>>,
@@ -117,6 +129,10 @@ impl State {
             sessions,
             links: (0..n).map(|_| Link::None).collect(),
             routed: HashMap::new(),
+            to_close: Vec::new(),
+            silent: VecDeque::new(),
+            silent_ids: HashSet::new(),
+            first_packet_within: opts.session.handshake_timeout,
             next_gen: 1,
             link_capacity,
             self_frames: VecDeque::new(),
@@ -322,8 +338,34 @@ impl State {
         }
     }
 
+    /// A connection to our ROUTER passed the ZMTP handshake: it has `handshake_timeout` to
+    /// send its first packet (a Hello), or it is closed.
+    pub fn routed_accepted(&mut self, identity: Bytes) {
+        let deadline = self.now() + self.first_packet_within;
+        if self.silent_ids.insert(identity.clone()) {
+            self.silent.push_back((deadline, identity));
+        }
+    }
+
+    /// Closes the connections to our ROUTER that said nothing in time (counted as
+    /// handshakes timed out); when the next one is due.
+    fn close_silent(&mut self, now: Instant) -> Option<Instant> {
+        while let Some((due, _)) = self.silent.front() {
+            if *due > now {
+                return Some(*due);
+            }
+            let Some((_, id)) = self.silent.pop_front() else { break };
+            if self.silent_ids.remove(&id) && !self.routed.contains_key(&id) {
+                self.counters.handshakes_timed_out += 1;
+                self.to_close.push(id);
+            }
+        }
+        None
+    }
+
     /// A connection on our ROUTER closed.
     pub fn routed_lost(&mut self, identity: &[u8]) {
+        self.silent_ids.remove(identity);
         if let Some(&(peer, gen)) = self.routed.get(identity) {
             self.link_lost(peer, gen, true);
         }
@@ -340,6 +382,7 @@ impl State {
 
     /// A packet from the connection behind `identity` on our ROUTER.
     pub fn routed_packet(&mut self, identity: Bytes, bytes: &[u8]) -> Option<Action> {
+        self.silent_ids.remove(&identity);
         if let Some(&(peer, gen)) = self.routed.get(&identity) {
             let current = matches!(&self.links[usize::from(peer.0)], Link::Open { gen: g, .. } if *g == gen);
             if current {
@@ -347,6 +390,7 @@ impl State {
                 return None;
             }
             self.routed.remove(&identity);
+            self.to_close.push(identity.clone());
         }
         // A connection we do not know: its first packet must be a Hello for a session of ours
         // that accepts (the peer has the lower id).
@@ -354,14 +398,14 @@ impl State {
             Ok(g) => g,
             Err(r) => {
                 self.refused_stranger(&r);
-                return None;
+                return Some(Action::Close { identity });
             }
         };
         let peer = hello.from;
         let acceptable = hello.to == self.me && peer < self.me && usize::from(peer.0) < self.sessions.len();
         if !acceptable {
             self.refused_stranger(&Refusal::WrongPeer { claimed: peer, expected: self.me });
-            return None;
+            return Some(Action::Close { identity });
         }
         let now = self.now();
         let nonce = rand::random();
@@ -371,7 +415,7 @@ impl State {
         };
         if let Err(r) = accepted {
             self.refused_stranger(&r);
-            return None;
+            return Some(Action::Close { identity });
         }
         // The new connection replaces the session's link.
         self.drop_link(peer);
@@ -380,6 +424,19 @@ impl State {
         self.links[usize::from(peer.0)] = Link::Open { gen, tx, identity: Some(identity.clone()) };
         self.routed.insert(identity.clone(), (peer, gen));
         Some(Action::Serve { peer, gen, identity, rx })
+    }
+
+    /// A connection to our ROUTER that the ZMTP layer refused and dropped.
+    pub fn refused_connection(&mut self) {
+        self.counters.strangers_refused += 1;
+        let n = self.counters.strangers_refused;
+        if n.is_power_of_two() {
+            tracing::warn!(
+                node = self.me.0,
+                refused = n,
+                "refused a connection at the ZMTP layer (not ZMTP, too slow, or a frame over the bound)"
+            );
+        }
     }
 
     fn refused_stranger(&mut self, why: &Refusal) {
@@ -416,18 +473,23 @@ impl State {
     }
 
     fn drop_link(&mut self, peer: NodeId) {
-        let i = usize::from(peer.0);
-        if let Link::Open { identity: Some(id), .. } = &self.links[i] {
+        self.unlink(usize::from(peer.0));
+    }
+
+    /// Forgets peer `p`'s connection; one on our ROUTER is closed.
+    fn unlink(&mut self, p: usize) {
+        if let Link::Open { identity: Some(id), .. } = &self.links[p] {
             self.routed.remove(id);
+            self.to_close.push(id.clone());
         }
-        self.links[i] = Link::None;
+        self.links[p] = Link::None;
     }
 
     /// Timers, session events and packets to send, for every peer: what must happen outside
     /// the lock, and when to come back.
     pub fn pump(&mut self, actions: &mut Vec<Action>) -> Option<Instant> {
         let now = self.now();
-        let mut next: Option<Instant> = None;
+        let mut next: Option<Instant> = self.close_silent(now);
         for p in 0..self.sessions.len() {
             let peer = NodeId(p as u16);
             let Some(s) = self.sessions[p].as_mut() else { continue };
@@ -443,9 +505,7 @@ impl State {
                     SessionEvent::Connect => {
                         self.next_gen += 1;
                         let gen = self.next_gen;
-                        if let Link::Open { identity: Some(id), .. } = &self.links[p] {
-                            self.routed.remove(id);
-                        }
+                        self.unlink(p);
                         self.links[p] = Link::Connecting { gen };
                         actions.push(Action::Connect { peer, gen });
                     }
@@ -459,10 +519,7 @@ impl State {
                     }
                     SessionEvent::Down => {
                         tracing::debug!(node = self.me.0, peer = peer.0, "handshake timed out");
-                        if let Link::Open { identity: Some(id), .. } = &self.links[p] {
-                            self.routed.remove(id);
-                        }
-                        self.links[p] = Link::None;
+                        self.unlink(p);
                     }
                     SessionEvent::Writable if self.blocked => {
                         self.blocked = false;
@@ -487,8 +544,8 @@ impl State {
                 }
             }
             let s = self.sessions[p].as_mut().expect("checked above");
+            let mut lost = false;
             if let Link::Open { tx, .. } = &self.links[p] {
-                let mut lost = false;
                 while tx.capacity() > 0 {
                     let Some(packet) = s.poll_transmit() else { break };
                     if tx.try_send(Bytes::from(packet)).is_err() {
@@ -496,15 +553,17 @@ impl State {
                         break;
                     }
                 }
-                if lost {
-                    self.links[p] = Link::None;
-                    s.link_down(now);
-                }
             }
+            if lost {
+                s.link_down(now);
+                self.unlink(p);
+            }
+            let s = self.sessions[p].as_mut().expect("checked above");
             if let Some(t) = s.poll_timeout() {
                 next = Some(next.map_or(t, |n: Instant| n.min(t)));
             }
         }
+        actions.extend(self.to_close.drain(..).map(|identity| Action::Close { identity }));
         self.wake_if_due();
         next
     }
@@ -521,7 +580,7 @@ impl State {
         }
         // Keep an open connection until the Bye went out; a failed session has nothing to say.
         if self.sessions[p].as_ref().is_some_and(|s| s.failure().is_some()) {
-            self.links[p] = Link::None;
+            self.unlink(p);
         }
     }
 }

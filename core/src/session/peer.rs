@@ -20,8 +20,9 @@ enum Link {
     Connecting { since: Instant },
     /// This end sent a Hello with `nonce` at `since`.
     AwaitWelcome { nonce: u64, since: Instant },
-    /// This end accepted a Hello and sent a Welcome with `nonce` at `since`.
-    AwaitProof { nonce: u64, since: Instant },
+    /// This end accepted `hello` and sent a Welcome with `nonce` at `since`. Nothing of the
+    /// session follows the Hello until its sender proves the token.
+    AwaitProof { nonce: u64, since: Instant, hello: Greeting },
     /// Authenticated: data flows.
     Up,
 }
@@ -188,6 +189,12 @@ impl<T: Token> Session<T> {
     /// [`Packet::decode`] to find its peer); `nonce` is fresh randomness from the driver. On
     /// `Ok` the link becomes the session's link (close any other link to this peer) and the
     /// Welcome is queued; on `Err` close the link: nothing changed but the counters.
+    ///
+    /// Anyone can send a Hello: until the Proof, it changes nothing but the link. What it
+    /// says about the peer's state (a restart, where to resume) counts once the token is
+    /// proved, and a link that is up and heard from within two heartbeat intervals is not
+    /// given up for it ([`Refusal::LinkAlive`]). A peer whose old link died unnoticed here is
+    /// accepted once that link fell silent.
     pub fn accept(&mut self, now: Instant, hello: &Greeting, nonce: u64) -> Result<(), Refusal> {
         self.now = now;
         if let Err(r) = self.check_greeting(hello) {
@@ -196,13 +203,15 @@ impl<T: Token> Session<T> {
         if !self.is_open() {
             return Err(self.refuse(Refusal::Closed));
         }
-        self.resume(hello)?;
+        let alive = crate::time::Duration(self.opts.heartbeat_interval.0.saturating_mul(2));
+        if self.link == Link::Up && now - self.last_heard < alive {
+            return Err(self.refuse(Refusal::LinkAlive));
+        }
         let proof = self.token.prove(hello.nonce, self.id.me, self.peer, self.id.digest);
         let welcome = Packet::Welcome(self.greeting(nonce), proof);
         self.control.clear();
         self.push_control(welcome);
-        self.link = Link::AwaitProof { nonce, since: now };
-        self.last_heard = now;
+        self.link = Link::AwaitProof { nonce, since: now, hello: *hello };
         Ok(())
     }
 
@@ -235,9 +244,13 @@ impl<T: Token> Session<T> {
                 self.push_control(Packet::Proof(proof));
                 self.link_ready();
             }
-            (Packet::Proof(proof), Link::AwaitProof { nonce, .. }) => {
+            (Packet::Proof(proof), Link::AwaitProof { nonce, hello, .. }) => {
                 if !self.proof_ok(nonce, &proof) {
                     return Err(self.refuse_link(Refusal::Token));
+                }
+                if let Err(r) = self.resume(&hello) {
+                    self.drop_link();
+                    return Err(r);
                 }
                 self.link_ready();
             }

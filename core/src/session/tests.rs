@@ -412,6 +412,46 @@ fn a_restarted_peer_has_failed() {
 }
 
 #[test]
+fn a_hello_changes_nothing_until_its_sender_proves_the_token() {
+    let mut p = Pair::new([session(0, 1, 7, 1), session(1, 0, 7, 2)], 19);
+    settle(&mut p, 50);
+    for n in 0..3 {
+        p.s[0].send(&frame(0, n)).unwrap();
+    }
+    settle(&mut p, 50);
+    // A stranger claims to be node 0, restarted: another incarnation, nothing received.
+    let forged = Greeting {
+        from: NodeId(0),
+        to: NodeId(1),
+        digest: DIGEST,
+        incarnation: 99,
+        nonce: 5,
+        next: 0,
+        window: 17,
+    };
+    // The link is up and node 0 was heard from lately: the link stays.
+    assert_eq!(p.s[1].accept(p.now, &forged, 11), Err(Refusal::LinkAlive));
+    assert!(p.s[1].is_up());
+    // With the link gone the stranger gets a Welcome, but it cannot prove the token, and
+    // what its Hello claimed counts for nothing: no failure, and node 0 resumes.
+    p.cut();
+    for n in 3..6 {
+        p.s[0].send(&frame(0, n)).unwrap();
+    }
+    assert_eq!(p.s[1].accept(p.now, &forged, 12), Ok(()));
+    p.drain(1);
+    let bad = Packet::Proof([0; PROOF_LEN]).encode();
+    assert_eq!(p.s[1].handle_packet(p.now, &bad), Err(Refusal::Token));
+    assert_eq!(p.s[1].failure(), None);
+    settle(&mut p, 200);
+    assert!(p.s[0].is_up() && p.s[1].is_up());
+    let got: Vec<Vec<u8>> = core::iter::from_fn(|| p.s[1].poll_recv()).collect();
+    assert_eq!(got, (0..6).map(|n| frame(0, n)).collect::<Vec<_>>());
+    assert_eq!(p.s[0].failure(), None);
+    assert!(p.refusals.is_empty(), "{:?}", p.refusals);
+}
+
+#[test]
 fn a_clean_close_is_not_a_failure() {
     let mut p = Pair::new([session(0, 1, 7, 1), session(1, 0, 7, 2)], 17);
     settle(&mut p, 50);

@@ -339,6 +339,10 @@ pub enum SocketEvent {
     Listening(Endpoint),
     Accepted(Endpoint, PeerIdentity),
     AcceptFailed(ZmqError),
+    /// parma patch: the connection of this peer sent what the decoder refuses (a frame over
+    /// `max_message_size`, a malformed frame or command) and was dropped. `Disconnected`
+    /// follows.
+    Refused(PeerIdentity),
     Closed,
     CloseFailed,
     Disconnected(PeerIdentity),
@@ -355,6 +359,9 @@ pub struct SocketOptions {
     pub(crate) read_buffer_short_reads: usize,
     // parma patch: the most bytes one incoming message (all its frames) may claim.
     pub(crate) max_message_size: Option<usize>,
+    // parma patch: the same bound for everything a connection sends up to and including its
+    // first message.
+    pub(crate) max_first_message_size: Option<usize>,
 }
 
 impl Default for SocketOptions {
@@ -366,6 +373,7 @@ impl Default for SocketOptions {
             read_buffer_max_size: 64 * 1024,
             read_buffer_short_reads: 2,
             max_message_size: None,
+            max_first_message_size: None,
         }
     }
 }
@@ -428,6 +436,14 @@ impl SocketOptions {
     /// decoder fails and the connection of that peer is dropped. Commands count too.
     pub fn max_message_size(&mut self, max: usize) -> &mut Self {
         self.max_message_size = Some(max);
+        self
+    }
+
+    /// parma patch: a tighter `max_message_size` for everything a connection sends before
+    /// its first message is complete (its commands and that message). A protocol whose first
+    /// message is small then holds little for a peer that has not yet said who it is.
+    pub fn max_first_message_size(&mut self, max: usize) -> &mut Self {
+        self.max_first_message_size = Some(max);
         self
     }
 
@@ -502,10 +518,15 @@ where
     let callback = move |result: ZmqResult<(FramedIo, Endpoint)>| {
         let backend = callback_backend.clone();
         async move {
+            // parma patch: the ZMTP handshake of an accepted connection is bounded by
+            // `connect_timeout` too; a client that never completes it holds nothing longer.
+            let timeout = backend.socket_options().connect_timeout;
             let result = match result {
-                Ok((io, endpoint)) => util::peer_connected(io, backend.clone())
-                    .await
-                    .map(|peer_id| (endpoint, peer_id)),
+                Ok((io, endpoint)) => {
+                    util::run_with_timeout(timeout, util::peer_connected(io, backend.clone()))
+                        .await
+                        .map(|peer_id| (endpoint, peer_id))
+                }
                 Err(error) => Err(error),
             };
 

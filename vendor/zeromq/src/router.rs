@@ -14,7 +14,7 @@ use futures::channel::mpsc;
 use futures::StreamExt;
 
 use std::collections::HashMap;
-use std::convert::TryInto;
+use std::convert::{TryFrom, TryInto};
 use std::sync::Arc;
 
 pub struct RouterSocket {
@@ -82,7 +82,8 @@ impl SocketRecv for RouterSocket {
                     // We could take an approach of using `tracing` and have that be an optional feature
                     // tracing::warn!("Received unimplemented message type: {:?}", msg);
                 }
-                Some((peer_id, Err(_e))) => {
+                Some((peer_id, Err(e))) => {
+                    refused(&self.backend, &peer_id, &e);
                     self.backend.peer_disconnected(&peer_id);
                     // We could take an approach of using `tracing` and have that be an optional feature
                     // tracing::error!("Error receiving message from peer {}: {:?}", peer_id, e);
@@ -167,6 +168,31 @@ pub struct RouterRecvHalf {
     fair_queue: FairQueue<ZmqFramedRead, PeerIdentity>,
 }
 
+/// parma patch: tells the monitor that the decoder refused what `peer_id` sent (an I/O error
+/// is a lost connection, not a refusal).
+fn refused(backend: &GenericSocketBackend, peer_id: &PeerIdentity, e: &CodecError) {
+    if matches!(e, CodecError::Io(_)) {
+        return;
+    }
+    if let Some(monitor) = backend.monitor().lock().as_mut() {
+        let _ = monitor.try_send(SocketEvent::Refused(peer_id.clone()));
+    }
+}
+
+impl RouterSendHalf {
+    /// parma patch: closes the connection of the peer behind `identity`, if there is one
+    /// (its reader and writer are dropped; the monitor reports `Disconnected`). Whether a
+    /// peer was behind it.
+    pub fn disconnect(&self, identity: &[u8]) -> bool {
+        let Ok(peer_id) = PeerIdentity::try_from(identity) else {
+            return false;
+        };
+        let known = self.inner.backend.peers.contains_sync(&peer_id);
+        self.inner.backend.peer_disconnected(&peer_id);
+        known
+    }
+}
+
 #[async_trait]
 impl SocketSend for RouterSendHalf {
     async fn send(&mut self, mut message: ZmqMessage) -> ZmqResult<()> {
@@ -193,7 +219,8 @@ impl SocketRecv for RouterRecvHalf {
                     return Ok(message);
                 }
                 Some((_peer_id, Ok(_))) => {}
-                Some((peer_id, Err(_e))) => {
+                Some((peer_id, Err(e))) => {
+                    refused(&self.inner.backend, &peer_id, &e);
                     self.inner.backend.peer_disconnected(&peer_id);
                 }
                 None => {

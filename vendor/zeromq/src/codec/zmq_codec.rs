@@ -36,6 +36,9 @@ pub struct ZmqCodec {
     // parma patch: the bound on one message, and what the message buffered so far counts.
     max_message_size: Option<usize>,
     message_size: usize,
+    // parma patch: the bound until the first message is complete, and whether it is.
+    max_first_message_size: Option<usize>,
+    first_message_done: bool,
 }
 
 /// parma patch: what each frame of a message counts against `max_message_size` beyond its
@@ -55,6 +58,8 @@ impl ZmqCodec {
             max_read_chunk_size: options.read_buffer_max_size,
             max_message_size: options.max_message_size,
             message_size: 0,
+            max_first_message_size: options.max_first_message_size,
+            first_message_done: false,
         }
     }
 
@@ -132,7 +137,13 @@ impl Decoder for ZmqCodec {
                     } else {
                         usize::from(src.get_u8())
                     };
-                    if let Some(max) = self.max_message_size {
+                    let max = match (self.max_message_size, self.max_first_message_size) {
+                        (max, Some(first)) if !self.first_message_done => {
+                            Some(max.map_or(first, |m| m.min(first)))
+                        }
+                        (max, _) => max,
+                    };
+                    if let Some(max) = max {
                         // Checked before anything is reserved for the frame's body. A command
                         // stands alone; a message's frames add up until the last one.
                         let before = if frame.command { 0 } else { self.message_size };
@@ -164,6 +175,7 @@ impl Decoder for ZmqCodec {
                     }
 
                     if !frame.more {
+                        self.first_message_done = true;
                         // Quoth the Raven “Nevermore.”
                         return Ok(Some(Message::Message(
                             self.buffered_message

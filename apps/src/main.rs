@@ -27,7 +27,8 @@ enum Command {
     /// Run simulation seeds (random workloads with faults on virtual time, every invariant
     /// after every step) and print violations and a summary per technique.
     Sim(SimArgs),
-    /// Run the conformance traces on loopback transports and print a pass/fail table.
+    /// Run the conformance traces on the in-process transports, and over ZeroMQ in this
+    /// process and with one process per node, and print a pass/fail table per transport.
     Conformance(ConformanceArgs),
     /// Run a skewed, training-like workload (KGE-like, MF-like) under every technique on the
     /// deterministic simulated cluster, and print a table of remote accesses, bytes sent,
@@ -55,6 +56,10 @@ enum Command {
     /// Print what the launcher told this process and exit as asked (tests of `launch`).
     #[command(hide = true)]
     LaunchProbe(launch::ProbeArgs),
+    /// Serve as one node of the conformance suite's `zmq-processes` transport, which starts
+    /// it: the trace's setup and the calls on stdin, the answers on stdout, one JSON line each.
+    #[command(hide = true)]
+    ConformanceAgent,
 }
 
 #[derive(Subcommand, Debug)]
@@ -280,7 +285,7 @@ struct SimArgs {
 
 #[derive(Args, Debug)]
 struct ConformanceArgs {
-    /// Transports: sim, threaded, threaded-1frame (default: all three).
+    /// Transports: sim, threaded, threaded-1frame, zmq, zmq-processes (default: all).
     #[arg(long, value_delimiter = ',')]
     transport: Vec<String>,
     /// Fault seeds of the simulated network (each trace runs once per seed).
@@ -415,6 +420,16 @@ fn run_conformance(args: &ConformanceArgs) -> Result<bool, String> {
     verify::conformance(&transports, &dir, args.seeds, args.rewrite)
 }
 
+fn conformance_agent() -> ExitCode {
+    match parma_conformance::process::agent::serve(std::io::stdin().lock(), std::io::stdout().lock()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("parma conformance-agent: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // Logs (peers up, reconnected, failed; refused connections) go to stderr; PARMA_LOG
@@ -437,6 +452,7 @@ fn main() -> ExitCode {
         Command::Node(args) => node_cli::run(args).map(|()| true),
         Command::Launch(args) => return launch::run(args),
         Command::LaunchProbe(args) => return launch::probe(args),
+        Command::ConformanceAgent => return conformance_agent(),
     };
     match ok {
         Ok(true) => ExitCode::SUCCESS,

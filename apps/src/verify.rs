@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use parma_conformance::process::AgentCommand;
 use parma_conformance::sim::{fingerprint, run_seed};
 use parma_conformance::suite;
 use parma_core::Technique;
@@ -172,11 +173,18 @@ pub fn sim_table(first: u64, count: u64, rows: &[(Technique, SimSummary)]) -> St
 }
 
 /// Runs the conformance suite in `dir` on each of `transports`; prints a table per transport.
-/// Returns whether every trace passed or was skipped.
+/// Returns whether every trace passed or was skipped. `zmq-processes` starts this very
+/// executable once per node (`parma conformance-agent`).
 pub fn conformance(transports: &[String], dir: &Path, seeds: u64, rewrite: bool) -> Result<bool, String> {
     let mut ok = true;
     for t in transports {
-        let results = suite::run_transport(t, dir, 0..seeds, rewrite)?;
+        let results = if t == "zmq-processes" {
+            let exe =
+                std::env::current_exe().map_err(|e| format!("cannot find the parma executable: {e}"))?;
+            suite::run_processes(dir, &AgentCommand::parma(exe), rewrite)?
+        } else {
+            suite::run_transport(t, dir, 0..seeds, rewrite)?
+        };
         ok &= suite::all_passed(&results);
         println!("{}", suite::table(t, &results));
     }

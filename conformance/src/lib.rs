@@ -4,11 +4,14 @@
 //! deterministic cluster simulator, and (in `traces/`) the conformance traces with the harness
 //! that runs them. This crate depends on no particular real transport; the simulator uses the
 //! loopback crate's simulated network, which is part of the test bench, not a product.
+//! [`process`] runs the traces with one process per node over ZeroMQ; the program those
+//! processes run is the `parma` binary's, which this crate is told where to find.
 //!
 //! [`skew`] runs skewed, training-like workloads on the simulator to compare the techniques on
 //! the same accesses (`parma techniques` prints its tables).
 
 pub mod kit;
+pub mod process;
 pub mod rng;
 pub mod sim;
 pub mod skew;

@@ -227,15 +227,31 @@ impl Executor for Unstarted {
     }
 }
 
-/// The transports of this repository the suite runs on by name, nodes in this process: the
-/// simulated network (one run per fault seed), the threaded in-process transport, the threaded
-/// transport with one frame in flight per pair (every send meets back-pressure), and ZeroMQ
-/// over TCP on 127.0.0.1.
-pub const TRANSPORTS: [&str; 4] = ["sim", "threaded", "threaded-1frame", "zmq"];
+/// The transports of this repository the suite runs on by name: nodes in this process on the
+/// simulated network (one run per fault seed), on the threaded in-process transport, on the
+/// threaded transport with one frame in flight per pair (every send meets back-pressure), and
+/// on ZeroMQ over TCP on 127.0.0.1; and one process per node over ZeroMQ on 127.0.0.1
+/// (`zmq-processes`, see [`run_processes`]).
+pub const TRANSPORTS: [&str; 5] = ["sim", "threaded", "threaded-1frame", "zmq", "zmq-processes"];
+
+/// Runs the suite in `dir` with one agent process per node, each started with `agent`, over
+/// ZeroMQ on 127.0.0.1, with the `zmq-processes` skip list.
+pub fn run_processes(
+    dir: &Path,
+    agent: &crate::process::AgentCommand,
+    rewrite: bool,
+) -> Result<Vec<TraceResult>, String> {
+    let skips = default_skip_list("zmq-processes")?;
+    let mut make = |s: &Setup| -> Result<Box<dyn Executor>, String> {
+        Ok(Box::new(crate::process::ProcessExecutor::start(s, agent)?))
+    };
+    run_suite(dir, &skips, &mut make, rewrite)
+}
 
 /// Runs the suite in `dir` on the transport called `transport` (see [`TRANSPORTS`]) with its
 /// shipped skip list. On `sim`, each trace runs once per seed in `seeds` and passes if it
-/// passed on all; a failure names the first failing seed.
+/// passed on all; a failure names the first failing seed. `zmq-processes` finds the `parma`
+/// binary through `PARMA_BIN` ([`crate::process::AgentCommand::from_env`]).
 pub fn run_transport(
     transport: &str,
     dir: &Path,
@@ -307,6 +323,7 @@ pub fn run_transport(
             };
             run_suite(dir, &skips, &mut make, rewrite)
         }
+        "zmq-processes" => run_processes(dir, &crate::process::AgentCommand::from_env()?, rewrite),
         other => Err(format!("unknown transport `{other}`; one of: {}", TRANSPORTS.join(", "))),
     }
 }
@@ -356,7 +373,7 @@ mod tests {
 
     #[test]
     fn shipped_skip_lists_parse() {
-        for t in ["sim", "threaded", "threaded-1frame"] {
+        for t in TRANSPORTS {
             default_skip_list(t).unwrap();
         }
     }

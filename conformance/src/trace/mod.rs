@@ -41,12 +41,14 @@
 //! what the executor produced (review the diff before committing it).
 
 mod exec;
-mod runtime_exec;
+mod hosted;
+pub(crate) mod runtime_exec;
 mod sim_exec;
 
 use std::fmt::Write as _;
 
-pub use exec::{BarrierOut, Executor, Setup};
+pub use exec::{BarrierOut, Executor, SampleOut, Setup};
+pub use hosted::{HostedNode, BARRIER_TIMEOUT};
 pub use runtime_exec::RuntimeExecutor;
 pub use sim_exec::SimExecutor;
 

@@ -1,0 +1,244 @@
+//! One node of a trace's cluster with its workers: what an [`Executor`](super::Executor) does to
+//! a single node, shared by the executor that runs every node in this process
+//! ([`RuntimeExecutor`](super::RuntimeExecutor)) and the agent that runs one node per process
+//! ([`crate::process`]).
+
+use std::thread;
+use std::time::Duration as StdDuration;
+
+use parma_core::sampling::SamplingStats;
+use parma_core::{
+    Clock, Config, Conformity, DistId, Distribution, Key, NodeId, OpError, SampleHandle, Transport, WorkerId,
+};
+use parma_runtime::{NodeRuntime, Options, Worker};
+
+use super::exec::{BarrierOut, SampleOut};
+
+/// Longest wait of a `barrier` command (the runtime's default is for real training runs).
+pub const BARRIER_TIMEOUT: StdDuration = StdDuration::from_secs(60);
+
+/// A node's runtime and its workers, driven one trace command at a time.
+pub struct HostedNode {
+    node: NodeRuntime,
+    /// Empty once [`HostedNode::finalize`] ran.
+    workers: Vec<Worker>,
+}
+
+impl HostedNode {
+    /// Starts node `me` of a cluster running `cfg` on `transport`.
+    pub fn start<T: Transport + Send + 'static>(
+        cfg: Config,
+        me: NodeId,
+        transport: T,
+    ) -> Result<HostedNode, String> {
+        let mut opts = Options::default();
+        opts.barrier_timeout = BARRIER_TIMEOUT;
+        let (node, workers) = NodeRuntime::start_with(cfg, me, transport, opts).map_err(|e| e.to_string())?;
+        Ok(HostedNode { node, workers })
+    }
+
+    /// This node.
+    pub fn id(&self) -> NodeId {
+        self.node.id()
+    }
+
+    /// Whether the node has stopped (shut down, or its transport failed).
+    pub fn is_closed(&self) -> bool {
+        self.node.is_closed()
+    }
+
+    /// How many peers this node has been told failed.
+    pub fn peers_failed(&self) -> u64 {
+        self.node.stats().driver.peers_failed
+    }
+
+    /// Keys this node forwarded so far (it did not hold a key and passed a request on).
+    pub fn keys_forwarded(&self) -> u64 {
+        self.node.stats().node.keys_forwarded
+    }
+
+    /// Whether this node holds the main copy of `key` now.
+    pub fn holds(&self, key: Key) -> bool {
+        self.node.store().holds(key)
+    }
+
+    /// Whether this node holds a filled replica of `key` now.
+    pub fn has_replica(&self, key: Key) -> bool {
+        self.node.store().has_replica(key)
+    }
+
+    fn worker(&mut self, worker: WorkerId) -> Result<&mut Worker, OpError> {
+        self.workers.get_mut(worker.index()).ok_or(OpError::InvalidArgument)
+    }
+
+    /// Pulls `keys` as `worker`: the values, and for each key whether it was local.
+    pub fn pull(&mut self, worker: WorkerId, keys: &[Key]) -> Result<(Vec<f32>, Vec<bool>), OpError> {
+        let total =
+            self.node.config().layout.total_len(keys).map_err(|key| OpError::KeyOutsideLayout { key })?;
+        // Which keys are here: nothing else runs between trace commands, so nothing moves
+        // between this look and the pull; the worker's own counters must agree.
+        let store = self.node.store().clone();
+        let local: Vec<bool> = keys.iter().map(|k| store.is_local(*k)).collect();
+        let w = self.worker(worker)?;
+        let before = w.stats().keys_pulled_local;
+        let mut vals = vec![0.0; total];
+        w.pull(keys, &mut vals)?;
+        let counted = w.stats().keys_pulled_local - before;
+        if counted != local.iter().filter(|l| **l).count() as u64 {
+            // Shows up in the trace's output as a mismatch.
+            return Err(OpError::InvalidArgument);
+        }
+        Ok((vals, local))
+    }
+
+    /// Adds (`set == false`) or sets `vals` of `keys` as `worker`, and waits for it.
+    pub fn write(&mut self, worker: WorkerId, set: bool, keys: &[Key], vals: &[f32]) -> Result<(), OpError> {
+        let w = self.worker(worker)?;
+        let t = if set { w.set(keys, vals)? } else { w.push(keys, vals)? };
+        w.wait(t)
+    }
+
+    /// Moves `keys` here for `worker`, and waits for it.
+    pub fn localize(&mut self, worker: WorkerId, keys: &[Key]) -> Result<(), OpError> {
+        let w = self.worker(worker)?;
+        let t = w.localize(keys)?;
+        w.wait(t)
+    }
+
+    /// `worker` will access `keys` while its clock is in `[start, end)`.
+    pub fn intent(
+        &mut self,
+        worker: WorkerId,
+        keys: &[Key],
+        start: Clock,
+        end: Clock,
+    ) -> Result<(), OpError> {
+        self.worker(worker)?.intent(keys, start, end)
+    }
+
+    /// Advances `worker`'s clock `by` times; returns the clock.
+    pub fn advance(&mut self, worker: WorkerId, by: u64) -> Result<Clock, OpError> {
+        let w = self.worker(worker)?;
+        for _ in 0..by {
+            w.advance_clock()?;
+        }
+        Ok(w.clock())
+    }
+
+    /// Returns once the node completed two more sync rounds.
+    pub fn wait_sync(&mut self, worker: WorkerId) -> Result<(), OpError> {
+        self.worker(worker)?.wait_sync()
+    }
+
+    /// Every worker of this node pushes `each` to every element of `keys`, `rounds` times, all
+    /// at once.
+    pub fn concurrent_push(&mut self, keys: &[Key], rounds: u32, each: f32) -> Result<(), OpError> {
+        let total =
+            self.node.config().layout.total_len(keys).map_err(|key| OpError::KeyOutsideLayout { key })?;
+        let vals = vec![each; total];
+        let results: Vec<Result<(), OpError>> = thread::scope(|s| {
+            let handles: Vec<_> = self
+                .workers
+                .iter_mut()
+                .map(|w| {
+                    let vals = &vals;
+                    s.spawn(move || {
+                        let mut tickets = Vec::new();
+                        for _ in 0..rounds {
+                            tickets.push(w.push(keys, vals)?);
+                        }
+                        tickets.into_iter().try_for_each(|t| w.wait(t))
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap_or(Err(OpError::Closed))).collect()
+        });
+        results.into_iter().collect()
+    }
+
+    /// Registers `dist` under `level` through worker 0; returns its id.
+    pub fn register(&mut self, dist: &Distribution, level: Conformity) -> Result<DistId, OpError> {
+        self.worker(WorkerId(0))?.register_distribution(dist.clone(), level)
+    }
+
+    /// Prepares `n` samples of `dist` for `worker`, used in clocks `[start, end)`.
+    pub fn prepare_sample(
+        &mut self,
+        worker: WorkerId,
+        dist: DistId,
+        n: u64,
+        (start, end): (Clock, Clock),
+    ) -> Result<SampleHandle, OpError> {
+        self.worker(worker)?.prepare_sample(dist, n, start, end)
+    }
+
+    /// Pulls the next `count` samples of `handle` as `worker`.
+    pub fn pull_sample(
+        &mut self,
+        worker: WorkerId,
+        handle: SampleHandle,
+        count: usize,
+    ) -> Result<SampleOut, OpError> {
+        let store = self.node.store().clone();
+        let len = self.node.config().layout.uniform_len().unwrap_or(1);
+        let w = self.worker(worker)?;
+        let before = (w.stats().keys_pulled_local, w.stats().keys_pulled_remote);
+        let mut keys = vec![Key(0); count];
+        let mut vals = vec![0.0; count * len];
+        w.pull_sample(handle, &mut keys, &mut vals)?;
+        // Nothing moves between trace commands: what is local now was local in the pull, and
+        // the worker's own counters must agree (a repeated remote key is fetched once).
+        let local: Vec<bool> = keys.iter().map(|k| store.is_local(*k)).collect();
+        let counted = w.stats().keys_pulled_local - before.0;
+        let remote = parma_core::node::distinct(&keys).iter().filter(|k| !store.is_local(**k)).count();
+        if counted != local.iter().filter(|l| **l).count() as u64
+            || w.stats().keys_pulled_remote - before.1 != remote as u64
+        {
+            return Err(OpError::InvalidArgument);
+        }
+        Ok((keys, vals, local))
+    }
+
+    /// Ends `handle` of `worker`.
+    pub fn finish_sample(&mut self, worker: WorkerId, handle: SampleHandle) -> Result<(), OpError> {
+        self.worker(worker)?.finish_sample(handle)
+    }
+
+    /// The sampler counters of `worker`.
+    pub fn sampling_stats(&mut self, worker: WorkerId) -> Result<SamplingStats, OpError> {
+        Ok(self.worker(worker)?.sampling_stats())
+    }
+
+    /// Every worker of this node enters the cluster-wide barrier at once (the other nodes'
+    /// workers must enter it meanwhile); how each one's ended, in worker order.
+    pub fn barrier(&mut self) -> BarrierOut {
+        thread::scope(|s| {
+            let handles: Vec<_> =
+                self.workers.iter_mut().map(|w| ((w.node(), w.id()), s.spawn(move || w.barrier()))).collect();
+            handles
+                .into_iter()
+                .map(|((node, worker), h)| (node, worker, h.join().unwrap_or(Err(OpError::Closed))))
+                .collect()
+        })
+    }
+
+    /// Finalizes every worker of this node at once (their last barriers need the other nodes'
+    /// workers finalizing meanwhile); how each one's ended, in worker order.
+    pub fn finalize(&mut self) -> Vec<Result<(), OpError>> {
+        let workers = std::mem::take(&mut self.workers);
+        thread::scope(|s| {
+            let handles: Vec<_> = workers.into_iter().map(|w| s.spawn(move || w.finalize())).collect();
+            handles.into_iter().map(|h| h.join().unwrap_or(Err(OpError::Closed))).collect()
+        })
+    }
+
+    /// Shuts the node down cleanly (after [`HostedNode::finalize`]); errs if it dropped or
+    /// rejected a message meanwhile.
+    pub fn shutdown(self) -> Result<(), String> {
+        let stats = self.node.shutdown().map_err(|e| format!("shutdown: {e}"))?;
+        if stats.node.frames_dropped + stats.node.messages_rejected > 0 {
+            return Err(format!("node dropped or rejected messages: {:?}", stats.node));
+        }
+        Ok(())
+    }
+}

@@ -144,12 +144,14 @@ async fn run(mut router: RouterSocket, peers: Vec<String>, shared: Arc<Shared>, 
     let mut actions = Vec::new();
     let mut linger_until: Option<tokio::time::Instant> = None;
     loop {
+        let wake;
         let next = {
             let mut st = lock(&shared.state);
             if st.killed {
                 break;
             }
             let next = st.pump(&mut actions);
+            wake = st.due_waker();
             if st.is_closing() {
                 let deadline = *linger_until.get_or_insert_with(|| tokio::time::Instant::now() + opts.linger);
                 if st.all_done() || tokio::time::Instant::now() >= deadline {
@@ -161,6 +163,9 @@ async fn run(mut router: RouterSocket, peers: Vec<String>, shared: Arc<Shared>, 
                 Duration::from_micros(t.0.saturating_sub(now.0))
             })
         };
+        if let Some(w) = wake {
+            w.wake();
+        }
         for a in actions.drain(..) {
             match a {
                 Action::Connect { peer, gen } => {

@@ -99,7 +99,11 @@ impl Prepared {
         std::thread::Builder::new()
             .name(format!("parma-zmq-{}", me.0))
             .spawn(move || {
-                rt.block_on(run(router, peers, shared, opts));
+                // The loop runs as a task, not as `block_on`'s own future: the socket tasks
+                // wake it on every packet, and waking `block_on`'s future writes to the
+                // runtime's eventfd even from its own thread (one more system call and one
+                // more turn of epoll per packet); waking a task is a push to the local queue.
+                let _ = rt.block_on(rt.spawn(run(router, peers, shared, opts)));
                 // Dropping the runtime ends every socket task.
                 drop(rt);
             })

@@ -67,6 +67,8 @@ struct Setup {
     echo: Option<Side>,
     echo_ep: String,
     peer: Option<Rc<RefCell<Peer>>>,
+    /// The benchmark token's key.
+    key: u64,
 }
 
 impl Setup {
@@ -93,6 +95,7 @@ impl Setup {
             echo: Some(echo),
             echo_ep,
             peer: None,
+            key,
         }
     }
 
@@ -124,6 +127,7 @@ impl Setup {
             echo: None,
             echo_ep: eps.echo,
             peer: Some(peer),
+            key,
         })
     }
 
@@ -208,33 +212,68 @@ fn oneway_table(setup: &mut Setup, plan: &Plan, only: Option<(Imp, usize)>) -> R
     Ok(())
 }
 
-/// The pull table of one set-up, the ping-pong's sizes being `request` and `reply`.
+/// Something that does synchronous round trips.
+trait RoundTrip {
+    /// `n` round trips one after another, each one's time in µs appended to `lat`; the
+    /// round's time.
+    fn round(&mut self, n: usize, lat: &mut Vec<f64>) -> Result<std::time::Duration, String>;
+}
+
+impl RoundTrip for Puller {
+    fn round(&mut self, n: usize, lat: &mut Vec<f64>) -> Result<std::time::Duration, String> {
+        Puller::round(self, n, lat)
+    }
+}
+
+impl RoundTrip for pull::TransportPing {
+    fn round(&mut self, n: usize, lat: &mut Vec<f64>) -> Result<std::time::Duration, String> {
+        pull::TransportPing::round(self, n, lat)
+    }
+}
+
+impl RoundTrip for PingClient {
+    fn round(&mut self, n: usize, lat: &mut Vec<f64>) -> Result<std::time::Duration, String> {
+        PingClient::round(self, n, lat)
+    }
+}
+
+/// The pull table of one set-up, the ping-pong's sizes being `request` and `reply`. In the
+/// one-process set-up, the same pulls over the threaded loopback (no network, no I/O thread)
+/// show what the runtime's own threads cost a round trip.
 fn pull_table(setup: &mut Setup, plan: &Plan, request: usize, reply: usize) -> Result<(), String> {
     let puller = setup.puller.as_mut().expect("the puller");
     let mut client = PingClient::connect(&setup.echo_ep, request, reply);
-    puller.round(plan.pulls / 10 + 1, &mut Vec::new())?;
-    client.round(plan.pulls / 10 + 1, &mut Vec::new())?;
-    let (mut lat_p, mut lat_z) = (Vec::new(), Vec::new());
-    let (mut rate_p, mut rate_z, mut p50_ratio) = (Vec::new(), Vec::new(), Vec::new());
-    for r in 0..plan.rounds {
-        let (mut lp, mut lz) = (Vec::new(), Vec::new());
-        let (tp, tz) = if r % 2 == 0 {
-            let tp = puller.round(plan.pulls, &mut lp)?;
-            (tp, client.round(plan.pulls, &mut lz)?)
-        } else {
-            let tz = client.round(plan.pulls, &mut lz)?;
-            (puller.round(plan.pulls, &mut lp)?, tz)
-        };
-        rate_p.push(plan.pulls as f64 / tp.as_secs_f64());
-        rate_z.push(plan.pulls as f64 / tz.as_secs_f64());
-        let (lp, lz) = (sorted(lp), sorted(lz));
-        p50_ratio.push(quantile(&lp, 0.5) / quantile(&lz, 0.5));
-        lat_p.extend(lp);
-        lat_z.extend(lz);
+    let mut loopback = setup.holder.is_some().then(pull::loopback);
+    let mut bare = setup.holder.is_some().then(|| pull::TransportPing::start(setup.key, request, reply));
+    let mut who: Vec<(&str, &mut dyn RoundTrip)> = vec![("parma", puller), ("zeromq", &mut client)];
+    if let Some((p, _)) = loopback.as_mut() {
+        who.push(("loopback", p));
     }
-    let (lat_p, lat_z) = (sorted(lat_p), sorted(lat_z));
+    if let Some(b) = bare.as_mut() {
+        who.push(("transport", b));
+    }
+    // `PARMA_ZBENCH_ROUNDTRIPS=transport` times only that row (for a profiler).
+    who.retain(|(name, _)| wanted("PARMA_ZBENCH_ROUNDTRIPS", name));
+    let n = who.len();
+    for (_, w) in who.iter_mut() {
+        w.round(plan.pulls / 10 + 1, &mut Vec::new())?;
+    }
+    let mut lat = vec![Vec::new(); n];
+    let mut rates = vec![Vec::new(); n];
+    let mut p50s = vec![Vec::new(); n];
+    for r in 0..plan.rounds {
+        for k in 0..n {
+            let i = (r + k) % n;
+            let mut l = Vec::new();
+            let t = who[i].1.round(plan.pulls, &mut l)?;
+            rates[i].push(plan.pulls as f64 / t.as_secs_f64());
+            let l = sorted(l);
+            p50s[i].push(quantile(&l, 0.5));
+            lat[i].extend(l);
+        }
+    }
     println!(
-        "\nround trip, {}: {} rounds x {} synchronous round trips, alternating; latencies over all rounds",
+        "\nround trip, {}: {} rounds x {} synchronous round trips, order rotating; latencies over all rounds",
         setup.name, plan.rounds, plan.pulls
     );
     println!(
@@ -244,19 +283,53 @@ fn pull_table(setup: &mut Setup, plan: &Plan, request: usize, reply: usize) -> R
     println!(
         "  zeromq: DEALER -> ROUTER -> DEALER, request {request} B, reply {reply} B (parma's frame sizes)"
     );
-    println!("{:<8} {:>9} {:>9} {:>22} {:>22}", "who", "p50 us", "p99 us", "per second", "p50 parma / this");
-    let row = |who: &str, lat: &[f64], rates: &[f64], ratio: String| {
+    if n > 2 {
+        println!("  loopback: parma's pull over the threaded loopback transport (threads, no network)");
+        println!("  transport: ZmqTransport alone, frames of those sizes bounced by a thread (no runtime)");
+    }
+    println!(
+        "{:<9} {:>9} {:>9} {:>9} {:>22} {:>22}",
+        "who", "p50 us", "p99 us", "mean us", "per second", "p50 parma / this"
+    );
+    for i in 0..n {
+        let l = sorted(std::mem::take(&mut lat[i]));
+        let ratio = if i == 0 || who[0].0 != "parma" {
+            "-".to_string()
+        } else {
+            let r: Vec<f64> = p50s[0].iter().zip(&p50s[i]).map(|(p, o)| p / o).collect();
+            format!("{}x", spread(&r, 2))
+        };
+        let mean = l.iter().sum::<f64>() / l.len().max(1) as f64;
         println!(
-            "{who:<8} {:>9.1} {:>9.1} {:>22} {:>22}",
-            quantile(lat, 0.5),
-            quantile(lat, 0.99),
-            spread(rates, 0),
+            "{:<9} {:>9.1} {:>9.1} {:>9.1} {:>22} {:>22}",
+            who[i].0,
+            quantile(&l, 0.5),
+            quantile(&l, 0.99),
+            mean,
+            spread(&rates[i], 0),
             ratio
         );
-    };
-    row("parma", &lat_p, &rate_p, "-".into());
-    row("zeromq", &lat_z, &rate_z, format!("{}x", spread(&p50_ratio, 2)));
-    println!("  p99 parma / zeromq over all rounds: {:.2}x", quantile(&lat_p, 0.99) / quantile(&lat_z, 0.99));
+        if std::env::var_os("PARMA_ZBENCH_TAILS").is_some() {
+            let qs = [0.9, 0.95, 0.98, 0.99, 0.995, 0.999];
+            let t: Vec<String> =
+                qs.iter().map(|q| format!("p{}={:.0}", q * 100.0, quantile(&l, *q))).collect();
+            println!("          tail: {}", t.join(" "));
+        }
+        lat[i] = l;
+    }
+    if n >= 2 {
+        println!(
+            "  p99 {} / {} over all rounds: {:.2}x",
+            who[0].0,
+            who[1].0,
+            quantile(&lat[0], 0.99) / quantile(&lat[1], 0.99)
+        );
+    }
+    drop(who);
+    drop(bare);
+    if let Some((p, h)) = loopback {
+        pull::finish_both(p, h)?;
+    }
     Ok(())
 }
 

@@ -4,17 +4,20 @@
 //! request of the size of parma's pull request, a ROUTER answers with one of the size of its
 //! reply (each a fresh copy, as the node encodes its frames), one at a time.
 
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use parma_core::placement::Homes;
+use parma_core::Transport;
 use parma_core::{Config, Key, Layout, NodeId, Technique};
 use parma_runtime::{NodeRuntime, Worker};
+use parma_transport_loopback::threaded::{cluster, ThreadedOptions};
 use parma_transport_zmq::{local_cluster, ZmqTransport};
 use zeromq::{DealerSocket, RouterSocket, Socket, SocketRecv, SocketSend, ZmqMessage};
 
-use crate::common::{current_thread_runtime, zmq_options, BenchToken, Side, ROUND_TIMEOUT};
+use crate::common::{current_thread_runtime, thread_waker, zmq_options, BenchToken, Side, ROUND_TIMEOUT};
 
 /// `f32`s per key.
 pub const LEN: u32 = 16;
@@ -50,7 +53,7 @@ pub struct Puller {
 }
 
 impl Puller {
-    pub fn start(transport: ZmqTransport) -> Puller {
+    pub fn start<T: Transport + Send + 'static>(transport: T) -> Puller {
         let cfg = config();
         let key = remote_key(&cfg);
         let (node, mut workers) = NodeRuntime::start(cfg, NodeId(0), transport).expect("node 0 starts");
@@ -97,7 +100,7 @@ pub struct Holder {
 }
 
 impl Holder {
-    pub fn start(transport: ZmqTransport) -> Holder {
+    pub fn start<T: Transport + Send + 'static>(transport: T) -> Holder {
         let (node, mut workers) = NodeRuntime::start(config(), NodeId(1), transport).expect("node 1 starts");
         Holder { node, worker: workers.pop().expect("one worker") }
     }
@@ -118,8 +121,17 @@ impl Holder {
 /// Both nodes in this process.
 pub fn in_process(key: u64) -> (Puller, Holder) {
     let cfg = config();
-    let mut ts = local_cluster(2, &zmq_options(), digest(&cfg), std::sync::Arc::new(BenchToken(key)))
+    let mut ts = local_cluster(2, &zmq_options(), digest(&cfg), Arc::new(BenchToken(key)))
         .expect("two transports on 127.0.0.1");
+    let t1 = ts.pop().expect("node 1");
+    let t0 = ts.pop().expect("node 0");
+    (Puller::start(t0), Holder::start(t1))
+}
+
+/// Both nodes in this process over the threaded loopback (no network, no I/O thread): what
+/// the runtime alone costs a round trip.
+pub fn loopback() -> (Puller, Holder) {
+    let mut ts = cluster(2, ThreadedOptions::default());
     let t1 = ts.pop().expect("node 1");
     let t0 = ts.pop().expect("node 0");
     (Puller::start(t0), Holder::start(t1))
@@ -229,5 +241,85 @@ impl PingClient {
             }
             Ok(start.elapsed())
         })
+    }
+}
+
+// ----- the transport alone -----
+
+/// Frames of the pull's sizes bounced between two `ZmqTransport`s in this process, without the
+/// runtime: node 0's side on the calling thread, node 1's on a thread of its own that answers
+/// each frame with one of the reply's size.
+pub struct TransportPing {
+    t0: ZmqTransport,
+    request: usize,
+    stop: Arc<AtomicBool>,
+    echo: Option<std::thread::JoinHandle<()>>,
+}
+
+impl TransportPing {
+    pub fn start(key: u64, request: usize, reply: usize) -> TransportPing {
+        let mut ts = local_cluster(2, &zmq_options(), 0xbe7c_0002, Arc::new(BenchToken(key)))
+            .expect("two transports on 127.0.0.1");
+        let mut t1 = ts.pop().expect("node 1");
+        let mut t0 = ts.pop().expect("node 0");
+        t0.register_waker(&thread_waker());
+        let stop = Arc::new(AtomicBool::new(false));
+        let halt = stop.clone();
+        let echo = std::thread::spawn(move || {
+            t1.register_waker(&thread_waker());
+            let end = Instant::now() + ROUND_TIMEOUT * 100;
+            let payload = vec![7u8; reply];
+            let mut owed = 0usize;
+            while !halt.load(Ordering::Relaxed) && Instant::now() < end {
+                let got = t1.poll_recv(64, &mut |_, _| owed += 1).unwrap_or(0);
+                while owed > 0 {
+                    match t1.try_send(NodeId(0), reply, &mut |b| b.copy_from_slice(&payload)) {
+                        Ok(()) => owed -= 1,
+                        Err(_) => break,
+                    }
+                }
+                if got == 0 {
+                    std::thread::park_timeout(Duration::from_millis(1));
+                }
+            }
+        });
+        TransportPing { t0, request, stop, echo: Some(echo) }
+    }
+
+    pub fn round(&mut self, pings: usize, lat: &mut Vec<f64>) -> Result<Duration, String> {
+        let request = vec![3u8; self.request];
+        let start = Instant::now();
+        for _ in 0..pings {
+            let t = Instant::now();
+            let end = t + ROUND_TIMEOUT;
+            while self.t0.try_send(NodeId(1), request.len(), &mut |b| b.copy_from_slice(&request)).is_err() {
+                if Instant::now() > end {
+                    return Err("cannot send".into());
+                }
+                std::thread::park_timeout(Duration::from_millis(1));
+            }
+            let mut got = 0;
+            while got == 0 {
+                got = self.t0.poll_recv(1, &mut |_, _| {}).map_err(|e| format!("{e:?}"))?;
+                if got == 0 {
+                    if Instant::now() > end {
+                        return Err("no reply".into());
+                    }
+                    std::thread::park_timeout(Duration::from_millis(1));
+                }
+            }
+            lat.push(t.elapsed().as_secs_f64() * 1e6);
+        }
+        Ok(start.elapsed())
+    }
+}
+
+impl Drop for TransportPing {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(e) = self.echo.take() {
+            e.thread().unpark();
+            let _ = e.join();
+        }
     }
 }

@@ -156,12 +156,15 @@ impl Setup {
 fn oneway_table(setup: &mut Setup, plan: &Plan, only: Option<(Imp, usize)>) -> Result<(), String> {
     println!("\none-way throughput, {}: node 0 -> node 1, until the receiver has every frame", setup.name);
     println!(
-        "  median over {} rounds (min-max); ratio = parma's rate / this one's in the same round",
+        "  median over {} rounds (min-max); cpu: both ends' CPU time per frame (all threads);",
         plan.rounds
     );
     println!(
-        "{:>6} {:<7} {:>8} {:>26} {:>22} {:>22}",
-        "size", "who", "frames", "frames/s", "MB/s", "parma / this"
+        "  parma / this: parma's rate over this one's, and this one's CPU per frame over parma's, per round"
+    );
+    println!(
+        "{:>5} {:<7} {:>7} {:>24} {:>17} {:>18} {:>17} {:>17}",
+        "size", "who", "frames", "frames/s", "MB/s", "cpu us/frame", "parma / this", "cpu this / parma"
     );
     let cs = &mut setup.contenders;
     let n = cs.len();
@@ -176,36 +179,49 @@ fn oneway_table(setup: &mut Setup, plan: &Plan, only: Option<(Imp, usize)>) -> R
                 c.race(warm)?;
             }
         }
-        let mut secs = vec![Vec::new(); n];
+        let mut laps = vec![Vec::new(); n];
         for r in 0..plan.rounds {
             for k in 0..n {
                 let i = (r + k) % n;
                 if only.is_none_or(|(imp, _)| imp == cs[i].imp) {
-                    secs[i].push(cs[i].race(round)?.as_secs_f64());
+                    laps[i].push(cs[i].race(round)?);
                 }
             }
         }
         let parma = cs.iter().position(|c| c.imp == Imp::Parma).expect("parma runs");
         for (i, c) in cs.iter().enumerate() {
-            if secs[i].is_empty() {
+            if laps[i].is_empty() {
                 continue;
             }
-            let rates: Vec<f64> = secs[i].iter().map(|s| frames as f64 / s).collect();
+            let secs: Vec<f64> = laps[i].iter().map(|l| l.wall.as_secs_f64()).collect();
+            let cpu: Vec<f64> = laps[i].iter().map(|l| l.cpu_ns as f64 / 1e3 / frames as f64).collect();
+            let rates: Vec<f64> = secs.iter().map(|s| frames as f64 / s).collect();
             let mbs: Vec<f64> = rates.iter().map(|r| r * size as f64 / 1e6).collect();
-            let ratio = if i == parma || secs[parma].len() != secs[i].len() {
-                "-".to_string()
+            let (ratio, cpu_ratio) = if i == parma || laps[parma].len() != laps[i].len() {
+                ("-".to_string(), "-".to_string())
             } else {
-                let r: Vec<f64> = secs[i].iter().zip(&secs[parma]).map(|(o, p)| o / p).collect();
-                format!("{}x", spread(&r, 2))
+                let r: Vec<f64> = laps[i]
+                    .iter()
+                    .zip(&laps[parma])
+                    .map(|(o, p)| o.wall.as_secs_f64() / p.wall.as_secs_f64())
+                    .collect();
+                let c: Vec<f64> = laps[i]
+                    .iter()
+                    .zip(&laps[parma])
+                    .map(|(o, p)| o.cpu_ns as f64 / p.cpu_ns.max(1) as f64)
+                    .collect();
+                (format!("{}x", spread(&r, 2)), format!("{}x", spread(&c, 2)))
             };
             println!(
-                "{:>6} {:<7} {:>8} {:>26} {:>22} {:>22}",
+                "{:>5} {:<7} {:>7} {:>24} {:>17} {:>18} {:>17} {:>17}",
                 format!("{}K", size >> 10),
                 c.imp.name(),
                 frames,
                 spread(&rates, 0),
                 spread(&mbs, 0),
-                ratio
+                spread(&cpu, 1),
+                ratio,
+                cpu_ratio
             );
         }
     }

@@ -25,7 +25,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::{TcpListener, TcpStream};
 use zeromq::{DealerSocket, RouterSocket, Socket, SocketRecv, SocketSend, ZmqMessage};
 
-use crate::common::{current_thread_runtime, deadline, thread_waker, Round, Side, ROUND_TIMEOUT};
+use crate::common::{cpu_ns, current_thread_runtime, deadline, thread_waker, Round, Side, ROUND_TIMEOUT};
 
 /// The largest frame any round sends.
 pub const SIZE_MAX: usize = 64 << 10;
@@ -63,6 +63,10 @@ impl Imp {
 pub trait RxEnd {
     fn start(&mut self, round: Round);
     fn wait(&mut self) -> Result<u64, String>;
+    /// The process it runs in, if not this one.
+    fn pid(&self) -> Option<u32> {
+        None
+    }
 }
 
 impl RxEnd for Side {
@@ -81,15 +85,28 @@ pub struct Contender {
     pub rx: Box<dyn RxEnd>,
 }
 
+/// What one round took.
+#[derive(Clone, Copy, Debug)]
+pub struct Lap {
+    /// From telling the sender to start until the receiver had every frame.
+    pub wall: Duration,
+    /// The CPU time of both processes meanwhile (every thread), in ns.
+    pub cpu_ns: u64,
+}
+
 impl Contender {
     /// One round: the time from telling the sender to start until the receiver has every
-    /// frame. Checks that every byte sent arrived.
-    pub fn race(&mut self, round: Round) -> Result<Duration, String> {
+    /// frame, and the CPU time spent meanwhile. Checks that every byte sent arrived.
+    pub fn race(&mut self, round: Round) -> Result<Lap, String> {
+        let peer = self.rx.pid();
+        let cpu = || cpu_ns(None) + peer.map_or(0, |p| cpu_ns(Some(p)));
         self.rx.start(round);
+        let cpu0 = cpu();
         let t0 = Instant::now();
         self.tx.start(round);
         let received = self.rx.wait().map_err(|e| format!("{} receiver: {e}", self.imp.name()))?;
         let elapsed = t0.elapsed();
+        let cpu_ns = cpu().saturating_sub(cpu0);
         let sent = self.tx.wait().map_err(|e| format!("{} sender: {e}", self.imp.name()))?;
         let want = round.frames * round.size as u64;
         if received != want || sent != want {
@@ -98,7 +115,7 @@ impl Contender {
                 self.imp.name()
             ));
         }
-        Ok(elapsed)
+        Ok(Lap { wall: elapsed, cpu_ns })
     }
 }
 

@@ -126,6 +126,9 @@ impl RxEnd for RemoteRx {
             eprintln!("{e}");
         }
     }
+    fn pid(&self) -> Option<u32> {
+        Some(self.peer.borrow().child.id())
+    }
     fn wait(&mut self) -> Result<u64, String> {
         let line = self.peer.borrow_mut().line()?;
         match line.split_once(' ') {

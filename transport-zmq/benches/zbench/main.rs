@@ -5,19 +5,23 @@
 //! 1. **One-way throughput** (`oneway`): frames of 1 KiB and 64 KiB from node 0 to node 1
 //!    through `ZmqTransport`, through a plain `zeromq` DEALER → ROUTER and through one plain
 //!    tokio `TcpStream`, until the receiver has them all. In each round every contender runs
-//!    once, the order rotating from round to round; the figure is the median over the rounds
-//!    of parma's rate over the other's in the same round.
+//!    once, the order rotating from round to round; the figures are the medians over the
+//!    rounds of parma's rate over the other's in the same round, and of the other's CPU time
+//!    per frame (every thread of both ends) over parma's.
 //! 2. **Round trip of a one-key remote pull** (`pull`): a worker of one `NodeRuntime` pulling
 //!    a key held by another, over `ZmqTransport`, synchronously, against a plain `zeromq`
-//!    ping-pong of the same request and reply sizes; rounds alternate.
+//!    ping-pong of the same request and reply sizes. With both ends in one process, two more
+//!    rows split the pull's time: the same pull over the threaded loopback (the runtime's
+//!    threads, no network) and `ZmqTransport` alone (frames bounced by a thread, no runtime).
 //!
 //! Both run twice: with both ends in this process (threads), then with the receiving ends in a
 //! second process (this executable run again as the peer, see `peer`).
 //!
 //! Environment: `PARMA_ZBENCH_PROCESSES=one|two` runs one of the two set-ups (default both);
 //! `PARMA_ZBENCH_PARTS=oneway|pull` one part (default both); `PARMA_ZBENCH_ONLY=parma:1024`
-//! runs only that contender at that size, for a profiler. `cargo bench -- --test` (CI) runs
-//! every part once with a few frames.
+//! runs only that contender at that size and `PARMA_ZBENCH_ROUNDTRIPS=transport` only those
+//! round-trip rows, for a profiler; `PARMA_ZBENCH_TAILS=1` adds the upper quantiles of the
+//! round trips. `cargo bench -- --test` (CI) runs every part once with a few frames.
 
 mod common;
 mod oneway;
@@ -51,7 +55,7 @@ impl Plan {
         if quick {
             return Plan { rounds: 1, sizes: vec![(1 << 10, 200), (64 << 10, 20)], pulls: 20 };
         }
-        Plan { rounds: 9, sizes: vec![(1 << 10, 50_000), (64 << 10, 4_000)], pulls: 2_000 }
+        Plan { rounds: 15, sizes: vec![(1 << 10, 50_000), (64 << 10, 4_000)], pulls: 2_000 }
     }
 }
 

@@ -51,11 +51,11 @@ impl fmt::Display for DemoTransport {
 }
 
 /// A markdown table of the same workload on several transports: `rounds[r]` holds round
-/// `r`'s runs, one per transport in the same order every round. Wall times are medians over
+/// `r`'s runs, one per transport in the same order every round. Every column is the median over
 /// the rounds; the ratio is each round's wall time over the first transport's in that round.
 pub fn transport_comparison(rounds: &[Vec<DemoReport>]) -> String {
     let mut out = String::from(
-        "| transport | wall (median) | batches/s | messages | bytes sent | bytes on the wire | \
+        "| transport | wall | batches/s | messages | bytes sent | bytes on the wire | \
          wall / first (per round) |\n| --- | --- | --- | --- | --- | --- | --- |\n",
     );
     let Some(first) = rounds.first() else { return out };
@@ -64,22 +64,22 @@ pub fn transport_comparison(rounds: &[Vec<DemoReport>]) -> String {
         v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
     };
     for (i, r) in first.iter().enumerate() {
-        let walls: Vec<f64> =
-            rounds.iter().filter_map(|round| round.get(i)).map(|r| r.wall.as_secs_f64()).collect();
+        let runs: Vec<&DemoReport> = rounds.iter().filter_map(|round| round.get(i)).collect();
+        let of = |f: &dyn Fn(&DemoReport) -> f64| median(runs.iter().map(|r| f(r)).collect());
         let ratios: Vec<f64> = rounds
             .iter()
             .filter_map(|round| Some(round.get(i)?.wall.as_secs_f64() / round.first()?.wall.as_secs_f64()))
             .collect();
         let (lo, hi) = ratios.iter().fold((f64::INFINITY, 0f64), |(lo, hi), x| (lo.min(*x), hi.max(*x)));
-        let wall = median(walls);
+        let wire = r.wire_bytes_sent.map(|_| of(&|r| r.wire_bytes_sent.unwrap_or(0) as f64) as u64);
         out.push_str(&format!(
-            "| {} | {:.2} s | {:.0} | {} | {} | {} | {:.2}x ({:.2}-{:.2}) |\n",
+            "| {} | {:.2} s | {:.0} | {:.0} | {} | {} | {:.2}x ({:.2}-{:.2}) |\n",
             r.options.transport,
-            wall,
-            r.batches as f64 / wall.max(1e-9),
-            r.messages_sent,
-            fmt_bytes(r.bytes_sent),
-            r.wire_bytes_sent.map_or("-".to_string(), fmt_bytes),
+            of(&|r| r.wall.as_secs_f64()),
+            of(&|r| r.batches as f64 / r.wall.as_secs_f64().max(1e-9)),
+            of(&|r| r.messages_sent as f64),
+            fmt_bytes(of(&|r| r.bytes_sent as f64) as u64),
+            wire.map_or("-".to_string(), fmt_bytes),
             median(ratios),
             lo,
             hi,

@@ -1,5 +1,6 @@
 //! `parma demo`: a skewed random workload on an in-process cluster, and a report of what
-//! happened.
+//! happened. The nodes talk over the threaded loopback, or over ZeroMQ on 127.0.0.1
+//! ([`DemoTransport`]).
 //!
 //! Every worker runs `batches` batches. A batch draws `batch_keys` keys whose popularity follows
 //! a Zipf law (rank `r` is drawn with probability ∝ `r^-zipf`; a seeded random permutation maps
@@ -31,12 +32,15 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use parma_core::{Clock, Config, Key, Layout, NodeId, OpError, Technique};
-use parma_runtime::{NodeRuntime, Options, Stats, Ticket, Worker};
-use parma_transport_loopback::threaded::{cluster, ThreadedOptions};
+use parma_runtime::{Options, Stats, Ticket, Worker};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rand_distr::{Distribution, Zipf};
+
+mod transports;
+
+pub use transports::{transport_comparison, DemoTransport};
 
 /// Pushes one worker keeps in flight before it waits for the oldest.
 const PUSHES_IN_FLIGHT: usize = 8;
@@ -71,6 +75,8 @@ pub struct DemoOptions {
     pub technique: Technique,
     /// How many batches ahead a worker signals intent (or, under relocation, localizes).
     pub ahead: usize,
+    /// What carries the frames between the nodes (all of them in this process).
+    pub transport: DemoTransport,
 }
 
 /// The default of [`DemoOptions::ahead`] for `technique`: one batch for relocation (further
@@ -102,6 +108,7 @@ impl Default for DemoOptions {
             seed: 1,
             technique: Technique::Adaptive,
             ahead: 128,
+            transport: DemoTransport::Threaded,
         }
     }
 }
@@ -216,6 +223,9 @@ pub struct DemoReport {
     pub messages_sent: u64,
     /// Bytes of the messages sent, all nodes.
     pub bytes_sent: u64,
+    /// Bytes the transports put on the wire, all nodes (messages, the session layer's headers,
+    /// acknowledgements, heartbeats, handshakes), where the transport counts them (ZeroMQ).
+    pub wire_bytes_sent: Option<u64>,
     /// Frames dropped, by the nodes (undecodable) and by the drivers (peer gone), all nodes.
     pub frames_dropped: u64,
     /// Worker operations that ended with an error, all nodes.
@@ -245,11 +255,12 @@ impl fmt::Display for DemoReport {
         let secs = self.wall.as_secs_f64().max(1e-9);
         writeln!(
             f,
-            "demo: {}, {} nodes x {} workers, {} keys x {} f32, {} batches/worker x {} keys, zipf {}, \
-             seed {}{}",
+            "demo: {}, {} nodes x {} workers on {}, {} keys x {} f32, {} batches/worker x {} keys, \
+             zipf {}, seed {}{}",
             o.technique.name(),
             o.nodes,
             o.workers,
+            o.transport,
             o.keys,
             o.len,
             o.batches,
@@ -296,6 +307,9 @@ impl fmt::Display for DemoReport {
             fmt_bytes(self.bytes_sent),
             self.bytes_per_access(),
         )?;
+        if let Some(wire) = self.wire_bytes_sent {
+            writeln!(f, "  wire         {} on the wire (with the session layer's packets)", fmt_bytes(wire))?;
+        }
         write!(f, "  dropped      {} frames; {} failed operations", self.frames_dropped, self.ops_failed)
     }
 }
@@ -340,6 +354,8 @@ pub fn comparison(reports: &[DemoReport]) -> String {
 pub enum DemoError {
     /// The options cannot work.
     Options(String),
+    /// The transport could not be set up.
+    Transport(String),
     /// A node did not start.
     Start(parma_runtime::Error),
     /// A worker thread could not be spawned.
@@ -372,6 +388,7 @@ impl fmt::Display for DemoError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             DemoError::Options(s) => write!(f, "bad options: {s}"),
+            DemoError::Transport(s) => write!(f, "the transport could not be set up: {s}"),
             DemoError::Start(e) => write!(f, "a node did not start: {e}"),
             DemoError::Spawn(e) => write!(f, "could not spawn a worker thread: {e}"),
             DemoError::Worker { node, worker, batch, op, error } => {
@@ -551,16 +568,9 @@ pub fn run(opts: &DemoOptions) -> Result<DemoReport, DemoError> {
     let mut ropts = Options::default();
     ropts.barrier_timeout = BARRIER_TIMEOUT;
 
-    // Declared before the workers, so that on an early return the workers are dropped first.
-    let mut nodes: Vec<NodeRuntime> = Vec::new();
-    let mut workers: Vec<Worker> = Vec::new();
-    for (i, transport) in cluster(opts.nodes, ThreadedOptions::default()).into_iter().enumerate() {
-        let (node, handles) =
-            NodeRuntime::start_with(cfg.clone(), NodeId(i as u16), transport, ropts.clone())
-                .map_err(DemoError::Start)?;
-        nodes.push(node);
-        workers.extend(handles);
-    }
+    // The nodes are bound before the workers, so that on an early return the workers are
+    // dropped first.
+    let (nodes, workers, wire) = transports::start_nodes(opts.transport, &cfg, &ropts, opts.seed)?;
     let setup = setup_start.elapsed();
 
     let started = Instant::now();
@@ -626,6 +636,7 @@ pub fn run(opts: &DemoOptions) -> Result<DemoReport, DemoError> {
         keys_forwarded: 0,
         messages_sent: 0,
         bytes_sent: 0,
+        wire_bytes_sent: wire.wire_bytes(),
         frames_dropped: 0,
         ops_failed: 0,
     };

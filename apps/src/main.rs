@@ -7,7 +7,7 @@ mod node_cli;
 mod train_cli;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use parma_apps::demo::{self, DemoOptions};
+use parma_apps::demo::{self, DemoOptions, DemoTransport};
 use parma_apps::{sampling, techniques, verify};
 use parma_conformance::skew::{Kge, Mf, SkewOptions, Task};
 use parma_core::Technique;
@@ -349,6 +349,14 @@ struct DemoArgs {
     /// Run the same workload under every technique and print a table.
     #[arg(long)]
     compare: bool,
+    /// What carries the frames between the in-process nodes: threaded (queues in memory) or
+    /// zmq (ZeroMQ over TCP on 127.0.0.1). Several, comma-separated, run the workload on each
+    /// and print a table of wall time and bytes.
+    #[arg(long, value_delimiter = ',', value_parser = parse_transport, default_value = "threaded")]
+    transport: Vec<DemoTransport>,
+    /// With several transports: rounds of runs, the transports' order alternating.
+    #[arg(long, default_value_t = 1)]
+    repeat: usize,
 }
 
 impl DemoArgs {
@@ -364,11 +372,47 @@ impl DemoArgs {
             seed: self.seed,
             technique: self.technique,
             ahead: self.ahead.unwrap_or(demo::default_ahead(self.technique)),
+            transport: self.transport.first().copied().unwrap_or_default(),
         }
     }
 }
 
+fn parse_transport(name: &str) -> Result<DemoTransport, String> {
+    DemoTransport::from_name(name).ok_or_else(|| {
+        let names: Vec<&str> = DemoTransport::ALL.iter().map(|t| t.name()).collect();
+        format!("unknown transport `{name}`; one of: {}", names.join(", "))
+    })
+}
+
+/// The workload on every transport of `args`, `--repeat` rounds, and the table.
+fn compare_transports(args: &DemoArgs) -> Result<(), demo::DemoError> {
+    let opts = args.options();
+    let mut rounds = Vec::new();
+    for r in 0..args.repeat.max(1) {
+        let mut round = Vec::new();
+        // Alternate the order from round to round; keep the table's order.
+        let n = args.transport.len();
+        let order: Vec<usize> = if r % 2 == 0 { (0..n).collect() } else { (0..n).rev().collect() };
+        let mut runs: Vec<Option<demo::DemoReport>> = vec![None; n];
+        for i in order {
+            let report = demo::run(&DemoOptions { transport: args.transport[i], ..opts.clone() })?;
+            println!("{report}\n");
+            runs[i] = Some(report);
+        }
+        round.extend(runs.into_iter().flatten());
+        rounds.push(round);
+    }
+    print!("{}", demo::transport_comparison(&rounds));
+    Ok(())
+}
+
 fn run_demo(args: &DemoArgs) -> Result<(), demo::DemoError> {
+    if args.transport.len() > 1 {
+        if args.compare {
+            return Err(demo::DemoError::Options("--compare runs on one transport".into()));
+        }
+        return compare_transports(args);
+    }
     let opts = args.options();
     if !args.compare {
         println!("{}", demo::run(&opts)?);
@@ -556,6 +600,15 @@ mod tests {
         assert_eq!(demo_args(&["--technique", "relocation"]).options().ahead, 1);
         assert_eq!(demo_args(&["--localize-ahead", "3"]).options().ahead, 3);
         assert!(Cli::try_parse_from(["parma", "demo", "--technique", "nonsense"]).is_err());
+    }
+
+    #[test]
+    fn the_demo_takes_one_transport_or_several() {
+        assert_eq!(demo_args(&[]).options().transport, DemoTransport::Threaded);
+        assert_eq!(demo_args(&["--transport", "zmq"]).options().transport, DemoTransport::Zmq);
+        let both = demo_args(&["--transport", "threaded,zmq", "--repeat", "3"]);
+        assert_eq!((both.transport.len(), both.repeat), (2, 3));
+        assert!(Cli::try_parse_from(["parma", "demo", "--transport", "carrier-pigeon"]).is_err());
     }
 
     fn kge_args(args: &[&str]) -> Result<train_cli::KgeArgs, clap::Error> {

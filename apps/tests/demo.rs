@@ -1,6 +1,6 @@
 //! The demo on a tiny cluster, under every technique, on the same seed.
 
-use parma_apps::demo::{self, DemoOptions, DemoReport};
+use parma_apps::demo::{self, DemoOptions, DemoReport, DemoTransport};
 use parma_core::Technique;
 
 fn tiny(technique: Technique) -> DemoOptions {
@@ -15,6 +15,7 @@ fn tiny(technique: Technique) -> DemoOptions {
         seed: 7,
         technique,
         ahead: demo::default_ahead(technique),
+        transport: DemoTransport::Threaded,
     }
 }
 
@@ -95,4 +96,22 @@ fn localize_each_batch_right_before_use() {
     let r = demo::run(&DemoOptions { ahead: 0, ..tiny(Technique::Relocation) }).unwrap();
     check_common(&r);
     assert!(r.relocations > 0, "{r}");
+}
+
+#[test]
+fn the_demo_runs_over_zeromq_as_over_the_threaded_loopback() {
+    for technique in [Technique::StaticPartitioning, Technique::Adaptive] {
+        let threaded = demo::run(&tiny(technique)).unwrap();
+        let zmq = demo::run(&DemoOptions { transport: DemoTransport::Zmq, ..tiny(technique) }).unwrap();
+        check_common(&threaded);
+        check_common(&zmq);
+        assert_eq!(zmq.keys_drawn, threaded.keys_drawn, "same seed, same draws");
+        assert_eq!(threaded.wire_bytes_sent, None, "{threaded}");
+        let wire = zmq.wire_bytes_sent.expect("the ZeroMQ transport counts its bytes");
+        assert!(wire > zmq.bytes_sent, "the wire carries every message and the session's packets\n{zmq}");
+        if technique == Technique::StaticPartitioning {
+            // Where a key is served depends on the key alone.
+            assert_eq!((zmq.pulls, zmq.pushes), (threaded.pulls, threaded.pushes), "{zmq}\n{threaded}");
+        }
+    }
 }

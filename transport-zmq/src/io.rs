@@ -12,8 +12,8 @@ use parma_core::session::DATA_OVERHEAD;
 use parma_core::NodeId;
 use tokio::sync::mpsc;
 use zeromq::{
-    DealerSocket, RouterSendHalf, RouterSocket, Socket, SocketEvent, SocketOptions, SocketRecv, SocketSend,
-    ZmqMessage,
+    DealerSendHalf, DealerSocket, RouterSendHalf, RouterSocket, Socket, SocketEvent, SocketOptions,
+    SocketRecv, SocketSend, ZmqMessage,
 };
 
 use crate::shared::{Action, Shared};
@@ -132,7 +132,11 @@ impl Prepared {
         std::thread::Builder::new()
             .name(format!("parma-zmq-{}", me.0))
             .spawn(move || {
-                rt.block_on(run(router, peers, shared, opts));
+                // The loop runs as a task, not as `block_on`'s own future: the socket tasks
+                // wake it on every packet, and waking `block_on`'s future writes to the
+                // runtime's eventfd even from its own thread (one more system call and one
+                // more turn of epoll per packet); waking a task is a push to the local queue.
+                let _ = rt.block_on(rt.spawn(run(router, peers, shared, opts)));
                 // Dropping the runtime ends every socket task.
                 drop(rt);
             })
@@ -184,12 +188,14 @@ async fn run(mut router: RouterSocket, peers: Vec<String>, shared: Arc<Shared>, 
     let mut actions = Vec::new();
     let mut linger_until: Option<tokio::time::Instant> = None;
     loop {
+        let wake;
         let next = {
             let mut st = lock(&shared.state);
             if st.killed {
                 break;
             }
             let next = st.pump(&mut actions);
+            wake = st.due_waker();
             if st.is_closing() {
                 let deadline = *linger_until.get_or_insert_with(|| tokio::time::Instant::now() + opts.linger);
                 if st.all_done() || tokio::time::Instant::now() >= deadline {
@@ -201,6 +207,9 @@ async fn run(mut router: RouterSocket, peers: Vec<String>, shared: Arc<Shared>, 
                 Duration::from_micros(t.0.saturating_sub(now.0))
             })
         };
+        if let Some(w) = wake {
+            w.wake();
+        }
         for a in actions.drain(..) {
             match a {
                 Action::Connect { peer, gen } => {
@@ -281,6 +290,29 @@ async fn routed_writer(
     }
 }
 
+/// Most packets the DEALER's task sends in one turn before it looks at its socket again.
+const SENDS_PER_TURN: usize = 256;
+
+/// Sends `first`, then what else is queued for the link (up to [`SENDS_PER_TURN`]): one turn
+/// of the task's `select!` per batch instead of per packet (each turn polls the socket's
+/// receiving side and its monitor again, and the receive builds a boxed future).
+async fn send_queued(
+    send: &mut DealerSendHalf,
+    first: Bytes,
+    rx: &mut mpsc::Receiver<Bytes>,
+) -> Result<(), ()> {
+    let mut next = Some(first);
+    let mut sent = 0;
+    while let Some(packet) = next.take() {
+        send.send(ZmqMessage::from(packet)).await.map_err(|_| ())?;
+        sent += 1;
+        if sent < SENDS_PER_TURN {
+            next = rx.try_recv().ok();
+        }
+    }
+    Ok(())
+}
+
 /// Opens a DEALER connection to `endpoint` for link `gen` to `peer`, then carries its packets
 /// both ways until the connection or the link ends.
 async fn dealer(peer: NodeId, gen: u64, endpoint: String, opts: ZmqOptions, events: mpsc::Sender<IoEvent>) {
@@ -306,7 +338,7 @@ async fn dealer(peer: NodeId, gen: u64, endpoint: String, opts: ZmqOptions, even
         tokio::select! {
             out = rx.recv() => match out {
                 Some(packet) => {
-                    if send.send(ZmqMessage::from(packet)).await.is_err() {
+                    if send_queued(&mut send, packet, &mut rx).await.is_err() {
                         break;
                     }
                 }

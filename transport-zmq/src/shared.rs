@@ -486,7 +486,7 @@ impl State {
     }
 
     /// Timers, session events and packets to send, for every peer: what must happen outside
-    /// the lock, and when to come back.
+    /// the lock, and when to come back. Then [`State::due_waker`].
     pub fn pump(&mut self, actions: &mut Vec<Action>) -> Option<Instant> {
         let now = self.now();
         let mut next: Option<Instant> = self.close_silent(now);
@@ -564,8 +564,18 @@ impl State {
             }
         }
         actions.extend(self.to_close.drain(..).map(|identity| Action::Close { identity }));
-        self.wake_if_due();
         next
+    }
+
+    /// The driver's waker, if something became due for it since it was last woken: the I/O
+    /// thread wakes it after releasing the lock, so that the driver does not wake only to
+    /// wait for the lock.
+    pub fn due_waker(&mut self) -> Option<Waker> {
+        if !self.wake_due {
+            return None;
+        }
+        self.wake_due = false;
+        self.waker.clone()
     }
 
     fn report_failed(&mut self, p: usize) {

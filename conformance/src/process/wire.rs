@@ -314,7 +314,9 @@ pub enum WireError {
         node: u16,
     },
     RoutingLoop,
-    Unreachable,
+    Unreachable {
+        node: u16,
+    },
     FrameRefused {
         node: u16,
     },
@@ -354,7 +356,7 @@ impl From<OpError> for WireError {
             OpError::Timeout => WireError::Timeout,
             OpError::PeerFailed { node } => WireError::PeerFailed { node: node.0 },
             OpError::RoutingLoop => WireError::RoutingLoop,
-            OpError::Unreachable => WireError::Unreachable,
+            OpError::Unreachable { node } => WireError::Unreachable { node: node.0 },
             OpError::FrameRefused { node } => WireError::FrameRefused { node: node.0 },
             OpError::Closed => WireError::Closed,
             OpError::InvalidArgument => WireError::InvalidArgument,
@@ -399,7 +401,7 @@ impl WireError {
             WireError::Timeout => OpError::Timeout,
             WireError::PeerFailed { node } => OpError::PeerFailed { node: NodeId(*node) },
             WireError::RoutingLoop => OpError::RoutingLoop,
-            WireError::Unreachable => OpError::Unreachable,
+            WireError::Unreachable { node } => OpError::Unreachable { node: NodeId(*node) },
             WireError::FrameRefused { node } => OpError::FrameRefused { node: NodeId(*node) },
             WireError::Closed => OpError::Closed,
             WireError::InvalidArgument => OpError::InvalidArgument,

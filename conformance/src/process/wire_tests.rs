@@ -51,7 +51,7 @@ fn errors_cross_unchanged() {
         OpError::Timeout,
         OpError::PeerFailed { node: NodeId(2) },
         OpError::RoutingLoop,
-        OpError::Unreachable,
+        OpError::Unreachable { node: NodeId(2) },
         OpError::FrameRefused { node: NodeId(1) },
         OpError::Closed,
         OpError::InvalidArgument,

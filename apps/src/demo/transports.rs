@@ -1,0 +1,208 @@
+//! The transports the demo's in-process cluster runs on: the threaded loopback (the default),
+//! or ZeroMQ over TCP on 127.0.0.1, every node's transport in this process with an I/O thread
+//! of its own. The demo starts the same nodes on either and reads the same counters; over
+//! ZeroMQ it also reads the bytes the transport put on the wire.
+
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::task::Waker;
+
+use parma_core::session::Token;
+use parma_core::transport::{RecvError, SendError, Transport, TransportEvent};
+use parma_core::{Config, NodeId};
+use parma_runtime::{NodeRuntime, Options, Worker};
+use parma_transport_loopback::threaded::{cluster, ThreadedOptions};
+use parma_transport_zmq::{local_cluster, ZmqOptions, ZmqStats, ZmqTransport};
+
+use super::{fmt_bytes, DemoError, DemoReport};
+
+/// Which transport carries the demo's frames.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DemoTransport {
+    /// The threaded loopback: frames move between threads through queues in memory.
+    #[default]
+    Threaded,
+    /// ZeroMQ over TCP on 127.0.0.1 (`parma-transport-zmq`), every node in this process.
+    Zmq,
+}
+
+impl DemoTransport {
+    /// Every transport, in the order of the CLI's help.
+    pub const ALL: [DemoTransport; 2] = [DemoTransport::Threaded, DemoTransport::Zmq];
+
+    /// The name `--transport` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            DemoTransport::Threaded => "threaded",
+            DemoTransport::Zmq => "zmq",
+        }
+    }
+
+    /// The transport called `name`.
+    pub fn from_name(name: &str) -> Option<DemoTransport> {
+        DemoTransport::ALL.into_iter().find(|t| t.name() == name)
+    }
+}
+
+impl fmt::Display for DemoTransport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A markdown table of the same workload on several transports: `rounds[r]` holds round
+/// `r`'s runs, one per transport in the same order every round. Every column is the median over
+/// the rounds; the ratio is each round's wall time over the first transport's in that round.
+pub fn transport_comparison(rounds: &[Vec<DemoReport>]) -> String {
+    let mut out = String::from(
+        "| transport | wall | batches/s | messages | bytes sent | bytes on the wire | \
+         wall / first (per round) |\n| --- | --- | --- | --- | --- | --- | --- |\n",
+    );
+    let Some(first) = rounds.first() else { return out };
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+    };
+    for (i, r) in first.iter().enumerate() {
+        let runs: Vec<&DemoReport> = rounds.iter().filter_map(|round| round.get(i)).collect();
+        let of = |f: &dyn Fn(&DemoReport) -> f64| median(runs.iter().map(|r| f(r)).collect());
+        let ratios: Vec<f64> = rounds
+            .iter()
+            .filter_map(|round| Some(round.get(i)?.wall.as_secs_f64() / round.first()?.wall.as_secs_f64()))
+            .collect();
+        let (lo, hi) = ratios.iter().fold((f64::INFINITY, 0f64), |(lo, hi), x| (lo.min(*x), hi.max(*x)));
+        let wire = r.wire_bytes_sent.map(|_| of(&|r| r.wire_bytes_sent.unwrap_or(0) as f64) as u64);
+        out.push_str(&format!(
+            "| {} | {:.2} s | {:.0} | {:.0} | {} | {} | {:.2}x ({:.2}-{:.2}) |\n",
+            r.options.transport,
+            of(&|r| r.wall.as_secs_f64()),
+            of(&|r| r.batches as f64 / r.wall.as_secs_f64().max(1e-9)),
+            of(&|r| r.messages_sent as f64),
+            fmt_bytes(of(&|r| r.bytes_sent as f64) as u64),
+            wire.map_or("-".to_string(), fmt_bytes),
+            median(ratios),
+            lo,
+            hi,
+        ));
+    }
+    out
+}
+
+/// What the transports of one run counted, summed over the nodes, once they stopped.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct WireCounters(Arc<Mutex<Vec<ZmqStats>>>);
+
+impl WireCounters {
+    /// Bytes the transports put on the wire (data, retransmissions, acknowledgements,
+    /// handshakes), if they count them.
+    pub fn wire_bytes(&self) -> Option<u64> {
+        let all = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        (!all.is_empty()).then(|| all.iter().map(|s| s.wire_bytes_sent).sum())
+    }
+}
+
+/// Starts the cluster's nodes on `transport`, with `cfg` and `ropts`: the nodes, every
+/// node's workers, and where the transports leave their counters when they stop.
+pub(crate) fn start_nodes(
+    transport: DemoTransport,
+    cfg: &Config,
+    ropts: &Options,
+    seed: u64,
+) -> Result<(Vec<NodeRuntime>, Vec<Worker>, WireCounters), DemoError> {
+    let wire = WireCounters::default();
+    let (nodes, workers) = match transport {
+        DemoTransport::Threaded => start_all(cluster(cfg.nodes, ThreadedOptions::default()), cfg, ropts)?,
+        DemoTransport::Zmq => {
+            let digest = u64::from(cfg.wire_cluster().0);
+            let token = Arc::new(DemoToken(super::mix(seed ^ run_nonce())));
+            let ts = local_cluster(cfg.nodes, &ZmqOptions::loopback(), digest, token)
+                .map_err(|e| DemoError::Transport(e.to_string()))?;
+            let counted = ts.into_iter().map(|t| Counted { inner: t, into: wire.clone() }).collect();
+            start_all(counted, cfg, ropts)?
+        }
+    };
+    Ok((nodes, workers, wire))
+}
+
+/// Starts node `i` on `transports[i]`.
+fn start_all<T: Transport + Send + 'static>(
+    transports: Vec<T>,
+    cfg: &Config,
+    ropts: &Options,
+) -> Result<(Vec<NodeRuntime>, Vec<Worker>), DemoError> {
+    // Declared before the workers, so that on an early return the workers are dropped first.
+    let mut nodes = Vec::new();
+    let mut workers = Vec::new();
+    for (i, t) in transports.into_iter().enumerate() {
+        let (node, handles) = NodeRuntime::start_with(cfg.clone(), NodeId(i as u16), t, ropts.clone())
+            .map_err(DemoError::Start)?;
+        nodes.push(node);
+        workers.extend(handles);
+    }
+    Ok((nodes, workers))
+}
+
+/// A ZeroMQ transport that leaves its counters in `into` when the node drops it.
+struct Counted {
+    inner: ZmqTransport,
+    into: WireCounters,
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        let stats = self.inner.stats();
+        self.into.0.lock().unwrap_or_else(|p| p.into_inner()).push(stats);
+    }
+}
+
+impl Transport for Counted {
+    fn local_id(&self) -> NodeId {
+        self.inner.local_id()
+    }
+    fn frame_len_max(&self) -> usize {
+        self.inner.frame_len_max()
+    }
+    fn try_send(&mut self, to: NodeId, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> Result<(), SendError> {
+        self.inner.try_send(to, len, fill)
+    }
+    fn poll_recv(&mut self, max: usize, sink: &mut dyn FnMut(NodeId, &[u8])) -> Result<usize, RecvError> {
+        self.inner.poll_recv(max, sink)
+    }
+    fn poll_event(&mut self) -> Option<TransportEvent> {
+        self.inner.poll_event()
+    }
+    fn register_waker(&mut self, waker: &Waker) {
+        self.inner.register_waker(waker)
+    }
+    fn needs_polling(&self) -> bool {
+        self.inner.needs_polling()
+    }
+    fn close(&mut self) {
+        self.inner.close()
+    }
+}
+
+/// Something that differs from run to run, so that two demos on one machine never share a
+/// token.
+fn run_nonce() -> u64 {
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    (t as u64) ^ u64::from(std::process::id()).rotate_left(32)
+}
+
+/// The token of the demo's cluster. Every node lives in this process and listens only on
+/// 127.0.0.1, so it is a mixing function keyed by a per-run value, not a keyed hash: it keeps
+/// another run's nodes (or a stray client) out, nothing more.
+struct DemoToken(u64);
+
+impl Token for DemoToken {
+    fn prove(&self, nonce: u64, prover: NodeId, verifier: NodeId, digest: u64) -> [u8; 32] {
+        let mut h = super::mix(self.0 ^ nonce) ^ digest.rotate_left(29);
+        h ^= (u64::from(prover.0) << 16) | u64::from(verifier.0);
+        let mut out = [0; 32];
+        for chunk in out.chunks_mut(8) {
+            h = super::mix(h);
+            chunk.copy_from_slice(&h.to_le_bytes());
+        }
+        out
+    }
+}

@@ -1,0 +1,350 @@
+//! One-way throughput: `frames` frames of `size` bytes from a sender to a receiver, counted
+//! until the receiver has them all, through three contenders:
+//!
+//! - **parma**: `ZmqTransport` node 0 → node 1. The sender loops on `try_send` (the frame is
+//!   written into the transport's buffer: one copy), and on `WouldBlock` parks until the
+//!   transport's waker fires (or 1 ms); the receiver drains `poll_recv`, parking likewise.
+//! - **zeromq**: a plain `zeromq` DEALER → ROUTER, each on a tokio current-thread runtime of
+//!   its own thread. Each send is a fresh `Bytes` copy of the payload (one copy at the API, as
+//!   above); the sender yields to its runtime every 64 sends so that the socket's writer task
+//!   runs (without it a current-thread sender queues everything first).
+//! - **tcp**: plain tokio TCP, one `TcpStream`, frames prefixed by their length (u32). The
+//!   sender copies each frame behind its length into a buffer (the one copy) and writes it
+//!   through a 64 KiB `BufWriter` (small frames coalesce, 64 KiB ones go straight through);
+//!   the receiver reads through a 256 KiB `BufReader` into a reused buffer.
+
+use std::sync::mpsc;
+use std::thread::park_timeout;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use parma_core::transport::{SendError, Transport, TransportEvent};
+use parma_core::NodeId;
+use parma_transport_zmq::ZmqTransport;
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
+use tokio::net::{TcpListener, TcpStream};
+use zeromq::{DealerSocket, RouterSocket, Socket, SocketRecv, SocketSend, ZmqMessage};
+
+use crate::common::{cpu_ns, current_thread_runtime, deadline, thread_waker, Round, Side, ROUND_TIMEOUT};
+
+/// The largest frame any round sends.
+pub const SIZE_MAX: usize = 64 << 10;
+
+/// The payload every sender copies its frames from.
+fn template() -> Vec<u8> {
+    (0..SIZE_MAX).map(|i| (i * 7 + 3) as u8).collect()
+}
+
+/// The contenders, in the order of the tables.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Imp {
+    Parma,
+    Zeromq,
+    Tcp,
+}
+
+impl Imp {
+    pub const ALL: [Imp; 3] = [Imp::Parma, Imp::Zeromq, Imp::Tcp];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Imp::Parma => "parma",
+            Imp::Zeromq => "zeromq",
+            Imp::Tcp => "tcp",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<Imp> {
+        Imp::ALL.into_iter().find(|i| i.name() == s)
+    }
+}
+
+/// A receiving side: a thread here, or one in the peer process.
+pub trait RxEnd {
+    fn start(&mut self, round: Round);
+    fn wait(&mut self) -> Result<u64, String>;
+    /// The process it runs in, if not this one.
+    fn pid(&self) -> Option<u32> {
+        None
+    }
+}
+
+impl RxEnd for Side {
+    fn start(&mut self, round: Round) {
+        Side::start(self, round)
+    }
+    fn wait(&mut self) -> Result<u64, String> {
+        Side::wait(self)
+    }
+}
+
+/// One contender's sender and receiver, connected.
+pub struct Contender {
+    pub imp: Imp,
+    pub tx: Side,
+    pub rx: Box<dyn RxEnd>,
+}
+
+/// What one round took.
+#[derive(Clone, Copy, Debug)]
+pub struct Lap {
+    /// From telling the sender to start until the receiver had every frame.
+    pub wall: Duration,
+    /// The CPU time of both processes meanwhile (every thread), in ns.
+    pub cpu_ns: u64,
+}
+
+impl Contender {
+    /// One round: the time from telling the sender to start until the receiver has every
+    /// frame, and the CPU time spent meanwhile. Checks that every byte sent arrived.
+    pub fn race(&mut self, round: Round) -> Result<Lap, String> {
+        let peer = self.rx.pid();
+        let cpu = || cpu_ns(None) + peer.map_or(0, |p| cpu_ns(Some(p)));
+        self.rx.start(round);
+        let cpu0 = cpu();
+        let t0 = Instant::now();
+        self.tx.start(round);
+        let received = self.rx.wait().map_err(|e| format!("{} receiver: {e}", self.imp.name()))?;
+        let elapsed = t0.elapsed();
+        let cpu_ns = cpu().saturating_sub(cpu0);
+        let sent = self.tx.wait().map_err(|e| format!("{} sender: {e}", self.imp.name()))?;
+        let want = round.frames * round.size as u64;
+        if received != want || sent != want {
+            return Err(format!(
+                "{}: sent {sent} bytes, received {received}, expected {want}",
+                self.imp.name()
+            ));
+        }
+        Ok(Lap { wall: elapsed, cpu_ns })
+    }
+}
+
+// ----- parma -----
+
+/// The receiving side over a started transport (node 1 of the pair).
+pub fn parma_rx(mut t: ZmqTransport) -> Side {
+    Side::spawn(
+        "bench-parma-rx",
+        Box::new(move |mut rounds, report| {
+            let waker = thread_waker();
+            t.register_waker(&waker);
+            while let Some(r) = rounds.blocking_recv() {
+                if report.send(parma_recv(&mut t, r)).is_err() {
+                    break;
+                }
+            }
+        }),
+    )
+}
+
+fn parma_recv(t: &mut ZmqTransport, r: Round) -> Result<u64, String> {
+    let end = deadline();
+    let (mut frames, mut bytes) = (0u64, 0u64);
+    while frames < r.frames {
+        let got = t
+            .poll_recv(1024, &mut |_, f| {
+                frames += 1;
+                bytes += f.len() as u64;
+            })
+            .map_err(|e| format!("poll_recv: {e:?}"))?;
+        if let Some(TransportEvent::PeerFailed(p)) = t.poll_event() {
+            return Err(format!("peer {p} failed"));
+        }
+        if got == 0 {
+            if Instant::now() > end {
+                return Err(format!("{frames} of {} frames within {ROUND_TIMEOUT:?}", r.frames));
+            }
+            park_timeout(Duration::from_millis(1));
+        }
+    }
+    Ok(bytes)
+}
+
+/// The sending side over a started transport (node 0 of the pair), sending to node 1.
+pub fn parma_tx(mut t: ZmqTransport) -> Side {
+    Side::spawn(
+        "bench-parma-tx",
+        Box::new(move |mut rounds, report| {
+            let waker = thread_waker();
+            t.register_waker(&waker);
+            let template = template();
+            while let Some(r) = rounds.blocking_recv() {
+                if report.send(parma_send(&mut t, r, &template)).is_err() {
+                    break;
+                }
+            }
+        }),
+    )
+}
+
+fn parma_send(t: &mut ZmqTransport, r: Round, template: &[u8]) -> Result<u64, String> {
+    let end = deadline();
+    let payload = &template[..r.size];
+    let mut sent = 0;
+    while sent < r.frames {
+        match t.try_send(NodeId(1), r.size, &mut |buf| buf.copy_from_slice(payload)) {
+            Ok(()) => sent += 1,
+            Err(SendError::WouldBlock) => {
+                if Instant::now() > end {
+                    return Err(format!("{sent} of {} frames sent within {ROUND_TIMEOUT:?}", r.frames));
+                }
+                park_timeout(Duration::from_millis(1));
+            }
+            Err(e) => return Err(format!("try_send: {e:?}")),
+        }
+    }
+    Ok(sent * r.size as u64)
+}
+
+// ----- plain zeromq -----
+
+/// A ROUTER listening on a free port of 127.0.0.1; its endpoint.
+pub fn zeromq_rx() -> (Side, String) {
+    let (ep_tx, ep_rx) = mpsc::channel();
+    let side = Side::spawn(
+        "bench-zeromq-rx",
+        Box::new(move |mut rounds, report| {
+            current_thread_runtime().block_on(async move {
+                let mut router = RouterSocket::new();
+                let ep = router.bind("tcp://127.0.0.1:0").await.expect("a ROUTER on 127.0.0.1");
+                let _ = ep_tx.send(ep.to_string());
+                while let Some(r) = rounds.recv().await {
+                    let end = tokio::time::Instant::from_std(deadline());
+                    let got = tokio::time::timeout_at(end, zeromq_recv(&mut router, r)).await;
+                    let res = got.unwrap_or_else(|_| Err(format!("not done within {ROUND_TIMEOUT:?}")));
+                    if report.send(res).is_err() {
+                        break;
+                    }
+                }
+            })
+        }),
+    );
+    let ep = ep_rx.recv_timeout(ROUND_TIMEOUT).expect("the ROUTER's endpoint");
+    (side, ep)
+}
+
+async fn zeromq_recv(router: &mut RouterSocket, r: Round) -> Result<u64, String> {
+    let mut bytes = 0;
+    for _ in 0..r.frames {
+        let msg = router.recv().await.map_err(|e| format!("recv: {e}"))?;
+        // [the sender's identity, the payload]
+        bytes += msg.iter().skip(1).map(|f| f.len() as u64).sum::<u64>();
+    }
+    Ok(bytes)
+}
+
+/// A DEALER connected to the ROUTER at `endpoint`.
+pub fn zeromq_tx(endpoint: String) -> Side {
+    Side::spawn(
+        "bench-zeromq-tx",
+        Box::new(move |mut rounds, report| {
+            current_thread_runtime().block_on(async move {
+                let mut dealer = DealerSocket::new();
+                dealer.connect(&endpoint).await.expect("a DEALER connected on 127.0.0.1");
+                let template = template();
+                while let Some(r) = rounds.recv().await {
+                    if report.send(zeromq_send(&mut dealer, r, &template).await).is_err() {
+                        break;
+                    }
+                }
+            })
+        }),
+    )
+}
+
+async fn zeromq_send(dealer: &mut DealerSocket, r: Round, template: &[u8]) -> Result<u64, String> {
+    for i in 0..r.frames {
+        let msg = ZmqMessage::from(Bytes::copy_from_slice(&template[..r.size]));
+        dealer.send(msg).await.map_err(|e| format!("send: {e}"))?;
+        if i % 64 == 63 {
+            tokio::task::yield_now().await;
+        }
+    }
+    Ok(r.frames * r.size as u64)
+}
+
+// ----- plain tokio TCP -----
+
+/// A TCP listener on a free port of 127.0.0.1 that takes one connection; its address.
+pub fn tcp_rx() -> (Side, String) {
+    let (addr_tx, addr_rx) = mpsc::channel();
+    let side = Side::spawn(
+        "bench-tcp-rx",
+        Box::new(move |mut rounds, report| {
+            current_thread_runtime().block_on(async move {
+                let listener = TcpListener::bind("127.0.0.1:0").await.expect("a listener on 127.0.0.1");
+                let addr = listener.local_addr().expect("its address");
+                let _ = addr_tx.send(addr.to_string());
+                let accepted = tokio::time::timeout(ROUND_TIMEOUT, listener.accept()).await;
+                let Ok(Ok((stream, _))) = accepted else { return };
+                let _ = stream.set_nodelay(true);
+                let mut reader = BufReader::with_capacity(256 << 10, stream);
+                let mut buf = Vec::with_capacity(SIZE_MAX);
+                while let Some(r) = rounds.recv().await {
+                    let end = tokio::time::Instant::from_std(deadline());
+                    let got = tokio::time::timeout_at(end, tcp_recv(&mut reader, &mut buf, r)).await;
+                    let res = got.unwrap_or_else(|_| Err(format!("not done within {ROUND_TIMEOUT:?}")));
+                    if report.send(res).is_err() {
+                        break;
+                    }
+                }
+            })
+        }),
+    );
+    let addr = addr_rx.recv_timeout(ROUND_TIMEOUT).expect("the listener's address");
+    (side, addr)
+}
+
+async fn tcp_recv(reader: &mut BufReader<TcpStream>, buf: &mut Vec<u8>, r: Round) -> Result<u64, String> {
+    let mut bytes = 0;
+    for _ in 0..r.frames {
+        let mut len = [0u8; 4];
+        reader.read_exact(&mut len).await.map_err(|e| format!("read: {e}"))?;
+        let len = u32::from_le_bytes(len) as usize;
+        if len > SIZE_MAX {
+            return Err(format!("a frame of {len} bytes"));
+        }
+        buf.resize(len, 0);
+        reader.read_exact(buf).await.map_err(|e| format!("read: {e}"))?;
+        bytes += len as u64;
+    }
+    Ok(bytes)
+}
+
+/// A TCP connection to `addr`.
+pub fn tcp_tx(addr: String) -> Side {
+    Side::spawn(
+        "bench-tcp-tx",
+        Box::new(move |mut rounds, report| {
+            current_thread_runtime().block_on(async move {
+                let stream = TcpStream::connect(&addr).await.expect("a TCP connection on 127.0.0.1");
+                let _ = stream.set_nodelay(true);
+                let mut writer = BufWriter::with_capacity(64 << 10, stream);
+                let template = template();
+                let mut frame = Vec::with_capacity(SIZE_MAX + 4);
+                while let Some(r) = rounds.recv().await {
+                    let res = tcp_send(&mut writer, &mut frame, r, &template).await;
+                    if report.send(res).is_err() {
+                        break;
+                    }
+                }
+            })
+        }),
+    )
+}
+
+async fn tcp_send(
+    writer: &mut BufWriter<TcpStream>,
+    frame: &mut Vec<u8>,
+    r: Round,
+    template: &[u8],
+) -> Result<u64, String> {
+    for _ in 0..r.frames {
+        frame.clear();
+        frame.extend_from_slice(&(r.size as u32).to_le_bytes());
+        frame.extend_from_slice(&template[..r.size]);
+        writer.write_all(frame).await.map_err(|e| format!("write: {e}"))?;
+    }
+    writer.flush().await.map_err(|e| format!("flush: {e}"))?;
+    Ok(r.frames * r.size as u64)
+}

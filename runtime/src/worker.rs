@@ -386,7 +386,8 @@ impl Worker {
 
     /// Signals that this worker will access `keys` while its clock is in `[start, end)`
     /// (start inclusive, end exclusive). Cheap and never blocks: the node acts on it in a
-    /// later sync round, as early as action timing says it must. `Busy` when the command queue
+    /// later sync round, as early as action timing says it must (the driver thread is not
+    /// even woken for it: it takes the intent when the next round is due). `Busy` when the command queue
     /// is full; an intent the node itself has no room for is counted in
     /// `DriverStats::intents_dropped` (accessing the keys then still works, maybe remotely).
     pub fn intent(&mut self, keys: &[Key], start: Clock, end: Clock) -> Result<(), OpError> {
@@ -408,12 +409,13 @@ impl Worker {
             Err(TrySendError::Full(_)) => return Err(OpError::Busy),
             Err(TrySendError::Disconnected(_)) => return Err(OpError::Closed),
         }
-        self.shared.nudge_driver();
+        self.shared.nudge_lazily();
         Ok(())
     }
 
     /// Advances this worker's clock by one and returns the new clock. Cheap: a counter here
-    /// and a message to the node, queued behind this worker's earlier intents.
+    /// and a message to the node, queued behind this worker's earlier intents (like them, it
+    /// does not wake the driver thread: the node reads clocks when a sync round starts).
     pub fn advance_clock(&mut self) -> Result<Clock, OpError> {
         self.check_open()?;
         // Blocks only while the command queue is full; it ends when the driver takes a
@@ -421,7 +423,7 @@ impl Worker {
         if self.commands.send(Command::AdvanceClock { worker: self.id }).is_err() {
             return Err(OpError::Closed);
         }
-        self.shared.nudge_driver();
+        self.shared.nudge_lazily();
         self.clock = Clock(self.clock.0 + 1);
         Ok(self.clock)
     }

@@ -51,7 +51,10 @@ impl Worker {
         if !keys.is_empty() {
             let cmd = Command::SampleIntent { worker: self.id, keys, start, end };
             match self.commands.try_send(cmd) {
-                Ok(()) => self.shared.nudge_driver(),
+                // Under relocation the node starts moving the keys at once; else they are an
+                // intent like any other, which waits for the next sync round.
+                Ok(()) if self.shared.cfg.technique.uses_localize() => self.shared.nudge_driver(),
+                Ok(()) => self.shared.nudge_lazily(),
                 Err(e) => {
                     let _ = self.sampler.finish(handle);
                     return Err(match e {

@@ -22,6 +22,7 @@ mod sample;
 mod wait;
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::mpsc::{SyncSender, TrySendError};
 use std::sync::Arc;
@@ -35,6 +36,33 @@ use crate::driver::Command;
 use crate::order::{Access, Order};
 use crate::shared::Shared;
 use crate::stats::WorkerStats;
+
+/// Hashes a key with [`parma_core::mix`]: the worker's scratch maps are looked up for every
+/// key of a call, and the default hasher's SipHash (keyed against flooding, which keys chosen by
+/// the application itself need no defence from) cost more than the copies they index.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    #[inline]
+    fn write_u64(&mut self, n: u64) {
+        self.0 = parma_core::mix(Key(self.0 ^ n));
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+}
+
+/// A map from keys, hashed with [`KeyHasher`].
+pub(crate) type KeyMap<V> = HashMap<Key, V, BuildHasherDefault<KeyHasher>>;
 
 /// A worker's handle on an operation it issued; wait for it with [`Worker::wait`].
 ///
@@ -92,7 +120,7 @@ pub struct Worker {
     commands: SyncSender<Command>,
     order: Order,
     /// Scratch for one call: remote key → its index in the call's remote list.
-    remote_index: HashMap<Key, usize>,
+    remote_index: KeyMap<usize>,
     /// Scratch for one `pull_sample`: the values of the samples read where they were drawn.
     sample_values: Vec<f32>,
     next_ticket: u64,
@@ -136,7 +164,7 @@ impl Worker {
             shared,
             commands,
             order: Order::default(),
-            remote_index: HashMap::new(),
+            remote_index: KeyMap::default(),
             sample_values: Vec::new(),
             next_ticket: 0,
             inflight_max,
@@ -387,8 +415,8 @@ impl Worker {
     /// Signals that this worker will access `keys` while its clock is in `[start, end)`
     /// (start inclusive, end exclusive). Cheap and never blocks: the node acts on it in a
     /// later sync round, as early as action timing says it must (the driver thread is not
-    /// even woken for it: it takes the intent when the next round is due). `Busy` when the command queue
-    /// is full; an intent the node itself has no room for is counted in
+    /// even woken for it: it takes the intent when the next round is due). `Busy` when the
+    /// command queue is full; an intent the node itself has no room for is counted in
     /// `DriverStats::intents_dropped` (accessing the keys then still works, maybe remotely).
     pub fn intent(&mut self, keys: &[Key], start: Clock, end: Clock) -> Result<(), OpError> {
         self.intent_of_kind(keys, start, end, IntentKind::ReadWrite)

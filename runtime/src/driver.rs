@@ -3,7 +3,7 @@
 //! contract and decides nothing about the protocol.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{fence, Ordering::Relaxed, Ordering::SeqCst};
+use std::sync::atomic::{fence, Ordering::SeqCst};
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
 use std::task::{Wake, Waker};
@@ -343,9 +343,6 @@ impl<T: Transport> Driver<T> {
     }
 
     fn take_commands(&mut self, now: Instant) -> bool {
-        // Reset before taking: what was queued before is taken in this turn or the next (the
-        // loop goes on while it makes progress); what is queued after is counted anew.
-        self.shared.lazy_queued.store(0, Relaxed);
         let mut n = 0;
         while n < COMMAND_BATCH && self.accepting_commands() {
             let Some(cmd) = self.stash.take().or_else(|| self.commands.try_recv().ok()) else { break };

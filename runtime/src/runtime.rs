@@ -68,7 +68,7 @@ impl NodeRuntime {
         // and into the command queue: it never refuses a command that respects the bound.
         let inflight_max = opts.worker_inflight_max.min(cfg.requests_pending_max / workers).max(1);
         // On top: room for the commands queued without waking the driver (intents, clocks).
-        let (tx, rx) = sync_channel(workers * (inflight_max + 2) + 2 * LAZY_QUEUED_MAX);
+        let (tx, rx) = sync_channel(workers * (inflight_max + 2) + LAZY_QUEUED_MAX);
         let shared = Arc::new(Shared::new(cfg, me, store, opts));
         let driver = Driver::new(node, transport, Arc::clone(&shared), rx);
         let thread = thread::Builder::new()

@@ -1,6 +1,6 @@
 //! What the runtime handle, the workers and the driver thread share.
 
-use std::sync::atomic::{fence, AtomicBool, AtomicU8, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
+use std::sync::atomic::{fence, AtomicBool, AtomicU8, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::thread::Thread;
 
@@ -10,9 +10,9 @@ use crate::options::Options;
 use crate::slot::Slot;
 use crate::stats::{DriverStats, WorkerCounters};
 
-/// Commands queued without waking the driver ([`Shared::nudge_lazily`]) at which a worker
-/// wakes it after all. The command queue has room for twice as many, and one per worker, on
-/// top of the workers' operations in flight.
+/// Most commands the workers of a node together queue without waking the driver (see
+/// `Worker::nudge_lazily`; one per worker if there are more workers than this). The command
+/// queue has room for them on top of the workers' operations in flight.
 pub(crate) const LAZY_QUEUED_MAX: usize = 128;
 
 /// Values of [`Shared::stop`].
@@ -43,9 +43,6 @@ pub(crate) struct Shared {
     pub(crate) driver: OnceLock<Thread>,
     /// The driver is about to park or parked; a worker that queued a command unparks it.
     pub(crate) sleeping: AtomicBool,
-    /// Commands queued without waking the driver (see [`Shared::nudge_lazily`]) since it
-    /// last took commands.
-    pub(crate) lazy_queued: AtomicUsize,
     pub(crate) stop: AtomicU8,
     /// The driver has exited: new operations get `Closed`.
     pub(crate) closed: AtomicBool,
@@ -68,7 +65,6 @@ impl Shared {
             counters: (0..workers).map(|_| WorkerCounters::default()).collect(),
             driver: OnceLock::new(),
             sleeping: AtomicBool::new(false),
-            lazy_queued: AtomicUsize::new(0),
             stop: AtomicU8::new(RUNNING),
             closed: AtomicBool::new(false),
             workers_live: AtomicUsize::new(workers),
@@ -91,26 +87,6 @@ impl Shared {
         fence(SeqCst);
         if self.sleeping.load(SeqCst) && self.sleeping.swap(false, SeqCst) {
             self.wake_driver();
-        }
-    }
-
-    /// After queueing a command that the node needs only when its next sync round starts (an
-    /// intent, a clock advance): wakes the driver only once many such commands are queued, so
-    /// that the driver does not wake for every step of every worker.
-    ///
-    /// This delays nothing the node does. It looks at intents and clocks only when a sync
-    /// round starts, which is a timeout of the node: the driver wakes for it by itself, and
-    /// in each turn it takes the queued commands before it handles a due timeout. Under a
-    /// technique without sync rounds these commands only count (intents are ignored, the
-    /// clock is not read). The threshold keeps these commands within the room the queue has for
-    /// them, so that they neither crowd out the workers' operations nor block a worker while
-    /// the driver sleeps. (Workers racing past the threshold together can leave the count
-    /// short by fewer than the number of workers; the room is twice the threshold plus one
-    /// per worker.)
-    pub(crate) fn nudge_lazily(&self) {
-        if self.lazy_queued.fetch_add(1, Relaxed) + 1 >= LAZY_QUEUED_MAX {
-            self.lazy_queued.store(0, Relaxed);
-            self.nudge_driver();
         }
     }
 

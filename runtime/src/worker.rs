@@ -34,7 +34,7 @@ use parma_core::{
 
 use crate::driver::Command;
 use crate::order::{Access, Order};
-use crate::shared::Shared;
+use crate::shared::{Shared, LAZY_QUEUED_MAX};
 use crate::stats::WorkerStats;
 
 /// Hashes a key with [`parma_core::mix`]: the worker's scratch maps are looked up for every
@@ -125,6 +125,10 @@ pub struct Worker {
     sample_values: Vec<f32>,
     next_ticket: u64,
     inflight_max: usize,
+    /// Commands this worker queued without waking the driver since it last woke it.
+    lazy_queued: usize,
+    /// When `lazy_queued` reaches this, the worker wakes the driver after all.
+    lazy_queued_max: usize,
     stats: WorkerStats,
     clock: Clock,
     sampler: Sampler,
@@ -159,6 +163,7 @@ impl Worker {
         inflight_max: usize,
         sampler: Sampler,
     ) -> Self {
+        let lazy_queued_max = (LAZY_QUEUED_MAX / usize::from(shared.cfg.workers_per_node.max(1))).max(1);
         Worker {
             id,
             shared,
@@ -168,6 +173,8 @@ impl Worker {
             sample_values: Vec::new(),
             next_ticket: 0,
             inflight_max,
+            lazy_queued: 0,
+            lazy_queued_max,
             stats: WorkerStats::default(),
             clock: Clock(0),
             sampler,
@@ -437,7 +444,7 @@ impl Worker {
             Err(TrySendError::Full(_)) => return Err(OpError::Busy),
             Err(TrySendError::Disconnected(_)) => return Err(OpError::Closed),
         }
-        self.shared.nudge_lazily();
+        self.nudge_lazily();
         Ok(())
     }
 
@@ -451,7 +458,7 @@ impl Worker {
         if self.commands.send(Command::AdvanceClock { worker: self.id }).is_err() {
             return Err(OpError::Closed);
         }
-        self.shared.nudge_lazily();
+        self.nudge_lazily();
         self.clock = Clock(self.clock.0 + 1);
         Ok(self.clock)
     }
@@ -570,6 +577,26 @@ impl Worker {
         self.order.record(id, tracked, access);
         self.shared.nudge_driver();
         Ok(Ticket { id, worker: self.id, remote: true })
+    }
+
+    /// After queueing a command that the node needs only when its next sync round starts (an
+    /// intent, a clock advance): wakes the driver only every so many of them, so that it does
+    /// not wake for every step of every worker.
+    ///
+    /// This delays nothing the node does. It looks at intents and clocks only when a sync
+    /// round starts, which is a timeout of the node: the driver wakes for it by itself, and in
+    /// each turn it takes the queued commands before it handles a due timeout. Under a
+    /// technique without sync rounds these commands only count (intents are ignored, the clock
+    /// is not read). Each worker wakes the driver after its share of [`LAZY_QUEUED_MAX`] such
+    /// commands, so that together they stay within the room the command queue has for them:
+    /// they neither crowd out the workers' operations nor block a worker while the driver
+    /// sleeps.
+    fn nudge_lazily(&mut self) {
+        self.lazy_queued += 1;
+        if self.lazy_queued >= self.lazy_queued_max {
+            self.lazy_queued = 0;
+            self.shared.nudge_driver();
+        }
     }
 
     fn publish(&self) {

@@ -53,7 +53,7 @@ impl Worker {
                 // Under relocation the node starts moving the keys at once; else they are an
                 // intent like any other, which waits for the next sync round.
                 Ok(()) if self.shared.cfg.technique.uses_localize() => self.shared.nudge_driver(),
-                Ok(()) => self.shared.nudge_lazily(),
+                Ok(()) => self.nudge_lazily(),
                 Err(e) => {
                     let _ = self.sampler.finish(handle);
                     return Err(match e {

@@ -5,7 +5,7 @@
 
 use parma_apps::train::harness::{run_kge, run_mf};
 use parma_apps::train::kg::{Kg, Triple};
-use parma_apps::train::kge::{Model, Reg};
+use parma_apps::train::kge::{Loss, Model, Reg};
 use parma_apps::train::mf::{MfOptions, MfTask, Rating, Ratings};
 use parma_apps::train::{Engine, KgeOptions, TrainError, TrainOptions};
 use parma_core::{Conformity, Technique};
@@ -67,6 +67,8 @@ fn kge() -> KgeOptions {
     KgeOptions {
         model: Model::ComplEx,
         negatives: 4,
+        shared_negatives: false,
+        loss: Loss::Bce,
         reg: Reg::L2(1e-3),
         conformity: Conformity::Conform,
         init_std: 0.1,
@@ -106,6 +108,23 @@ fn distmult_with_n3_and_pooled_negatives_learns() {
     let kge =
         KgeOptions { model: Model::DistMult, reg: Reg::N3(1e-3), conformity: Conformity::Bounded, ..kge() };
     learns(&TrainOptions { technique: Technique::StaticPartitioning, epochs: 40, ..opts() }, &kge, 2.5);
+}
+
+#[test]
+fn softmax_over_shared_negatives_learns() {
+    // The CoDEx-S settings in miniature: cross-entropy against candidates shared by the step,
+    // N3 once per triple, small initialization.
+    let kge = KgeOptions {
+        negatives: 24,
+        shared_negatives: true,
+        loss: Loss::Softmax,
+        reg: Reg::N3(1e-2),
+        init_std: 1e-3,
+        ..kge()
+    };
+    learns(&opts(), &kge, 3.5);
+    let distmult = KgeOptions { model: Model::DistMult, loss: Loss::Bce, ..kge };
+    learns(&TrainOptions { engine: Engine::Hogwild, ..opts() }, &distmult, 2.5);
 }
 
 #[test]
@@ -156,6 +175,8 @@ fn bad_options_are_refused_before_anything_starts() {
     let bad_kge = [
         (TrainOptions { dim: 33, ..opts() }, kge()),
         (opts(), KgeOptions { negatives: 0, ..kge() }),
+        (opts(), KgeOptions { negatives: 1025, ..kge() }),
+        (opts(), KgeOptions { negatives: 1 << 17, shared_negatives: true, ..kge() }),
         (opts(), KgeOptions { init_std: 0.0, ..kge() }),
     ];
     for (o, k) in bad_kge {

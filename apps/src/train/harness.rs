@@ -193,7 +193,7 @@ fn train_thread<T: Task, P: Params>(
     let o = ctx.opts;
     let m = ctx.task;
     let len = m.value_len();
-    let per_example = m.negatives().map_or(0, |(_, n)| n);
+
     let mut sched = Schedule::new(part, o.batch, mix(o.seed ^ mix(g as u64 + 1)));
     let spe = sched.steps_per_epoch;
     let total = spe * u64::from(o.epochs);
@@ -211,7 +211,8 @@ fn train_thread<T: Task, P: Params>(
                 let triples = sched.step(announced);
                 let mut keys = Vec::new();
                 m.keys_of(&triples, &mut keys);
-                p.announce(announced, &keys, (per_example * triples.len()) as u64)?;
+                let negs = m.negatives(triples.len()).map_or(0, |(_, n)| n);
+                p.announce(announced, &keys, negs as u64)?;
                 queue.push_back((triples, keys));
                 announced += 1;
             }
@@ -220,7 +221,7 @@ fn train_thread<T: Task, P: Params>(
             b.vals.resize(keys.len() * len, 0.0);
             b.keys = keys;
             p.pull(s, &b.keys, &mut b.vals)?;
-            let negs = per_example * triples.len();
+            let negs = m.negatives(triples.len()).map_or(0, |(_, n)| n);
             b.neg_keys.resize(negs, Key(0));
             b.neg_vals.resize(negs * len, 0.0);
             p.pull_negatives(s, &mut b.neg_keys, &mut b.neg_vals)?;
@@ -322,7 +323,7 @@ pub fn run<T: Task>(
     let parts = partition(task.train(), opts.threads(), opts.seed);
     let keys = task.keys();
     let len = task.value_len();
-    let sampled = task.negatives().map_or(1, |(n, _)| n);
+    let sampled = task.negatives(1).map_or(1, |(n, _)| n);
     let mut report = RunReport::default();
     let cpu_at = |start: Option<f64>| Some(process_cpu_secs()? - start?);
     let mut init = vec![0.0f32; len];
@@ -374,7 +375,7 @@ pub fn run<T: Task>(
                 workers.extend(ws);
             }
             let mut dist = None;
-            if let Some((n_sampled, _)) = task.negatives() {
+            if let Some((n_sampled, _)) = task.negatives(1) {
                 let uniform = Distribution::uniform(Key(0), Key(n_sampled))
                     .map_err(|e| TrainError::Data(format!("nothing to sample negatives from: {e:?}")))?;
                 for n in 0..usize::from(opts.nodes) {

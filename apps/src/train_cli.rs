@@ -61,6 +61,14 @@ pub struct CommonArgs {
     /// Training examples per step.
     #[arg(long, default_value_t = 32)]
     pub batch: usize,
+    /// Every N steps a worker waits for two sync rounds of its node, bounding how stale its
+    /// replicas get (0: never).
+    #[arg(long, default_value_t = 0)]
+    pub sync_every: u32,
+    /// Synchronous training: every step, all threads read before any pushes, and all have
+    /// pushed before the next step (two barriers per step; a reference, not a way to train).
+    #[arg(long)]
+    pub lockstep: bool,
     /// Write one JSON record per epoch (every run of `--compare`) to this file.
     #[arg(long)]
     pub metrics: Option<PathBuf>,
@@ -172,6 +180,8 @@ impl CommonArgs {
             eval_every: self.eval_every,
             ahead: self.ahead,
             batch: self.batch,
+            sync_every: self.sync_every,
+            lockstep: self.lockstep,
             technique: self.technique,
             engine: self.engine,
             progress: true,

@@ -57,6 +57,8 @@ fn opts() -> TrainOptions {
         eval_every: 0,
         ahead: 4,
         batch: 16,
+        sync_every: 0,
+        lockstep: false,
         technique: Technique::Adaptive,
         engine: Engine::Parma,
         progress: false,
@@ -128,6 +130,16 @@ fn softmax_over_shared_negatives_learns() {
 }
 
 #[test]
+fn lockstep_and_bounded_staleness_learn() {
+    // Seven parts of 69 and one of 66 triples: 23 and 22 steps of 3, so the thread with the
+    // small part passes the barriers of the step it lacks.
+    let lockstep = TrainOptions { nodes: 1, workers: 7, batch: 3, lockstep: true, ..opts() };
+    learns(&lockstep, &kge(), 3.5);
+    learns(&TrainOptions { engine: Engine::Hogwild, ..lockstep }, &kge(), 3.5);
+    learns(&TrainOptions { sync_every: 2, ..opts() }, &kge(), 3.5);
+}
+
+#[test]
 fn relocation_and_local_sampling_learn() {
     let kge = KgeOptions { conformity: Conformity::NonConform, ..kge() };
     learns(&TrainOptions { technique: Technique::Relocation, ..opts() }, &kge, 3.5);
@@ -166,6 +178,7 @@ fn bad_options_are_refused_before_anything_starts() {
         TrainOptions { lr: f32::NAN, ..opts() },
         TrainOptions { batch: 0, ..opts() },
         TrainOptions { ahead: 5000, ..opts() },
+        TrainOptions { sync_every: 1 << 21, ..opts() },
     ];
     for o in bad_common {
         let e = run_kge(&kg, "planted", &o, &kge()).unwrap_err();

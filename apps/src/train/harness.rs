@@ -15,6 +15,11 @@
 //! clock `[s + ahead, s + ahead + 1)` (under relocation, a `localize`) and a `prepare_sample`
 //! of its negatives for the same window, so the node can make them local in time.
 //!
+//! Two options change how the threads meet during an epoch: `sync_every` makes a parma worker
+//! wait for two sync rounds of its node every so many steps (bounded staleness of its
+//! replicas), and `lockstep` puts every step between two barriers (all threads read, then all
+//! push): synchronous data-parallel training, the reference for what concurrency alone costs.
+//!
 //! After every epoch all threads pass a barrier; thread 0 then times the epoch, evaluates if
 //! it is due (reading every parameter, remotely where needed), and all pass a second barrier.
 //! Evaluation is not part of the epoch's time.
@@ -196,6 +201,9 @@ fn train_thread<T: Task, P: Params>(
 
     let mut sched = Schedule::new(part, o.batch, mix(o.seed ^ mix(g as u64 + 1)));
     let spe = sched.steps_per_epoch;
+    // The steps per epoch of the largest part (the first), which every thread passes in lockstep.
+    let lockstep_spe =
+        if o.lockstep { m.train().len().div_ceil(o.threads()).div_ceil(o.batch) as u64 } else { spe };
     let total = spe * u64::from(o.epochs);
     let mut queue: VecDeque<(Vec<T::Example>, Vec<Key>)> = VecDeque::new();
     let mut announced = 0u64;
@@ -225,10 +233,24 @@ fn train_thread<T: Task, P: Params>(
             b.neg_keys.resize(negs, Key(0));
             b.neg_vals.resize(negs * len, 0.0);
             p.pull_negatives(s, &mut b.neg_keys, &mut b.neg_vals)?;
+            if o.lockstep {
+                p.barrier()?;
+            }
             loss += m.step(&triples, &mut b);
             p.push(s, &b.touched, &b.deltas)?;
             p.advance(s)?;
+            if o.lockstep {
+                p.barrier()?;
+            }
+            if o.sync_every > 0 && (s + 1) % u64::from(o.sync_every) == 0 {
+                p.sync(s)?;
+            }
             bar.inc(triples.len() as u64);
+        }
+        // In lockstep, a thread with a smaller part passes the barriers of the steps it lacks.
+        for _ in spe..lockstep_spe {
+            p.barrier()?;
+            p.barrier()?;
         }
         *ctx.loss.lock().unwrap_or_else(|e| e.into_inner()) += loss;
         p.barrier()?;

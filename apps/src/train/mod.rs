@@ -74,6 +74,14 @@ pub struct TrainOptions {
     pub ahead: usize,
     /// Training examples per step.
     pub batch: usize,
+    /// Every this many steps a parma worker waits until its node has finished two more sync
+    /// rounds (`Worker::wait_sync`), so that its replicas lag at most this many of its steps
+    /// behind their owners (0: never; bounded staleness, as in SSP).
+    pub sync_every: u32,
+    /// Every step, all threads read their values before any of them pushes an update, and all
+    /// have pushed before the next step: synchronous data-parallel training, the reference for
+    /// what concurrent updates cost quality (slow: two barriers per step).
+    pub lockstep: bool,
     /// How parma manages the parameters.
     pub technique: Technique,
     /// parma, or the baseline.
@@ -94,6 +102,8 @@ impl Default for TrainOptions {
             eval_every: 5,
             ahead: 8,
             batch: 32,
+            sync_every: 0,
+            lockstep: false,
             technique: Technique::Adaptive,
             engine: Engine::Parma,
             progress: false,
@@ -127,6 +137,9 @@ impl TrainOptions {
         }
         if self.batch == 0 || self.batch > 1 << 16 {
             return bad(format!("--batch must be between 1 and 65536, not {}", self.batch));
+        }
+        if self.sync_every > 1 << 20 {
+            return bad(format!("--sync-every must be at most 2^20 steps, not {}", self.sync_every));
         }
         if self.ahead > 1024 {
             return bad(format!("--ahead must be at most 1024 steps, not {}", self.ahead));

@@ -26,6 +26,8 @@ use super::{mix, KgeOptions, TrainOptions};
 
 mod query;
 
+pub(crate) use query::{dot, Side};
+
 /// The scoring function.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Model {

@@ -24,8 +24,8 @@ use crate::train::kg::Triple;
 use crate::train::task::StepBuffers;
 
 /// Which side of a triple a query asks for.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Side {
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Side {
     Tail,
     Head,
 }
@@ -33,7 +33,7 @@ enum Side {
 /// `<a, b>`, with eight partial sums so that the compiler can keep them in vector registers
 /// (a single running sum of floats cannot be reordered).
 #[inline]
-fn dot(a: &[f32], b: &[f32]) -> f32 {
+pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
     let mut acc = [0.0f32; 8];
     let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
     let tail: f32 = ca.remainder().iter().zip(cb.remainder()).map(|(x, y)| x * y).sum();
@@ -54,8 +54,9 @@ fn axpy(c: f32, x: &[f32], y: &mut [f32]) {
 }
 
 impl Model {
-    /// The query vector of `side` from the triple's embeddings (the asked-for one is unused).
-    fn query(self, side: Side, h: &[f32], r: &[f32], t: &[f32], q: &mut [f32]) {
+    /// The query vector of `side` from the triple's embeddings (the asked-for one is unused):
+    /// the score of a candidate `e` for that side is `dot(q, e)`.
+    pub(crate) fn query(self, side: Side, h: &[f32], r: &[f32], t: &[f32], q: &mut [f32]) {
         match (self, side) {
             (Model::DistMult, Side::Tail) => {
                 q.iter_mut().zip(h.iter().zip(r)).for_each(|(q, (a, b))| *q = a * b)

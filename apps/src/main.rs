@@ -647,6 +647,7 @@ mod tests {
             (&["--reg", "l1:3"][..], "unknown regularizer `l1`"),
             (&["--reg", "l2:x"][..], "is not a number"),
             (&["--conformity", "strict"][..], "unknown conformity `strict`"),
+            (&["--loss", "hinge"][..], "unknown loss `hinge`"),
             (&["--compare", "adaptive,bogus"][..], "unknown run `bogus`"),
             (&["--nodes", "70000"][..], "--nodes"),
             (&["--lr", "fast"][..], "--lr"),
@@ -661,6 +662,9 @@ mod tests {
             (&["--epochs", "0"][..], "--epochs must be at least 1"),
             (&["--lr", "0"][..], "--lr must be a finite number > 0"),
             (&["--negatives", "0"][..], "--negatives must be between 1"),
+            (&["--negatives", "2000"][..], "--negatives must be between 1 and 1024"),
+            // Shared by the step, many are fine: the options pass, and the data is read.
+            (&["--negatives", "2000", "--shared-negatives", "--data", "/nonexistent/kg"][..], "cannot read"),
             (&["--repeat", "0"][..], "--repeat must be between 1 and 100"),
             (&["--plot", "out.png"][..], "--plot out.png: the file must end in .svg"),
             (&["--data", "/nonexistent/kg"][..], "cannot read /nonexistent/kg/train.txt"),

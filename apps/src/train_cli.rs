@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 use parma_apps::train::harness::{run_kge, run_mf};
 use parma_apps::train::kg::Kg;
-use parma_apps::train::kge::{Model, Reg};
+use parma_apps::train::kge::{Loss, Model, Reg};
 use parma_apps::train::mf::{MfOptions, MfTask, Ratings};
 use parma_apps::train::report::{summary, RunReport};
 use parma_apps::train::task::Quality;
@@ -61,6 +61,14 @@ pub struct CommonArgs {
     /// Training examples per step.
     #[arg(long, default_value_t = 32)]
     pub batch: usize,
+    /// Every N steps a worker waits for two sync rounds of its node, bounding how stale its
+    /// replicas get (0: never).
+    #[arg(long, default_value_t = 0)]
+    pub sync_every: u32,
+    /// Synchronous training: every step, all threads read before any pushes, and all have
+    /// pushed before the next step (two barriers per step; a reference, not a way to train).
+    #[arg(long)]
+    pub lockstep: bool,
     /// Write one JSON record per epoch (every run of `--compare`) to this file.
     #[arg(long)]
     pub metrics: Option<PathBuf>,
@@ -113,6 +121,10 @@ fn parse_model(name: &str) -> Result<Model, String> {
     Model::from_name(name).ok_or_else(|| format!("unknown model `{name}`; one of: complex, distmult"))
 }
 
+fn parse_loss(name: &str) -> Result<Loss, String> {
+    Loss::from_name(name).ok_or_else(|| format!("unknown loss `{name}`; one of: bce, softmax"))
+}
+
 fn parse_conformity(name: &str) -> Result<Conformity, String> {
     Conformity::from_name(name).ok_or_else(|| {
         format!("unknown conformity `{name}`; one of: conform, bounded, long-term, non-conform")
@@ -130,9 +142,18 @@ pub struct KgeArgs {
     /// The model: complex or distmult.
     #[arg(long, value_parser = parse_model, default_value = "complex")]
     pub model: Model,
-    /// Negatives per side (head and tail) of each triple, drawn by the sampling manager.
+    /// Negatives per side (head and tail) of each triple, drawn by the sampling manager (with
+    /// `--shared-negatives`: per step).
     #[arg(long, default_value_t = 6)]
     pub negatives: usize,
+    /// Draw `--negatives` entities per step and use them as the candidate heads and tails of
+    /// every triple of the step (LibKGE's "batch" negative sampling).
+    #[arg(long)]
+    pub shared_negatives: bool,
+    /// The loss: `bce` (logistic, per score) or `softmax` (cross-entropy of each query's true
+    /// answer against its candidates; the regularizer then counts once per triple).
+    #[arg(long, value_parser = parse_loss, default_value = "bce")]
+    pub loss: Loss,
     /// Regularizer: `l2:WEIGHT`, `n3:WEIGHT` or `none`.
     #[arg(long, value_parser = Reg::parse, default_value = "l2:1e-3")]
     pub reg: Reg,
@@ -159,6 +180,8 @@ impl CommonArgs {
             eval_every: self.eval_every,
             ahead: self.ahead,
             batch: self.batch,
+            sync_every: self.sync_every,
+            lockstep: self.lockstep,
             technique: self.technique,
             engine: self.engine,
             progress: true,
@@ -211,6 +234,8 @@ impl KgeArgs {
         let kge = KgeOptions {
             model: self.model,
             negatives: self.negatives,
+            shared_negatives: self.shared_negatives,
+            loss: self.loss,
             reg: self.reg,
             conformity: self.conformity,
             init_std: self.init_std,
@@ -367,8 +392,8 @@ fn run_kge_cmd(args: &KgeArgs) -> Result<(), String> {
         None => Kg::load(&PathBuf::from(&args.data)).map_err(|e| format!("--data {}: {e}", args.data))?,
     };
     eprintln!(
-        "{}: {} entities, {} relations, {} / {} / {} triples; {} dim {}, {} negatives per side, lr {}, \
-         reg {}, {} epochs, batch {}, seed {}",
+        "{}: {} entities, {} relations, {} / {} / {} triples; {} dim {}, {} negatives {}, {} loss, \
+         lr {}, reg {}, {} epochs, batch {}, seed {}",
         args.data,
         graph.n_entities(),
         graph.n_relations(),
@@ -378,6 +403,8 @@ fn run_kge_cmd(args: &KgeArgs) -> Result<(), String> {
         kge.model.name(),
         opts.dim,
         kge.negatives,
+        if kge.shared_negatives { "per step, shared" } else { "per side" },
+        kge.loss.name(),
         opts.lr,
         kge.reg,
         opts.epochs,

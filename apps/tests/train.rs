@@ -5,7 +5,7 @@
 
 use parma_apps::train::harness::{run_kge, run_mf};
 use parma_apps::train::kg::{Kg, Triple};
-use parma_apps::train::kge::{Model, Reg};
+use parma_apps::train::kge::{Loss, Model, Reg};
 use parma_apps::train::mf::{MfOptions, MfTask, Rating, Ratings};
 use parma_apps::train::{Engine, KgeOptions, TrainError, TrainOptions};
 use parma_core::{Conformity, Technique};
@@ -57,6 +57,8 @@ fn opts() -> TrainOptions {
         eval_every: 0,
         ahead: 4,
         batch: 16,
+        sync_every: 0,
+        lockstep: false,
         technique: Technique::Adaptive,
         engine: Engine::Parma,
         progress: false,
@@ -67,6 +69,8 @@ fn kge() -> KgeOptions {
     KgeOptions {
         model: Model::ComplEx,
         negatives: 4,
+        shared_negatives: false,
+        loss: Loss::Bce,
         reg: Reg::L2(1e-3),
         conformity: Conformity::Conform,
         init_std: 0.1,
@@ -109,6 +113,33 @@ fn distmult_with_n3_and_pooled_negatives_learns() {
 }
 
 #[test]
+fn softmax_over_shared_negatives_learns() {
+    // The CoDEx-S settings in miniature: cross-entropy against candidates shared by the step,
+    // N3 once per triple, small initialization.
+    let kge = KgeOptions {
+        negatives: 24,
+        shared_negatives: true,
+        loss: Loss::Softmax,
+        reg: Reg::N3(1e-2),
+        init_std: 1e-3,
+        ..kge()
+    };
+    learns(&opts(), &kge, 3.5);
+    let distmult = KgeOptions { model: Model::DistMult, loss: Loss::Bce, ..kge };
+    learns(&TrainOptions { engine: Engine::Hogwild, ..opts() }, &distmult, 2.5);
+}
+
+#[test]
+fn lockstep_and_bounded_staleness_learn() {
+    // Seven parts of 69 and one of 66 triples: 23 and 22 steps of 3, so the thread with the
+    // small part passes the barriers of the step it lacks.
+    let lockstep = TrainOptions { nodes: 1, workers: 7, batch: 3, lockstep: true, ..opts() };
+    learns(&lockstep, &kge(), 3.5);
+    learns(&TrainOptions { engine: Engine::Hogwild, ..lockstep }, &kge(), 3.5);
+    learns(&TrainOptions { sync_every: 2, ..opts() }, &kge(), 3.5);
+}
+
+#[test]
 fn relocation_and_local_sampling_learn() {
     let kge = KgeOptions { conformity: Conformity::NonConform, ..kge() };
     learns(&TrainOptions { technique: Technique::Relocation, ..opts() }, &kge, 3.5);
@@ -147,6 +178,7 @@ fn bad_options_are_refused_before_anything_starts() {
         TrainOptions { lr: f32::NAN, ..opts() },
         TrainOptions { batch: 0, ..opts() },
         TrainOptions { ahead: 5000, ..opts() },
+        TrainOptions { sync_every: 1 << 21, ..opts() },
     ];
     for o in bad_common {
         let e = run_kge(&kg, "planted", &o, &kge()).unwrap_err();
@@ -156,6 +188,8 @@ fn bad_options_are_refused_before_anything_starts() {
     let bad_kge = [
         (TrainOptions { dim: 33, ..opts() }, kge()),
         (opts(), KgeOptions { negatives: 0, ..kge() }),
+        (opts(), KgeOptions { negatives: 1025, ..kge() }),
+        (opts(), KgeOptions { negatives: 1 << 17, shared_negatives: true, ..kge() }),
         (opts(), KgeOptions { init_std: 0.0, ..kge() }),
     ];
     for (o, k) in bad_kge {

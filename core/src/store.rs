@@ -155,12 +155,37 @@ struct Latched(spin::Mutex<Shard>);
 // One shard in one 128-byte block (two cache lines).
 const _: () = assert!(core::mem::size_of::<Latched>() == 128);
 
-impl core::ops::Deref for Latched {
-    type Target = spin::Mutex<Shard>;
+/// Failed looks at a held latch after which a waiting thread gives up its core (with `std`).
+const LATCH_SPINS: u32 = 64;
 
+impl Latched {
+    /// Takes the latch. A latch is held for a copy or an add, so a thread that finds it held
+    /// spins a little, reading (not writing) its cache line; with `std`, it then yields its
+    /// core before trying again. On a machine with more runnable threads than cores the
+    /// holder may have lost its core mid-copy, and spinning until it is scheduled again would
+    /// burn the waiter's whole time slice.
     #[inline(always)]
-    fn deref(&self) -> &spin::Mutex<Shard> {
-        &self.0
+    fn lock(&self) -> spin::MutexGuard<'_, Shard> {
+        match self.0.try_lock() {
+            Some(guard) => guard,
+            None => self.lock_contended(),
+        }
+    }
+
+    #[cold]
+    fn lock_contended(&self) -> spin::MutexGuard<'_, Shard> {
+        loop {
+            for _ in 0..LATCH_SPINS {
+                if !self.0.is_locked() {
+                    if let Some(guard) = self.0.try_lock() {
+                        return guard;
+                    }
+                }
+                core::hint::spin_loop();
+            }
+            #[cfg(any(test, feature = "std"))]
+            std::thread::yield_now();
+        }
     }
 }
 
@@ -473,7 +498,7 @@ impl Store {
 
     /// The latch of the shard that has `key`'s slot (its page or its table).
     #[inline]
-    fn shard(&self, key: Key) -> &spin::Mutex<Shard> {
+    fn shard(&self, key: Key) -> &Latched {
         match self.place(key) {
             Place::Table { shard, .. } | Place::Page { shard, .. } => &self.shards[shard],
         }

@@ -43,7 +43,9 @@
 //! 4. if [`parma_core::Node::poll_timeout`] is due, `handle_timeout`;
 //! 5. after **every** input, `poll_transmit` and `poll_event` are drained until `None` (frames
 //!    into the per-destination queues, completions to the workers' slots);
-//! 6. with nothing to do, the thread parks until a worker queues a command, the transport
+//! 6. with nothing to do, the thread parks until a worker queues a command (intents and clock
+//!    advances, which the node reads only when a sync round starts, wake it only every so
+//!    many: they wait for the round's timeout, and step 3 comes before step 4), the transport
 //!    wakes it (a frame arrived, room to send) or the node's next timeout; a transport that
 //!    `needs_polling` is polled every `Options::poll_interval`.
 //!

@@ -11,7 +11,7 @@ use parma_core::{Config, Node, NodeId, Store, Transport, WorkerId};
 use crate::driver::Driver;
 use crate::error::Error;
 use crate::options::Options;
-use crate::shared::{Shared, STOP_GRACEFUL, STOP_NOW};
+use crate::shared::{Shared, LAZY_QUEUED_MAX, STOP_GRACEFUL, STOP_NOW};
 use crate::stats::Stats;
 use crate::worker::Worker;
 
@@ -67,7 +67,8 @@ impl NodeRuntime {
         // All workers' operations in flight fit into the node's table of pending requests,
         // and into the command queue: it never refuses a command that respects the bound.
         let inflight_max = opts.worker_inflight_max.min(cfg.requests_pending_max / workers).max(1);
-        let (tx, rx) = sync_channel(workers * (inflight_max + 1));
+        // On top: room for the commands queued without waking the driver (intents, clocks).
+        let (tx, rx) = sync_channel(workers * (inflight_max + 2) + LAZY_QUEUED_MAX);
         let shared = Arc::new(Shared::new(cfg, me, store, opts));
         let driver = Driver::new(node, transport, Arc::clone(&shared), rx);
         let thread = thread::Builder::new()

@@ -10,6 +10,11 @@ use crate::options::Options;
 use crate::slot::Slot;
 use crate::stats::{DriverStats, WorkerCounters};
 
+/// Most commands the workers of a node together queue without waking the driver (see
+/// `Worker::nudge_lazily`; one per worker if there are more workers than this). The command
+/// queue has room for them on top of the workers' operations in flight.
+pub(crate) const LAZY_QUEUED_MAX: usize = 128;
+
 /// Values of [`Shared::stop`].
 pub(crate) const RUNNING: u8 = 0;
 /// Stop once every worker is gone and the node is idle (or the drain timeout passed).

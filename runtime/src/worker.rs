@@ -22,6 +22,7 @@ mod sample;
 mod wait;
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::mpsc::{SyncSender, TrySendError};
 use std::sync::Arc;
@@ -33,8 +34,35 @@ use parma_core::{
 
 use crate::driver::Command;
 use crate::order::{Access, Order};
-use crate::shared::Shared;
+use crate::shared::{Shared, LAZY_QUEUED_MAX};
 use crate::stats::WorkerStats;
+
+/// Hashes a key with [`parma_core::mix`]: the worker's scratch maps are looked up for every
+/// key of a call, and the default hasher's SipHash (keyed against flooding, which keys chosen by
+/// the application itself need no defence from) cost more than the copies they index.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    #[inline]
+    fn write_u64(&mut self, n: u64) {
+        self.0 = parma_core::mix(Key(self.0 ^ n));
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+}
+
+/// A map from keys, hashed with [`KeyHasher`].
+pub(crate) type KeyMap<V> = HashMap<Key, V, BuildHasherDefault<KeyHasher>>;
 
 /// A worker's handle on an operation it issued; wait for it with [`Worker::wait`].
 ///
@@ -92,11 +120,15 @@ pub struct Worker {
     commands: SyncSender<Command>,
     order: Order,
     /// Scratch for one call: remote key → its index in the call's remote list.
-    remote_index: HashMap<Key, usize>,
+    remote_index: KeyMap<usize>,
     /// Scratch for one `pull_sample`: the values of the samples read where they were drawn.
     sample_values: Vec<f32>,
     next_ticket: u64,
     inflight_max: usize,
+    /// Commands this worker queued without waking the driver since it last woke it.
+    lazy_queued: usize,
+    /// When `lazy_queued` reaches this, the worker wakes the driver after all.
+    lazy_queued_max: usize,
     stats: WorkerStats,
     clock: Clock,
     sampler: Sampler,
@@ -131,15 +163,18 @@ impl Worker {
         inflight_max: usize,
         sampler: Sampler,
     ) -> Self {
+        let lazy_queued_max = (LAZY_QUEUED_MAX / usize::from(shared.cfg.workers_per_node.max(1))).max(1);
         Worker {
             id,
             shared,
             commands,
             order: Order::default(),
-            remote_index: HashMap::new(),
+            remote_index: KeyMap::default(),
             sample_values: Vec::new(),
             next_ticket: 0,
             inflight_max,
+            lazy_queued: 0,
+            lazy_queued_max,
             stats: WorkerStats::default(),
             clock: Clock(0),
             sampler,
@@ -386,8 +421,9 @@ impl Worker {
 
     /// Signals that this worker will access `keys` while its clock is in `[start, end)`
     /// (start inclusive, end exclusive). Cheap and never blocks: the node acts on it in a
-    /// later sync round, as early as action timing says it must. `Busy` when the command queue
-    /// is full; an intent the node itself has no room for is counted in
+    /// later sync round, as early as action timing says it must (the driver thread is not
+    /// even woken for it: it takes the intent when the next round is due). `Busy` when the
+    /// command queue is full; an intent the node itself has no room for is counted in
     /// `DriverStats::intents_dropped` (accessing the keys then still works, maybe remotely).
     pub fn intent(&mut self, keys: &[Key], start: Clock, end: Clock) -> Result<(), OpError> {
         self.intent_of_kind(keys, start, end, IntentKind::ReadWrite)
@@ -408,12 +444,13 @@ impl Worker {
             Err(TrySendError::Full(_)) => return Err(OpError::Busy),
             Err(TrySendError::Disconnected(_)) => return Err(OpError::Closed),
         }
-        self.shared.nudge_driver();
+        self.nudge_lazily();
         Ok(())
     }
 
     /// Advances this worker's clock by one and returns the new clock. Cheap: a counter here
-    /// and a message to the node, queued behind this worker's earlier intents.
+    /// and a message to the node, queued behind this worker's earlier intents (like them, it
+    /// does not wake the driver thread: the node reads clocks when a sync round starts).
     pub fn advance_clock(&mut self) -> Result<Clock, OpError> {
         self.check_open()?;
         // Blocks only while the command queue is full; it ends when the driver takes a
@@ -421,7 +458,7 @@ impl Worker {
         if self.commands.send(Command::AdvanceClock { worker: self.id }).is_err() {
             return Err(OpError::Closed);
         }
-        self.shared.nudge_driver();
+        self.nudge_lazily();
         self.clock = Clock(self.clock.0 + 1);
         Ok(self.clock)
     }
@@ -547,6 +584,26 @@ impl Worker {
         self.order.record(id, tracked, access);
         self.shared.nudge_driver();
         Ok(Ticket { id, worker: self.id, remote: true })
+    }
+
+    /// After queueing a command that the node needs only when its next sync round starts (an
+    /// intent, a clock advance): wakes the driver only every so many of them, so that it does
+    /// not wake for every step of every worker.
+    ///
+    /// This delays nothing the node does. It looks at intents and clocks only when a sync
+    /// round starts, which is a timeout of the node: the driver wakes for it by itself, and in
+    /// each turn it takes the queued commands before it handles a due timeout. Under a
+    /// technique without sync rounds these commands only count (intents are ignored, the clock
+    /// is not read). Each worker wakes the driver after its share of [`LAZY_QUEUED_MAX`] such
+    /// commands, so that together they stay within the room the command queue has for them:
+    /// they neither crowd out the workers' operations nor block a worker while the driver
+    /// sleeps.
+    fn nudge_lazily(&mut self) {
+        self.lazy_queued += 1;
+        if self.lazy_queued >= self.lazy_queued_max {
+            self.lazy_queued = 0;
+            self.shared.nudge_driver();
+        }
     }
 
     fn publish(&self) {

@@ -9,7 +9,7 @@ use std::collections::{HashMap, HashSet};
 use serde::Serialize;
 
 use super::kg::{Kg, Triple};
-use super::kge::Model;
+use super::kge::{dot, Model, Side};
 
 /// Ranking quality on one split.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
@@ -66,34 +66,31 @@ pub fn rank<'a>(
         out.hits10 += f64::from(u8::from(rank <= 10.0));
     };
     let empty = HashSet::new();
+    let mut q = Vec::new();
     for t in triples {
         let (h, r, tl) =
             (emb(t.head.into()), emb(u64::from(entities) + u64::from(t.rel)), emb(t.tail.into()));
-        // Tail prediction.
-        let truth = model.score(h, r, tl);
-        let known = filter.tails.get(&(t.head, t.rel)).unwrap_or(&empty);
-        let (mut greater, mut equal) = (0, 0);
-        for e in 0..entities {
-            if e == t.tail || known.contains(&e) {
-                continue;
+        q.resize(h.len(), 0.0);
+        // Tail prediction, then head prediction: each candidate's score is its dot product with
+        // the query's vector (see `Model::query`), the true answer's too, so that ties are exact.
+        for (side, answer, known) in [
+            (Side::Tail, t.tail, filter.tails.get(&(t.head, t.rel))),
+            (Side::Head, t.head, filter.heads.get(&(t.rel, t.tail))),
+        ] {
+            model.query(side, h, r, tl, &mut q);
+            let known = known.unwrap_or(&empty);
+            let truth = dot(&q, emb(answer.into()));
+            let (mut greater, mut equal) = (0, 0);
+            for e in 0..entities {
+                if e == answer || known.contains(&e) {
+                    continue;
+                }
+                let s = dot(&q, emb(e.into()));
+                greater += u32::from(s > truth);
+                equal += u32::from(s == truth);
             }
-            let s = model.score(h, r, emb(e.into()));
-            greater += u32::from(s > truth);
-            equal += u32::from(s == truth);
+            add(greater, equal);
         }
-        add(greater, equal);
-        // Head prediction.
-        let known = filter.heads.get(&(t.rel, t.tail)).unwrap_or(&empty);
-        let (mut greater, mut equal) = (0, 0);
-        for e in 0..entities {
-            if e == t.head || known.contains(&e) {
-                continue;
-            }
-            let s = model.score(emb(e.into()), r, tl);
-            greater += u32::from(s > truth);
-            equal += u32::from(s == truth);
-        }
-        add(greater, equal);
     }
     let n = 2.0 * triples.len() as f64;
     out.mrr /= n;

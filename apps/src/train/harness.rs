@@ -15,6 +15,11 @@
 //! clock `[s + ahead, s + ahead + 1)` (under relocation, a `localize`) and a `prepare_sample`
 //! of its negatives for the same window, so the node can make them local in time.
 //!
+//! Two options change how the threads meet during an epoch: `sync_every` makes a parma worker
+//! wait for two sync rounds of its node every so many steps (bounded staleness of its
+//! replicas), and `lockstep` puts every step between two barriers (all threads read, then all
+//! push): synchronous data-parallel training, the reference for what concurrency alone costs.
+//!
 //! After every epoch all threads pass a barrier; thread 0 then times the epoch, evaluates if
 //! it is due (reading every parameter, remotely where needed), and all pass a second barrier.
 //! Evaluation is not part of the epoch's time.
@@ -193,9 +198,12 @@ fn train_thread<T: Task, P: Params>(
     let o = ctx.opts;
     let m = ctx.task;
     let len = m.value_len();
-    let per_example = m.negatives().map_or(0, |(_, n)| n);
+
     let mut sched = Schedule::new(part, o.batch, mix(o.seed ^ mix(g as u64 + 1)));
     let spe = sched.steps_per_epoch;
+    // The steps per epoch of the largest part (the first), which every thread passes in lockstep.
+    let lockstep_spe =
+        if o.lockstep { m.train().len().div_ceil(o.threads()).div_ceil(o.batch) as u64 } else { spe };
     let total = spe * u64::from(o.epochs);
     let mut queue: VecDeque<(Vec<T::Example>, Vec<Key>)> = VecDeque::new();
     let mut announced = 0u64;
@@ -211,7 +219,8 @@ fn train_thread<T: Task, P: Params>(
                 let triples = sched.step(announced);
                 let mut keys = Vec::new();
                 m.keys_of(&triples, &mut keys);
-                p.announce(announced, &keys, (per_example * triples.len()) as u64)?;
+                let negs = m.negatives(triples.len()).map_or(0, |(_, n)| n);
+                p.announce(announced, &keys, negs as u64)?;
                 queue.push_back((triples, keys));
                 announced += 1;
             }
@@ -220,14 +229,28 @@ fn train_thread<T: Task, P: Params>(
             b.vals.resize(keys.len() * len, 0.0);
             b.keys = keys;
             p.pull(s, &b.keys, &mut b.vals)?;
-            let negs = per_example * triples.len();
+            let negs = m.negatives(triples.len()).map_or(0, |(_, n)| n);
             b.neg_keys.resize(negs, Key(0));
             b.neg_vals.resize(negs * len, 0.0);
             p.pull_negatives(s, &mut b.neg_keys, &mut b.neg_vals)?;
+            if o.lockstep {
+                p.barrier()?;
+            }
             loss += m.step(&triples, &mut b);
             p.push(s, &b.touched, &b.deltas)?;
             p.advance(s)?;
+            if o.lockstep {
+                p.barrier()?;
+            }
+            if o.sync_every > 0 && (s + 1) % u64::from(o.sync_every) == 0 {
+                p.sync(s)?;
+            }
             bar.inc(triples.len() as u64);
+        }
+        // In lockstep, a thread with a smaller part passes the barriers of the steps it lacks.
+        for _ in spe..lockstep_spe {
+            p.barrier()?;
+            p.barrier()?;
         }
         *ctx.loss.lock().unwrap_or_else(|e| e.into_inner()) += loss;
         p.barrier()?;
@@ -322,7 +345,7 @@ pub fn run<T: Task>(
     let parts = partition(task.train(), opts.threads(), opts.seed);
     let keys = task.keys();
     let len = task.value_len();
-    let sampled = task.negatives().map_or(1, |(n, _)| n);
+    let sampled = task.negatives(1).map_or(1, |(n, _)| n);
     let mut report = RunReport::default();
     let cpu_at = |start: Option<f64>| Some(process_cpu_secs()? - start?);
     let mut init = vec![0.0f32; len];
@@ -374,7 +397,7 @@ pub fn run<T: Task>(
                 workers.extend(ws);
             }
             let mut dist = None;
-            if let Some((n_sampled, _)) = task.negatives() {
+            if let Some((n_sampled, _)) = task.negatives(1) {
                 let uniform = Distribution::uniform(Key(0), Key(n_sampled))
                     .map_err(|e| TrainError::Data(format!("nothing to sample negatives from: {e:?}")))?;
                 for n in 0..usize::from(opts.nodes) {

@@ -24,6 +24,10 @@ use super::kg::{Kg, Triple};
 use super::task::{Quality, StepBuffers, Task};
 use super::{mix, KgeOptions, TrainOptions};
 
+mod query;
+
+pub(crate) use query::{dot, Side};
+
 /// The scoring function.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Model {
@@ -178,6 +182,34 @@ impl fmt::Display for Reg {
     }
 }
 
+/// The loss of a step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Loss {
+    /// Logistic: each score, true or sampled, is a binary classification (AdaPM's app).
+    Bce,
+    /// Cross-entropy of each query's true answer against its sampled candidates (1vsAll
+    /// training over a sample).
+    Softmax,
+}
+
+impl Loss {
+    /// Every loss.
+    pub const ALL: [Loss; 2] = [Loss::Bce, Loss::Softmax];
+
+    /// The loss's name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Loss::Bce => "bce",
+            Loss::Softmax => "softmax",
+        }
+    }
+
+    /// The loss called `name`.
+    pub fn from_name(name: &str) -> Option<Loss> {
+        Loss::ALL.into_iter().find(|l| l.name() == name)
+    }
+}
+
 /// What a step needs to know about the model.
 #[derive(Clone, Copy, Debug)]
 pub struct StepModel {
@@ -185,8 +217,13 @@ pub struct StepModel {
     pub model: Model,
     /// Reals per embedding.
     pub dim: usize,
-    /// Negatives per side of each triple.
+    /// Negatives per side of each triple, or, if `shared`, per step.
     pub negatives: usize,
+    /// The step's negatives are the candidates of every query of the step (LibKGE's "batch"
+    /// negative sampling), instead of `negatives` per side of each triple.
+    pub shared: bool,
+    /// The loss.
+    pub loss: Loss,
     /// AdaGrad's learning rate.
     pub lr: f32,
     /// The regularizer.
@@ -241,11 +278,21 @@ impl StepModel {
         })
     }
 
+    /// Negatives a step on `triples` triples draws: `negatives` if they are shared, else
+    /// `2 * negatives` per triple.
+    pub fn negatives_per_step(&self, triples: usize) -> usize {
+        if self.shared {
+            self.negatives
+        } else {
+            2 * self.negatives * triples
+        }
+    }
+
     /// Computes the step on `triples` with the pulled `b.keys`/`b.vals` and negatives
     /// `b.neg_keys`/`b.neg_vals`; leaves the keys to push in `b.touched` and their
     /// deltas in `b.deltas`. Returns the summed loss (without the regularizer).
     pub fn step(&self, triples: &[Triple], b: &mut StepBuffers) -> f64 {
-        let (d, len, n) = (self.dim, self.value_len(), self.negatives);
+        let (d, len) = (self.dim, self.value_len());
         b.rows.clear();
         b.touched.clear();
         b.row_vals.clear();
@@ -257,6 +304,35 @@ impl StepModel {
         let (nk, nv) = (std::mem::take(&mut b.neg_keys), std::mem::take(&mut b.neg_vals));
         let neg_rows: Vec<usize> =
             nk.iter().enumerate().map(|(i, k)| self.row(b, *k, &nv[i * len..(i + 1) * len])).collect();
+        let loss = if self.loss == Loss::Bce && !self.shared {
+            self.step_bce(triples, b, &neg_rows)
+        } else {
+            self.step_queries(triples, b, &neg_rows)
+        };
+        b.deltas.clear();
+        b.deltas.resize(b.touched.len() * len, 0.0);
+        for row in 0..b.touched.len() {
+            let g = &b.grads[row * d..(row + 1) * d];
+            let acc = &b.row_vals[row * len + d..(row + 1) * len];
+            let out = &mut b.deltas[row * len..(row + 1) * len];
+            for k in 0..d {
+                let g2 = g[k] * g[k];
+                out[k] = -self.lr * g[k] / ((acc[k] + g2).sqrt() + ADAGRAD_EPS);
+                out[d + k] = g2;
+            }
+        }
+        b.keys = keys;
+        b.vals = vals;
+        b.neg_keys = nk;
+        b.neg_vals = nv;
+        loss
+    }
+
+    /// The logistic loss with negatives of each triple's own, as AdaPM's KGE app computes it:
+    /// every score with its three gradients, and the regularizer's gradient for every
+    /// embedding each time a score uses it. Adds the gradients to `b.grads`; returns the loss.
+    fn step_bce(&self, triples: &[Triple], b: &mut StepBuffers, neg_rows: &[usize]) -> f64 {
+        let (d, len, n) = (self.dim, self.value_len(), self.negatives);
         let mut loss = 0.0f64;
         let (mut gh, mut gr, mut gt) = (vec![0.0f32; d], vec![0.0f32; d], vec![0.0f32; d]);
         for (j, t) in triples.iter().enumerate() {
@@ -298,22 +374,6 @@ impl StepModel {
                 }
             }
         }
-        b.deltas.clear();
-        b.deltas.resize(b.touched.len() * len, 0.0);
-        for row in 0..b.touched.len() {
-            let g = &b.grads[row * d..(row + 1) * d];
-            let acc = &b.row_vals[row * len + d..(row + 1) * len];
-            let out = &mut b.deltas[row * len..(row + 1) * len];
-            for k in 0..d {
-                let g2 = g[k] * g[k];
-                out[k] = -self.lr * g[k] / ((acc[k] + g2).sqrt() + ADAGRAD_EPS);
-                out[d + k] = g2;
-            }
-        }
-        b.keys = keys;
-        b.vals = vals;
-        b.neg_keys = nk;
-        b.neg_vals = nv;
         loss
     }
 }
@@ -324,6 +384,8 @@ pub struct KgeTask<'a> {
     model: StepModel,
     init_std: f32,
     filter: Filter,
+    /// Triples per step.
+    batch: usize,
 }
 
 impl<'a> KgeTask<'a> {
@@ -333,11 +395,13 @@ impl<'a> KgeTask<'a> {
             model: kge.model,
             dim: opts.dim,
             negatives: kge.negatives,
+            shared: kge.shared_negatives,
+            loss: kge.loss,
             lr: opts.lr,
             reg: kge.reg,
             entities: kg.n_entities().into(),
         };
-        KgeTask { kg, model, init_std: kge.init_std, filter: Filter::new(kg) }
+        KgeTask { kg, model, init_std: kge.init_std, filter: Filter::new(kg), batch: opts.batch }
     }
 }
 
@@ -379,8 +443,8 @@ impl Task for KgeTask<'_> {
         self.model.keys_of(examples, keys);
     }
 
-    fn negatives(&self) -> Option<(u64, usize)> {
-        Some((self.kg.n_entities().into(), 2 * self.model.negatives))
+    fn negatives(&self, examples: usize) -> Option<(u64, usize)> {
+        Some((self.kg.n_entities().into(), self.model.negatives_per_step(examples)))
     }
 
     fn step(&self, examples: &[Triple], b: &mut StepBuffers) -> f64 {
@@ -394,7 +458,7 @@ impl Task for KgeTask<'_> {
         Quality::Ranking(rank(self.model.model, self.kg.n_entities(), split, &self.filter, emb))
     }
 
-    /// Each triple reads its head, tail and relation, and `2 * negatives` uniform entities.
+    /// Each triple reads its head, tail and relation, and each step its uniform negatives.
     fn access_counts(&self) -> Vec<(Key, u64)> {
         let ents = u64::from(self.kg.n_entities());
         let mut counts = vec![0u64; self.keys() as usize];
@@ -403,7 +467,10 @@ impl Task for KgeTask<'_> {
             counts[t.tail as usize] += 1;
             counts[(ents + u64::from(t.rel)) as usize] += 1;
         }
-        let negs_each = (2 * self.model.negatives as u64 * self.kg.train.len() as u64).div_ceil(ents.max(1));
+        let n = self.kg.train.len();
+        let steps = n.div_ceil(self.batch.max(1));
+        let negs = self.model.negatives_per_step(self.batch.min(n)) as u64 * steps as u64;
+        let negs_each = negs.div_ceil(ents.max(1));
         for c in &mut counts[..ents as usize] {
             *c += negs_each;
         }
@@ -467,6 +534,8 @@ mod tests {
             model: Model::ComplEx,
             dim: 4,
             negatives: 1,
+            shared: false,
+            loss: Loss::Bce,
             lr: 0.1,
             reg: Reg::L2(0.0),
             entities: 3,

@@ -255,7 +255,7 @@ impl Task for MfTask<'_> {
         keys.dedup();
     }
 
-    fn negatives(&self) -> Option<(u64, usize)> {
+    fn negatives(&self, _examples: usize) -> Option<(u64, usize)> {
         None
     }
 

@@ -27,7 +27,7 @@ use std::fmt;
 
 use parma_core::{Conformity, OpError, Technique};
 
-use kge::{Model, Reg};
+use kge::{Loss, Model, Reg};
 
 /// What runs the model's parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,6 +74,14 @@ pub struct TrainOptions {
     pub ahead: usize,
     /// Training examples per step.
     pub batch: usize,
+    /// Every this many steps a parma worker waits until its node has finished two more sync
+    /// rounds (`Worker::wait_sync`), so that its replicas lag at most this many of its steps
+    /// behind their owners (0: never; bounded staleness, as in SSP).
+    pub sync_every: u32,
+    /// Every step, all threads read their values before any of them pushes an update, and all
+    /// have pushed before the next step: synchronous data-parallel training, the reference for
+    /// what concurrent updates cost quality (slow: two barriers per step).
+    pub lockstep: bool,
     /// How parma manages the parameters.
     pub technique: Technique,
     /// parma, or the baseline.
@@ -94,6 +102,8 @@ impl Default for TrainOptions {
             eval_every: 5,
             ahead: 8,
             batch: 32,
+            sync_every: 0,
+            lockstep: false,
             technique: Technique::Adaptive,
             engine: Engine::Parma,
             progress: false,
@@ -128,6 +138,9 @@ impl TrainOptions {
         if self.batch == 0 || self.batch > 1 << 16 {
             return bad(format!("--batch must be between 1 and 65536, not {}", self.batch));
         }
+        if self.sync_every > 1 << 20 {
+            return bad(format!("--sync-every must be at most 2^20 steps, not {}", self.sync_every));
+        }
         if self.ahead > 1024 {
             return bad(format!("--ahead must be at most 1024 steps, not {}", self.ahead));
         }
@@ -145,8 +158,13 @@ impl TrainOptions {
 pub struct KgeOptions {
     /// The scoring function.
     pub model: Model,
-    /// Negatives per side (head and tail) of each triple.
+    /// Negatives per side (head and tail) of each triple, or, with `shared_negatives`, per step.
     pub negatives: usize,
+    /// Draw `negatives` per step and use them as the candidate heads and tails of every triple
+    /// of the step.
+    pub shared_negatives: bool,
+    /// The loss.
+    pub loss: Loss,
     /// The regularizer.
     pub reg: Reg,
     /// The sampling manager's conformity level for the negatives.
@@ -160,6 +178,8 @@ impl Default for KgeOptions {
         KgeOptions {
             model: Model::ComplEx,
             negatives: 6,
+            shared_negatives: false,
+            loss: Loss::Bce,
             reg: Reg::L2(1e-3),
             conformity: Conformity::Conform,
             init_std: 0.1,
@@ -177,13 +197,18 @@ impl KgeOptions {
                 common.dim
             ));
         }
-        if self.negatives == 0 || self.negatives > 1024 {
-            return bad(format!("--negatives must be between 1 and 1024, not {}", self.negatives));
+        let most = if self.shared_negatives { 1 << 16 } else { 1024 };
+        if self.negatives == 0 || self.negatives > most {
+            return bad(format!("--negatives must be between 1 and {most}, not {}", self.negatives));
         }
         if !(self.init_std.is_finite() && self.init_std > 0.0) {
             return bad(format!("--init-std must be a finite number > 0, not {}", self.init_std));
         }
-        let per_step = 2 * self.negatives as u64 * common.batch as u64;
+        let per_step = if self.shared_negatives {
+            self.negatives as u64
+        } else {
+            2 * self.negatives as u64 * common.batch as u64
+        };
         if per_step > 1 << 20 {
             return bad(format!("--batch x 2 x --negatives = {per_step} negatives per step; at most 2^20"));
         }

@@ -31,6 +31,9 @@ pub trait Params {
     fn push(&mut self, step: u64, keys: &[Key], deltas: &[f32]) -> Result<(), TrainError>;
     /// Ends step `step`: the thread's clock moves on.
     fn advance(&mut self, step: u64) -> Result<(), TrainError>;
+    /// Waits until every update this thread made is merged everywhere its values are kept, and
+    /// its copies hold the others' updates merged so far (parma: two sync rounds).
+    fn sync(&mut self, step: u64) -> Result<(), TrainError>;
     /// Waits until every training thread has called it (after its own updates are applied).
     fn barrier(&mut self) -> Result<(), TrainError>;
 }
@@ -190,6 +193,10 @@ impl Params for ParmaParams<'_> {
         Ok(())
     }
 
+    fn sync(&mut self, step: u64) -> Result<(), TrainError> {
+        self.w.wait_sync().map_err(self.fail(step, "wait_sync"))
+    }
+
     fn barrier(&mut self) -> Result<(), TrainError> {
         self.drain()?;
         let step = self.w.clock().0;
@@ -346,6 +353,11 @@ impl Params for HogwildParams<'_> {
     }
 
     fn advance(&mut self, _step: u64) -> Result<(), TrainError> {
+        Ok(())
+    }
+
+    /// One array: every update is in place at once.
+    fn sync(&mut self, _step: u64) -> Result<(), TrainError> {
         Ok(())
     }
 

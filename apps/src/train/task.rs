@@ -98,9 +98,9 @@ pub trait Task: Sync {
     fn init(&self, seed: u64, key: u64, out: &mut [f32]);
     /// The sorted distinct keys of `examples`.
     fn keys_of(&self, examples: &[Self::Example], keys: &mut Vec<Key>);
-    /// Negative sampling: keys `0..n` to draw from uniformly, and how many per example; `None`
-    /// for tasks without negatives.
-    fn negatives(&self) -> Option<(u64, usize)>;
+    /// Negative sampling: keys `0..n` to draw from uniformly, and how many a step on `examples`
+    /// examples draws; `None` for tasks without negatives.
+    fn negatives(&self, examples: usize) -> Option<(u64, usize)>;
     /// One step on `examples` with the values in `b`; returns the summed loss.
     fn step(&self, examples: &[Self::Example], b: &mut StepBuffers) -> f64;
     /// Quality on the validation split (`test` false) or the test split, given every key's value

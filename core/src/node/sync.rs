@@ -502,7 +502,9 @@ impl Node {
     /// Worker `worker` will access `keys` while its clock is in `[start, end)`. Cheap: the
     /// intent is queued and acted on in a later sync round. An intent whose window is empty or
     /// already past is accepted and ignored; under techniques without sync rounds every intent
-    /// is. `Busy` if the node keeps `intents_max` intents or `intent_keys_max` keys already.
+    /// is, and so is every intent on a cluster of one node, where every key is homed here and
+    /// stays here: acting on it would only count. `Busy` if the node keeps `intents_max`
+    /// intents or `intent_keys_max` keys already.
     pub fn intent(
         &mut self,
         _now: Instant,
@@ -519,7 +521,11 @@ impl Node {
             return Err(OpError::KeyOutsideLayout { key });
         }
         let clock = self.sync.workers[worker.index()].clock;
-        let kept = self.cfg.technique.uses_rounds() && start < end && clock < end && !keys.is_empty();
+        let kept = self.cfg.technique.uses_rounds()
+            && self.cfg.nodes > 1
+            && start < end
+            && clock < end
+            && !keys.is_empty();
         let s = &mut self.sync;
         if kept
             && (s.intents >= self.cfg.intents_max || s.intent_keys + keys.len() > self.cfg.intent_keys_max)

@@ -3,13 +3,12 @@
 //! go to the node like any intent, values of local keys are copied by the worker thread
 //! itself, and only keys that are not local become a pull command for the node.
 
-use std::collections::HashMap;
 use std::sync::mpsc::TrySendError;
 
 use parma_core::sampling::SamplingStats;
 use parma_core::{Clock, Conformity, DistId, Distribution, Key, Layout, OpError, SampleHandle};
 
-use super::Worker;
+use super::{KeyMap, Worker};
 use crate::driver::Command;
 use crate::order::Access;
 
@@ -51,7 +50,10 @@ impl Worker {
         if !keys.is_empty() {
             let cmd = Command::SampleIntent { worker: self.id, keys, start, end };
             match self.commands.try_send(cmd) {
-                Ok(()) => self.shared.nudge_driver(),
+                // Under relocation the node starts moving the keys at once; else they are an
+                // intent like any other, which waits for the next sync round.
+                Ok(()) if self.shared.cfg.technique.uses_localize() => self.shared.nudge_driver(),
+                Ok(()) => self.nudge_lazily(),
                 Err(e) => {
                     let _ = self.sampler.finish(handle);
                     return Err(match e {
@@ -80,13 +82,17 @@ impl Worker {
         let layout = &self.shared.cfg.layout;
         // A key the sampler finds local is read in the same step (one latch): a local sample
         // (NON-CONFORM) must not go remote because its key moved away between the choice and
-        // the pull. `read` maps each key read so far to its latest value's offset in `scratch`.
+        // the pull. Each distinct key is read once per call: `read` maps it to its value's
+        // offset in `scratch`, and a key read already counts as local (its value is in hand).
         // Both are the worker's scratch buffers, kept across calls.
         let mut scratch = std::mem::take(&mut self.sample_values);
         let mut read = std::mem::take(&mut self.remote_index);
         scratch.clear();
         read.clear();
         let drawn = self.sampler.pull(handle, keys, values.len(), layout, |k| {
+            if read.contains_key(&k) {
+                return true;
+            }
             let Some(len) = layout.len_of(k) else { return false };
             let at = scratch.len();
             scratch.resize(at + len, 0.0);
@@ -95,8 +101,7 @@ impl Worker {
                 return true;
             }
             scratch.truncate(at);
-            // Read already (local when drawn): it is served from that read.
-            read.contains_key(&k)
+            false
         });
         // Serve from the reads if every key was read and this worker has no write in flight
         // to any of them (a pull would wait for it: read-your-writes); else pull as usual.
@@ -132,7 +137,7 @@ fn serve_from_reads(
     layout: &Layout,
     keys: &[Key],
     values: &mut [f32],
-    read: &HashMap<Key, usize>,
+    read: &KeyMap<usize>,
     scratch: &[f32],
 ) -> bool {
     let mut off = 0;

@@ -570,7 +570,7 @@ pub fn run(opts: &DemoOptions) -> Result<DemoReport, DemoError> {
 
     // The nodes are bound before the workers, so that on an early return the workers are
     // dropped first.
-    let (nodes, workers, wire) = transports::start_nodes(opts.transport, &cfg, &ropts, opts.seed)?;
+    let (nodes, workers) = transports::start_nodes(opts.transport, &cfg, &ropts)?;
     let setup = setup_start.elapsed();
 
     let started = Instant::now();
@@ -636,7 +636,9 @@ pub fn run(opts: &DemoOptions) -> Result<DemoReport, DemoError> {
         keys_forwarded: 0,
         messages_sent: 0,
         bytes_sent: 0,
-        wire_bytes_sent: wire.wire_bytes(),
+        // Only a transport with a wire counts it.
+        wire_bytes_sent: (opts.transport == transports::DemoTransport::Zmq)
+            .then(|| stats.iter().map(|s| s.transport.wire_bytes_sent).sum()),
         frames_dropped: 0,
         ops_failed: 0,
     };

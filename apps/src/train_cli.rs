@@ -12,6 +12,10 @@ use parma_apps::train::task::Quality;
 use parma_apps::train::{Engine, KgeOptions, TrainError, TrainOptions};
 use parma_core::{Conformity, Technique};
 
+mod lr;
+
+pub use lr::LrArgs;
+
 /// The training tasks.
 #[derive(Subcommand, Debug)]
 pub enum TrainCommand {
@@ -21,6 +25,10 @@ pub enum TrainCommand {
     /// Biased matrix factorization with SGD on ratings (MovieLens-100k after `parma data fetch
     /// ml-100k`, or a ratings file); RMSE on a fixed 80/20 split's test part.
     Mf(MfArgs),
+    /// Logistic regression on hashed sparse features (and, with `--crosses`, pairs of them),
+    /// AdaGrad or FTRL-Proximal; AUC and log loss. UCI Adult (`parma data fetch adult`) or
+    /// MovieLens-100k as clicks (`parma data fetch ml-100k`).
+    Lr(LrArgs),
 }
 
 /// Options every training task shares.
@@ -169,7 +177,7 @@ pub struct KgeArgs {
 
 impl CommonArgs {
     /// The options, with a task's defaults for the epochs and the learning rate.
-    fn options(&self, epochs: u32, lr: f32) -> TrainOptions {
+    pub(crate) fn options(&self, epochs: u32, lr: f32) -> TrainOptions {
         TrainOptions {
             nodes: self.nodes,
             workers: self.workers,
@@ -189,7 +197,7 @@ impl CommonArgs {
     }
 
     /// Every run's options: `--compare`'s list, or the one run `base` describes.
-    fn runs(&self, base: &TrainOptions) -> Vec<TrainOptions> {
+    pub(crate) fn runs(&self, base: &TrainOptions) -> Vec<TrainOptions> {
         if self.compare.is_empty() {
             return vec![base.clone()];
         }
@@ -254,11 +262,12 @@ pub fn run(cmd: &TrainCommand) -> Result<(), String> {
     match cmd {
         TrainCommand::Kge(args) => run_kge_cmd(args),
         TrainCommand::Mf(args) => run_mf_cmd(args),
+        TrainCommand::Lr(args) => lr::run_lr_cmd(args),
     }
 }
 
 /// Checks the options every task shares (`--repeat`, `--plot`) and every run's options.
-fn check_common(common: &CommonArgs, runs: &[TrainOptions]) -> Result<(), String> {
+pub(crate) fn check_common(common: &CommonArgs, runs: &[TrainOptions]) -> Result<(), String> {
     if common.repeat == 0 || common.repeat > 100 {
         return Err(format!("bad options: --repeat must be between 1 and 100, not {}", common.repeat));
     }
@@ -273,14 +282,12 @@ fn check_common(common: &CommonArgs, runs: &[TrainOptions]) -> Result<(), String
     Ok(())
 }
 
-/// Runs every run (`--repeat` rounds of the `--compare` list) with `run_one`, writes the
-/// metrics and the plot, and prints the tables.
 /// A quality target the project holds itself to (docs/training.md): the metric's name, the
 /// bound, and whether higher is better.
-struct Target {
-    metric: &'static str,
-    bound: f64,
-    higher_is_better: bool,
+pub(crate) struct Target {
+    pub(crate) metric: &'static str,
+    pub(crate) bound: f64,
+    pub(crate) higher_is_better: bool,
 }
 
 impl Target {
@@ -305,7 +312,9 @@ impl Target {
     }
 }
 
-fn run_all(
+/// Runs every run (`--repeat` rounds of the `--compare` list) with `run_one`, writes the
+/// metrics and the plot, and prints the tables.
+pub(crate) fn run_all(
     common: &CommonArgs,
     runs: &[TrainOptions],
     title: &str,
@@ -342,6 +351,9 @@ fn run_all(
         let test = rep.last().test.map_or("no test".into(), |q| match q {
             Quality::Ranking(t) => {
                 format!("test MRR {:.4}, H@1 {:.4}, H@3 {:.4}, H@10 {:.4}", t.mrr, t.hits1, t.hits3, t.hits10)
+            }
+            q @ (Quality::Classification { .. } | Quality::Words { .. }) => {
+                format!("test {} {:.4}, {}", q.primary_name(), q.primary(), q.details())
             }
             q => format!("test {} {:.4}", q.primary_name(), q.primary()),
         });

@@ -41,6 +41,8 @@ use parma_core::Conformity;
 
 use super::kg::Kg;
 use super::kge::KgeTask;
+use super::lr::data::LrData;
+use super::lr::{LrOptions, LrTask};
 use super::mf::{MfOptions, MfTask, Ratings};
 use super::params::{HogwildParams, HogwildStore, Params, ParmaParams, TimedBarrier};
 use super::report::{process_cpu_secs, EpochRecord, RunReport};
@@ -316,6 +318,19 @@ pub fn run_mf(
     opts.check()?;
     mf.check()?;
     let task = MfTask::new(data, opts, mf);
+    run(&task, name, opts, Conformity::Conform)
+}
+
+/// Trains logistic regression on the hashed table `data` (called `name` in the records).
+pub fn run_lr(
+    data: &LrData,
+    name: &str,
+    opts: &TrainOptions,
+    lr: &LrOptions,
+) -> Result<RunReport, TrainError> {
+    opts.check()?;
+    lr.check()?;
+    let task = LrTask::new(data, opts, lr);
     run(&task, name, opts, Conformity::Conform)
 }
 

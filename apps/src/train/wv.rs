@@ -257,16 +257,16 @@ impl Task for WvTask<'_> {
                     let s = sigmoid(f);
                     loss -= f64::from(if label == 1.0 { s } else { 1.0 - s }.max(1e-7).ln());
                     let g = (label - s) * lr;
-                    for k in 0..d {
-                        neu[k] += g * b.row_vals[t * d + k];
+                    for (n, v) in neu.iter_mut().zip(&b.row_vals[t * d..(t + 1) * d]) {
+                        *n += g * v;
                     }
                     for k in 0..d {
                         let x = b.row_vals[input * d + k];
                         b.row_vals[t * d + k] += g * x;
                     }
                 }
-                for k in 0..d {
-                    b.row_vals[input * d + k] += neu[k];
+                for (v, n) in b.row_vals[input * d..(input + 1) * d].iter_mut().zip(&neu) {
+                    *v += n;
                 }
             }
         }

@@ -38,8 +38,8 @@ pub fn analogy(corpus: &Corpus, unit: &[f32], dim: usize, sets: &EvalSets, restr
         let Some(ids) = ids else { continue };
         asked += 1;
         let row = |i: usize| &unit[i * dim..(i + 1) * dim];
-        for k in 0..dim {
-            target[k] = row(ids[1])[k] - row(ids[0])[k] + row(ids[2])[k];
+        for (((t, a), b), c) in target.iter_mut().zip(row(ids[0])).zip(row(ids[1])).zip(row(ids[2])) {
+            *t = b - a + c;
         }
         let (mut best, mut best_score) = (usize::MAX, f32::NEG_INFINITY);
         for w in 0..n {

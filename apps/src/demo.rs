@@ -655,7 +655,7 @@ pub fn run(opts: &DemoOptions) -> Result<DemoReport, DemoError> {
         report.keys_forwarded += s.node.keys_forwarded;
         report.messages_sent += s.node.messages_sent_total();
         report.bytes_sent += s.node.bytes_sent_total();
-        report.frames_dropped += s.node.frames_dropped + s.driver.frames_dropped;
+        report.frames_dropped += s.node.frames_rejected + s.driver.frames_dropped;
         report.ops_failed += s.node.ops_failed;
     }
     let (sum, samples) = stats

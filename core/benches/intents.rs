@@ -191,7 +191,7 @@ impl Rig {
             s.intent_ends += t.intent_ends;
             s.sync_rounds += t.sync_rounds;
             s.keys_forwarded += t.keys_forwarded;
-            s.frames_dropped += t.frames_dropped;
+            s.frames_rejected += t.frames_rejected;
             s.messages_rejected += t.messages_rejected;
             s.installs_failed += t.installs_failed;
             for k in 0..s.messages_sent.len() {
@@ -241,7 +241,7 @@ fn measure(scenario: Scenario, batch: usize, window: StdDuration) -> Row {
     let d = |f: fn(&Stats) -> u64| f(&after) - f(&before);
     let key_intents = d(|s| s.intent_keys_signaled);
     assert_eq!(key_intents, steps * rig.per_step());
-    assert_eq!(d(|s| s.frames_dropped + s.messages_rejected + s.installs_failed), 0);
+    assert_eq!(d(|s| s.frames_rejected + s.messages_rejected + s.installs_failed), 0);
     let per = |x: u64| x as f64 / key_intents as f64;
     let (moves, replicas) = (per(d(|s| s.relocations_in)), per(d(|s| s.replicas_created)));
     // Every key-intent begins and ends the node's intent for its key.

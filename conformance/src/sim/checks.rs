@@ -127,7 +127,7 @@ pub fn summary(nodes: &[Node]) -> String {
             n.is_idle(),
             n.sync_outstanding(),
             n.stats().messages_rejected,
-            n.stats().frames_dropped,
+            n.stats().frames_rejected,
             n.stats().installs_failed,
         ));
         out.push_str(&format!(" sent by kind {:?}", &n.stats().messages_sent[..14]));

@@ -236,7 +236,7 @@ impl HostedNode {
     /// rejected a message meanwhile.
     pub fn shutdown(self) -> Result<(), String> {
         let stats = self.node.shutdown().map_err(|e| format!("shutdown: {e}"))?;
-        if stats.node.frames_dropped + stats.node.messages_rejected > 0 {
+        if stats.node.frames_rejected + stats.node.messages_rejected > 0 {
             return Err(format!("node dropped or rejected messages: {:?}", stats.node));
         }
         Ok(())

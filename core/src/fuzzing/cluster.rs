@@ -600,7 +600,7 @@ impl Cluster {
                 );
             }
             let s = node.stats();
-            assert_eq!(s.frames_dropped, 0, "node {i} dropped a frame");
+            assert_eq!(s.frames_rejected, 0, "node {i} rejected a frame");
             assert_eq!(s.messages_rejected, 0, "node {i} rejected a message: {s:?}");
         }
         for k in 0..KEYS {

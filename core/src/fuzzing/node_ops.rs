@@ -306,12 +306,12 @@ impl Harness {
         let entries = decoded.as_ref().map(|(_, m)| entries(m)).unwrap_or(0);
         self.peer_entries_max = self.peer_entries_max.max(entries);
         let growth = growth(entries);
-        let dropped = self.node.stats().frames_dropped;
+        let dropped = self.node.stats().frames_rejected;
         self.node.handle_frame(self.now, from, frame);
         let should_drop =
             must_drop || !decoded.as_ref().is_ok_and(|(h, _)| h.sender == from && from.0 < NODES);
         assert_eq!(
-            self.node.stats().frames_dropped - dropped,
+            self.node.stats().frames_rejected - dropped,
             u64::from(should_drop),
             "a frame from {from} was {} dropped: {:02x?}",
             if should_drop { "not" } else { "wrongly" },

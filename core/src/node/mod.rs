@@ -2,15 +2,19 @@
 
 mod barrier;
 mod cache;
+mod dispatch;
 mod event;
-mod forward;
+mod intents;
 mod invariants;
 mod keymap;
 mod origin;
+mod owner;
 mod peers;
+mod record;
+mod replicas;
+mod round;
 mod sample;
 mod stats;
-mod sync;
 
 use alloc::collections::VecDeque;
 use alloc::sync::Arc;
@@ -20,10 +24,10 @@ use hashbrown::HashSet;
 use keymap::KeyMap;
 
 pub use event::{Completion, Event, Transmit};
+pub use intents::IntentKind;
 pub use invariants::InvariantViolation;
 pub use sample::distinct;
 pub use stats::{Stats, KINDS};
-pub use sync::IntentKind;
 
 use crate::config::Config;
 use crate::error::{ConfigError, OpError, WireError};
@@ -35,7 +39,7 @@ use barrier::Barrier;
 use cache::LocationCache;
 use origin::{Pending, PendingKind, PendingMap};
 use peers::PeerSet;
-use sync::SyncState;
+use round::SyncState;
 
 /// Most hops a request may travel before it is failed as a routing loop. Correct routing needs
 /// far fewer (cache, home, owner, and one pointer per move that raced the request).
@@ -225,10 +229,10 @@ impl Node {
                 self.handle_message(now, from, msg);
             }
             Err(WireError::ForeignCluster { .. }) => {
-                self.stats.frames_dropped += 1;
+                self.stats.frames_rejected += 1;
                 self.stats.frames_foreign += 1;
             }
-            _ => self.stats.frames_dropped += 1,
+            _ => self.stats.frames_rejected += 1,
         }
     }
 

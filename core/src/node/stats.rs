@@ -30,8 +30,9 @@ pub struct Stats {
     /// Messages and bytes received and accepted, by wire kind.
     pub messages_received: [u64; KINDS],
     pub bytes_received: [u64; KINDS],
-    /// Frames dropped because they could not be decoded or came from a stranger.
-    pub frames_dropped: u64,
+    /// Incoming frames rejected unread: undecodable, or from a stranger (the runtime counts
+    /// frames it could not send as `frames_dropped`, a different thing).
+    pub frames_rejected: u64,
     /// Of those, frames from another cluster, or from a node of this one whose configuration
     /// differs in what all nodes must agree on (see `Config::wire_cluster`).
     pub frames_foreign: u64,

@@ -45,7 +45,7 @@ fn garbage_and_strangers_are_dropped_and_counted() {
     n.handle_frame(now, NodeId(1), &good.to_frame(n.config().wire_cluster(), NodeId(0)));
     // A node id outside the cluster.
     n.handle_frame(now, NodeId(9), &good.to_frame(n.config().wire_cluster(), NodeId(9)));
-    assert_eq!(n.stats().frames_dropped, 5);
+    assert_eq!(n.stats().frames_rejected, 5);
     assert_eq!(n.stats().frames_foreign, 1);
     assert!(transmits(&mut n).is_empty() && events(&mut n).is_empty());
     n.check_invariants().unwrap();
@@ -436,10 +436,10 @@ fn a_peer_configured_differently_is_a_stranger() {
         assert_ne!(peer.wire_cluster(), base.wire_cluster(), "{what}");
         let mut n = Node::new(base.clone(), NodeId(0)).unwrap();
         n.handle_frame(now, NodeId(1), &msg.to_frame(peer.wire_cluster(), NodeId(1)));
-        assert_eq!((n.stats().frames_dropped, n.stats().frames_foreign), (1, 1), "{what}");
+        assert_eq!((n.stats().frames_rejected, n.stats().frames_foreign), (1, 1), "{what}");
     }
     assert_ne!(hot.wire_cluster(), hot_other.wire_cluster(), "hot keys");
     let mut n = Node::new(base.clone(), NodeId(0)).unwrap();
     n.handle_frame(now, NodeId(1), &msg.to_frame(own.wire_cluster(), NodeId(1)));
-    assert_eq!(n.stats().frames_dropped, 0);
+    assert_eq!(n.stats().frames_rejected, 0);
 }

@@ -1,0 +1,100 @@
+//! Replicas at their holder (adapm-cikm23.txt Appendix B.2.3). A holder adds local updates to
+//! its copy and to an unsent delta. Each round it sends the delta with the version of its last
+//! refresh; the owner merges it (one more version) and answers with its value if the versions
+//! differ. The holder sets its copy to that value plus what was added locally since the delta
+//! was taken, so every update is counted once. When the holder's intent ends it drops the
+//! replica and sends the delta as its last.
+
+use alloc::vec::Vec;
+
+use super::keymap;
+use super::owner::Policy;
+use super::record::RESERVED;
+use super::round::sorted;
+use super::Node;
+use crate::ids::{Key, NodeId};
+use crate::wire::ReplicaSync;
+
+impl Node {
+    /// Replicas this node holds, in key order.
+    pub fn replica_keys(&self) -> Vec<Key> {
+        sorted(self.sync.replicas.keys().copied().collect())
+    }
+
+    /// [`ReplicaSync::ROOM`] if the owner may upgrade this node's replica of `key` to the main
+    /// copy: the key is managed adaptively, this node still has intent, and a store slot is
+    /// reserved for it (taken now if need be; the answer gives it back unless it brings the
+    /// key). Otherwise 0: the owner keeps the key, and the next round asks again.
+    pub(super) fn room_for_upgrade(&mut self, key: Key) -> u8 {
+        if self.policy(key) != Policy::Adaptive {
+            return 0;
+        }
+        let store = &self.store;
+        let room = self.sync.keys.update(key, |e| {
+            if e.count > 0 && !e.reserved() && store.reserve_slots(1) {
+                e.set(RESERVED, true);
+            }
+            e.count > 0 && e.reserved()
+        });
+        if room {
+            ReplicaSync::ROOM
+        } else {
+            0
+        }
+    }
+
+    /// Replicas whose owner failed can be neither synchronized nor upgraded: they go, and
+    /// their unsent updates are counted as lost (the main copy they belonged to is gone).
+    pub(super) fn drop_replicas_of_failed_owners(&mut self) {
+        if self.failed_peers.is_empty() {
+            return;
+        }
+        let mut gone: Vec<Key> = self
+            .sync
+            .replicas
+            .iter()
+            .filter(|(_, m)| self.failed_peers.contains(&m.owner))
+            .map(|(k, _)| *k)
+            .collect();
+        gone.sort_unstable();
+        let mut scratch = Vec::new();
+        for k in gone {
+            self.sync.replicas.remove(&k);
+            // Its owner can no longer hand the key over: the slot kept for that goes back.
+            self.release_reservation(k);
+            scratch.clear();
+            if let Some(t) = self.store.drop_replica(k, &mut scratch) {
+                self.stats.replicas_destroyed += 1;
+                self.stats.deltas_lost += u64::from(t.nonzero);
+            }
+        }
+    }
+
+    /// The main copy of `key` was installed here (in a sync answer or a `Relocate`): a replica
+    /// held here became it, and the key stays at least a round and `relocation_hold` before it
+    /// moves on (without the hold, a key bounced to its home for want of room could be handed
+    /// straight back by a stale entry, again and again, with requests chasing it).
+    pub(super) fn sync_key_installed(&mut self, key: Key) {
+        if keymap::remove(&mut self.sync.replicas, &key).is_some() {
+            self.stats.replicas_upgraded += 1;
+        }
+        if self.cfg.technique.uses_rounds() {
+            self.sync.arrived.insert(key, (self.sync.rounds_done, self.sync.now));
+        }
+    }
+
+    /// The replica of `key` left the store (its main copy passed through here on its way to
+    /// the key's home): forget it; a round asks again while intent remains.
+    pub(super) fn sync_forget_replica(&mut self, key: Key) {
+        self.sync.replicas.remove(&key);
+        if self.local_count(key) > 0 {
+            self.sync.touched.push(key);
+        }
+    }
+
+    /// Where this node's sync entries and requests for a replicated key go: its owner.
+    pub(super) fn replica_owner(&self, key: Key) -> Option<NodeId> {
+        let records = &self.sync.keys.map;
+        self.sync.replicas.get(&key).map(|m| m.owner).or_else(|| records.get(&key).and_then(|e| e.final_to()))
+    }
+}

@@ -50,6 +50,9 @@ use crate::placement::Homes;
 use kernels::{add_into, add_into_both};
 
 mod kernels;
+mod standalone;
+
+pub use standalone::Standalone;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
@@ -421,7 +424,7 @@ impl Store {
 
     /// Reserves room for `n` main copies that are on their way here; false (and nothing
     /// reserved) if the store would exceed `store_keys_max`.
-    pub fn reserve_slots(&self, n: usize) -> bool {
+    pub(crate) fn reserve_slots(&self, n: usize) -> bool {
         n == 0
             || self
                 .held
@@ -432,7 +435,7 @@ impl Store {
     }
 
     /// Gives back `n` reservations whose keys did not come.
-    pub fn unreserve_slots(&self, n: usize) {
+    pub(crate) fn unreserve_slots(&self, n: usize) {
         if n > 0 {
             let _ =
                 self.held.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |h| Some(h.saturating_sub(n)));
@@ -789,15 +792,21 @@ impl Store {
 
     /// Adds `delta` to the main copy of `key` if it is here (an update from another node).
     #[inline]
-    pub fn add_owned(&self, key: Key, delta: &[f32]) -> bool {
+    pub(crate) fn add_owned(&self, key: Key, delta: &[f32]) -> bool {
         self.with_value::<false, _>(key, |v, unsent, version| add_local(v, unsent, version, delta))
             .unwrap_or(false)
     }
 
-    /// Replaces the value of `key` with `values` if its main copy is here (replicas are not
-    /// written: a set goes to the owner).
+    /// The node's name for [`Store::set`] (it goes once the node's calls are renamed).
     #[inline]
-    pub fn write(&self, key: Key, values: &[f32]) -> bool {
+    pub(crate) fn write(&self, key: Key, values: &[f32]) -> bool {
+        self.set(key, values)
+    }
+
+    /// Sets the value of `key` to `values` if its main copy is here (replicas are not set: a
+    /// set goes to the owner). Not an add: [`crate::WriteKind`] names both.
+    #[inline]
+    pub fn set(&self, key: Key, values: &[f32]) -> bool {
         self.with_value::<false, _>(key, |v, _, version| {
             if v.len() != values.len() {
                 return false;
@@ -915,7 +924,7 @@ impl Store {
 
     /// Removes the main copy of `key` to hand it to `to`: appends the value to `out` and
     /// returns the new epoch and the version. On the home node the slot becomes "away at `to`".
-    pub fn take(&self, key: Key, to: NodeId, out: &mut Vec<f32>) -> Option<(Epoch, Version)> {
+    pub(crate) fn take(&self, key: Key, to: NodeId, out: &mut Vec<f32>) -> Option<(Epoch, Version)> {
         let (shard, mix) = match self.place(key) {
             Place::Table { shard, mix } => (shard, mix),
             Place::Page { shard, page, pos } => return self.take_home(key, shard, page, pos, to, out),
@@ -1000,7 +1009,7 @@ impl Store {
     /// with [`Store::reserve_slots`] if `reserved` (then an error leaves the reservation to the
     /// caller). A replica of the key held here becomes the main copy: its unsent delta is added
     /// to the arriving value (and counts as one more update), so no local update is lost.
-    pub fn install(
+    pub(crate) fn install(
         &self,
         key: Key,
         epoch: Epoch,
@@ -1124,7 +1133,7 @@ impl Store {
 
     /// Installs a replica of `key`, owned by `owner`, with the owner's `version` and `values`.
     /// If a replica is here already it is refreshed instead (see [`Store::refresh_replica`]).
-    pub fn install_replica(
+    pub(crate) fn install_replica(
         &self,
         key: Key,
         owner: NodeId,
@@ -1194,7 +1203,7 @@ impl Store {
 
     /// Sets the replica of `key` to the owner's `values` (at `version`) plus the updates made
     /// here since its delta was last taken. Returns false if no replica of `key` is here.
-    pub fn refresh_replica(&self, key: Key, version: Version, values: &[f32]) -> bool {
+    pub(crate) fn refresh_replica(&self, key: Key, version: Version, values: &[f32]) -> bool {
         let mut guard = self.shard(key).lock();
         let shard = &mut *guard;
         let Some(slot) = shard.map.get_mut(&key) else { return false };
@@ -1213,7 +1222,7 @@ impl Store {
 
     /// Appends the unsent delta of the replica of `key` to `out` and zeroes it (the caller
     /// sends it to the owner). `None` if no replica of `key` is here.
-    pub fn take_delta(&self, key: Key, out: &mut Vec<f32>) -> Option<DeltaTaken> {
+    pub(crate) fn take_delta(&self, key: Key, out: &mut Vec<f32>) -> Option<DeltaTaken> {
         let mut guard = self.shard(key).lock();
         Self::take_delta_locked(&mut guard, key, out)
     }
@@ -1236,7 +1245,7 @@ impl Store {
 
     /// Removes the replica of `key`, appending its unsent delta to `out` (the final delta for
     /// the owner). On the home node the ownership record stays. `None` if no replica is here.
-    pub fn drop_replica(&self, key: Key, out: &mut Vec<f32>) -> Option<DeltaTaken> {
+    pub(crate) fn drop_replica(&self, key: Key, out: &mut Vec<f32>) -> Option<DeltaTaken> {
         let mut guard = self.shard(key).lock();
         let shard = &mut *guard;
         let taken = Self::take_delta_locked(shard, key, out)?;
@@ -1260,7 +1269,7 @@ impl Store {
 
     /// Home node only: records that `owner` holds `key` as of `epoch`, if that is newer than
     /// what is known. Returns whether the record changed.
-    pub fn record_owner(&self, key: Key, owner: NodeId, epoch: Epoch) -> bool {
+    pub(crate) fn record_owner(&self, key: Key, owner: NodeId, epoch: Epoch) -> bool {
         let (shard, page) = match self.place(key) {
             Place::Table { shard, mix } if self.table_home_mix(mix) => (shard, None),
             Place::Table { .. } => return false,

@@ -22,7 +22,13 @@ impl Standalone {
 
     /// Installs the main copy of `key`, as if it arrived from another node (without a
     /// reservation). See [`Store::install`].
-    pub fn install(&self, key: Key, epoch: Epoch, version: Version, values: &[f32]) -> Result<(), InstallError> {
+    pub fn install(
+        &self,
+        key: Key,
+        epoch: Epoch,
+        version: Version,
+        values: &[f32],
+    ) -> Result<(), InstallError> {
         self.0.install(key, epoch, version, values, false)
     }
 

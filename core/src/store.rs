@@ -36,11 +36,12 @@
 //! (hashed feature ids) keeps them in tables and pays what the hashed placement pays. A range
 //! too wide to index (more than 2^16 pages per shard) keeps every key in tables.
 //!
-//! The code follows the seams: [`table`](self) (a shard's table, latch and arena), `page` (the
-//! pages and their promotion), `record` (the one interface over both kinds of slot: where a
-//! key's record is, what it says, and its transitions), `access` (the workers' reads and
-//! updates, and what a node asks of its own slots), `protocol` (the node's moves of main copies
-//! and replicas) and `enumerate` (walks over every shard).
+//! The code follows the seams: `table` (a shard's table of slots, its latch and its arena),
+//! `page` (the pages and when a page takes its keys), `record` (the one interface over both
+//! kinds of slot: where a key's record is, what it says, and the transitions between its
+//! states), `access` (the workers' reads and updates, and what the node asks of its slots),
+//! `protocol` (the node's moves of main copies and replicas, `pub(crate)`: see invariant 1)
+//! and `enumerate` (walks over every shard).
 
 use alloc::boxed::Box;
 use alloc::vec::Vec;

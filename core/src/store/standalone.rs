@@ -20,8 +20,8 @@ impl Standalone {
         Standalone(Store::new(cfg, me))
     }
 
-    /// Installs the main copy of `key`, as if it arrived from another node (without a
-    /// reservation). See [`Store::install`].
+    /// Installs the main copy of `key` as a node's store does when it arrives from another
+    /// node (without a reservation).
     pub fn install(
         &self,
         key: Key,
@@ -32,12 +32,14 @@ impl Standalone {
         self.0.install(key, epoch, version, values, false)
     }
 
-    /// Removes the main copy of `key`, as if it were handed to `to`. See [`Store::take`].
+    /// Removes the main copy of `key` as a node's store does when it hands the key to `to`;
+    /// appends the value to `out` and returns the new epoch and the version.
     pub fn take(&self, key: Key, to: NodeId, out: &mut Vec<f32>) -> Option<(Epoch, Version)> {
         self.0.take(key, to, out)
     }
 
-    /// Installs a replica of `key`, owned by `owner`. See [`Store::install_replica`].
+    /// Installs a replica of `key`, owned by `owner`, as a node's store does (or refreshes the
+    /// replica already here).
     pub fn install_replica(
         &self,
         key: Key,

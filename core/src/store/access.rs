@@ -5,28 +5,56 @@ use alloc::vec::Vec;
 
 use super::record::{Held, Spot};
 use super::table::Shard;
-use super::{add_local, State, Store, Whereabouts};
+use super::{add_local, Place, State, Store, Whereabouts};
 use crate::ids::{Key, Version};
 
 impl Store {
     /// Runs `f` on the value of `key` (and, for a replica, its delta) if this node holds its
     /// main copy, or a replica when `REPLICA` allows it; creates the main copy first if this is
     /// the key's home node and the key was never touched. Returns whether it ran.
+    ///
+    /// Both kinds of slot go through [`Store::with_value_at`]; a key whose place is in a table
+    /// (every key under the hashed placement; keys homed elsewhere under the dense one) gets it
+    /// inlined with the kind known, so that the page code is not on its path.
     #[inline(always)]
     fn with_value<const REPLICA: bool, R>(
         &self,
         key: Key,
         f: impl FnOnce(&mut [f32], Option<&mut [f32]>, &mut Version) -> R,
     ) -> Option<R> {
-        let place = self.place(key);
+        match self.place(key) {
+            place @ Place::Table { .. } => self.with_value_at::<REPLICA, R>(place, key, f),
+            place @ Place::Page { .. } => self.with_page_value::<REPLICA, R>(place, key, f),
+        }
+    }
+
+    /// [`Store::with_value_at`] of a key whose place is in a page, out of line.
+    #[inline(never)]
+    fn with_page_value<const REPLICA: bool, R>(
+        &self,
+        place: Place,
+        key: Key,
+        f: impl FnOnce(&mut [f32], Option<&mut [f32]>, &mut Version) -> R,
+    ) -> Option<R> {
+        self.with_value_at::<REPLICA, R>(place, key, f)
+    }
+
+    /// [`Store::with_value`] of `key` at `place`.
+    #[inline(always)]
+    fn with_value_at<const REPLICA: bool, R>(
+        &self,
+        place: Place,
+        key: Key,
+        f: impl FnOnce(&mut [f32], Option<&mut [f32]>, &mut Version) -> R,
+    ) -> Option<R> {
         let i = place.shard();
         let mut guard = self.shards[i].lock();
         let shard = &mut *guard;
         let spot = self.spot(shard, place, key);
-        if let Some((value, unsent, version)) = self.value_mut::<REPLICA>(shard, spot, key) {
-            return Some(f(value, unsent, version));
+        match self.with_slot_value::<REPLICA, R, _>(shard, spot, key, f) {
+            Ok(r) => Some(r),
+            Err(f) => self.with_value_untouched::<REPLICA, R>(shard, i, spot, key, f),
         }
-        self.with_value_untouched::<REPLICA, R>(shard, i, spot, key, f)
     }
 
     /// [`Store::with_value`] of a key with no value here: a home key's first touch makes its
@@ -45,8 +73,7 @@ impl Store {
             return None;
         }
         let spot = self.touch(shard, i, spot, key)?;
-        let (value, unsent, version) = self.value_mut::<REPLICA>(shard, spot, key)?;
-        Some(f(value, unsent, version))
+        self.with_slot_value::<REPLICA, R, _>(shard, spot, key, f).ok()
     }
 
     /// A worker's read: copies the value of `key` into `out` if its main copy or a replica is
@@ -159,7 +186,20 @@ impl Store {
     /// `Unknown`).
     #[inline(always)]
     pub fn whereabouts_if_remote(&self, key: Key) -> Option<Whereabouts> {
-        let place = self.place(key);
+        // As in `with_value`: the table kind inlined, the page kind out of line.
+        match self.place(key) {
+            place @ Place::Table { .. } => self.whereabouts_if_remote_at(place, key),
+            place @ Place::Page { .. } => self.whereabouts_if_remote_paged(place, key),
+        }
+    }
+
+    #[inline(never)]
+    fn whereabouts_if_remote_paged(&self, place: Place, key: Key) -> Option<Whereabouts> {
+        self.whereabouts_if_remote_at(place, key)
+    }
+
+    #[inline(always)]
+    fn whereabouts_if_remote_at(&self, place: Place, key: Key) -> Option<Whereabouts> {
         let shard = self.shards[place.shard()].lock();
         let r = self.record(&shard, self.spot(&shard, place, key), key);
         match r.held {

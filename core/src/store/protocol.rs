@@ -60,9 +60,12 @@ impl Store {
             Held::Untouched => spot = self.touch(shard, i, spot, key)?,
             Held::Absent | Held::Away | Held::Replica => return None,
         }
-        let (value, _, version) = self.value_mut::<false>(shard, spot, key)?;
-        out.extend_from_slice(value);
-        let version = *version;
+        let version = self
+            .with_slot_value::<false, _, _>(shard, spot, key, |value, _, version| {
+                out.extend_from_slice(value);
+                *version
+            })
+            .ok()?;
         let epoch = record.epoch.next();
         self.hand_over(shard, spot, key, to, epoch);
         Some((epoch, version))

@@ -59,10 +59,6 @@ pub(super) struct Record {
     pub(super) owner: NodeId,
 }
 
-/// A value as a worker or the node reaches it: the value, a replica's unsent delta, and the
-/// version.
-pub(super) type Value<'s> = (&'s mut [f32], Option<&'s mut [f32]>, &'s mut Version);
-
 /// Where an arriving main copy's value goes: a range of the shard's arena (for a table slot), or
 /// the key's place in its page.
 #[derive(Clone, Copy)]
@@ -139,33 +135,46 @@ impl Store {
         }
     }
 
-    /// The value of `key` at `spot` (with a replica's unsent delta) and its version: a main
-    /// copy's, or a replica's if `REPLICA`. `None` for any other record; an untouched key needs
-    /// [`Store::touch`] first.
+    /// Runs `f` on the value of `key` at `spot` (with a replica's unsent delta) and its
+    /// version: a main copy's, or a replica's if `REPLICA`. Gives `f` back for any other record;
+    /// an untouched key needs [`Store::touch`] first. `f` is called in each arm, where the
+    /// compiler knows whether there is a delta: the add kernels stay as tight as for one kind.
     #[inline(always)]
-    pub(super) fn value_mut<'s, const REPLICA: bool>(
+    pub(super) fn with_slot_value<const REPLICA: bool, R, F>(
         &self,
-        shard: &'s mut Shard,
+        shard: &mut Shard,
         spot: Spot,
         key: Key,
-    ) -> Option<Value<'s>> {
+        f: F,
+    ) -> Result<R, F>
+    where
+        F: FnOnce(&mut [f32], Option<&mut [f32]>, &mut Version) -> R,
+    {
         match spot {
-            Spot::Table { mix, .. } => {
-                let slot = shard.map.get_mut_mixed(mix, key)?;
-                table_value::<REPLICA>(&mut shard.arena, slot)
-            }
+            Spot::Table { mix, .. } => match shard.map.get_mut_mixed(mix, key) {
+                Some(slot) => with_table_value::<REPLICA, R, F>(&mut shard.arena, slot, f),
+                None => Err(f),
+            },
             Spot::Page { page, pos } => {
                 let Shard { map, arena, pages, .. } = shard;
-                let p = page_of_mut(pages, page)?;
-                let slot = p.slots.get_mut(pos)?;
+                let Some((slot, values)) =
+                    page_of_mut(pages, page).and_then(|p| Some((p.slots.get_mut(pos)?, &mut p.values)))
+                else {
+                    return Err(f);
+                };
                 match slot.state {
                     HomeState::Owned => {
                         let at = pos * self.page_stride;
-                        let value = p.values.get_mut(at..at + self.layout.len_of(key)?)?;
-                        Some((value, None, &mut slot.version))
+                        match self.layout.len_of(key).and_then(|len| values.get_mut(at..at + len)) {
+                            Some(value) => Ok(f(value, None, &mut slot.version)),
+                            None => Err(f),
+                        }
                     }
-                    HomeState::Away if REPLICA => table_value::<REPLICA>(arena, map.get_mut(&key)?),
-                    _ => None,
+                    HomeState::Away if REPLICA => match map.get_mut(&key) {
+                        Some(r) => with_table_value::<REPLICA, R, F>(arena, r, f),
+                        None => Err(f),
+                    },
+                    _ => Err(f),
                 }
             }
         }
@@ -410,21 +419,27 @@ impl Store {
     }
 }
 
-/// A table slot's value: a main copy's, or a replica's (with its unsent delta) if `REPLICA`.
+/// [`Store::with_slot_value`] of a table slot: a main copy's value, or a replica's (with its
+/// unsent delta) if `REPLICA`.
 #[inline(always)]
-fn table_value<'s, const REPLICA: bool>(arena: &'s mut [f32], slot: &'s mut Slot) -> Option<Value<'s>> {
+fn with_table_value<const REPLICA: bool, R, F>(arena: &mut [f32], slot: &mut Slot, f: F) -> Result<R, F>
+where
+    F: FnOnce(&mut [f32], Option<&mut [f32]>, &mut Version) -> R,
+{
     let (off, len) = (slot.off as usize, slot.len as usize);
     match slot.state {
-        State::Owned => {
-            let value = arena.get_mut(off..off + len)?;
-            Some((value, None, &mut slot.version))
-        }
-        State::Replica if REPLICA => {
-            let both = arena.get_mut(off..off + 2 * len)?;
-            let (value, delta) = both.split_at_mut(len);
-            Some((value, Some(delta), &mut slot.version))
-        }
-        _ => None,
+        State::Owned => match arena.get_mut(off..off + len) {
+            Some(value) => Ok(f(value, None, &mut slot.version)),
+            None => Err(f),
+        },
+        State::Replica if REPLICA => match arena.get_mut(off..off + 2 * len) {
+            Some(both) => {
+                let (value, delta) = both.split_at_mut(len);
+                Ok(f(value, Some(delta), &mut slot.version))
+            }
+            None => Err(f),
+        },
+        _ => Err(f),
     }
 }
 

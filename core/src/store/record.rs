@@ -284,8 +284,10 @@ impl Store {
         version: Version,
         values: &[f32],
     ) {
-        let was = self.record(shard, spot, key).held;
-        invariant!(matches!(was, Held::Absent | Held::Away | Held::Replica), "a second main copy");
+        invariant!(
+            matches!(self.record(shard, spot, key).held, Held::Absent | Held::Away | Held::Replica),
+            "a second main copy"
+        );
         let len = values.len();
         let Some(value) = self.room_mut(shard, spot, room, len) else {
             invariant!(false, "no room where room_for found it");
@@ -361,8 +363,10 @@ impl Store {
         version: Version,
         values: &[f32],
     ) -> Option<()> {
-        let was = self.record(shard, spot, key).held;
-        invariant!(matches!(was, Held::Absent | Held::Away), "a replica beside the main copy");
+        invariant!(
+            matches!(self.record(shard, spot, key).held, Held::Absent | Held::Away),
+            "a replica beside the main copy"
+        );
         let len = values.len();
         let off = alloc_range(shard, 2 * len)?;
         let region = &mut shard.arena[off as usize..off as usize + 2 * len];
@@ -388,9 +392,11 @@ impl Store {
 
     /// Away or replica, on the home node: the record names `owner` as of `epoch`.
     pub(super) fn set_owner(&self, shard: &mut Shard, spot: Spot, key: Key, owner: NodeId, epoch: Epoch) {
-        let was = self.record(shard, spot, key);
         invariant!(
-            matches!(was.held, Held::Away | Held::Replica) && was.epoch < epoch,
+            {
+                let was = self.record(shard, spot, key);
+                matches!(was.held, Held::Away | Held::Replica) && was.epoch < epoch
+            },
             "owner of an owned key"
         );
         match spot {

@@ -11,7 +11,7 @@ use std::alloc::{GlobalAlloc, Layout as AllocLayout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use parma_core::placement::Homes;
-use parma_core::store::Footprint;
+use parma_core::store::{Footprint, Standalone};
 use parma_core::{
     Clock, Config, Epoch, Instant, IntentKind, Key, Layout, Node, NodeId, Placement, Store, Version, WorkerId,
 };
@@ -174,9 +174,9 @@ fn moved_in(p: Placement) -> Row {
     let keys = homed(1, p);
     let values = [0.5f32; LEN];
     let before = live();
-    let store = Store::new(&config(p), NodeId(0));
+    let store = Standalone::new(&config(p), NodeId(0));
     for &k in &keys {
-        store.install(k, Epoch(1), Version(3), &values, false).unwrap();
+        store.install(k, Epoch(1), Version(3), &values).unwrap();
     }
     let bytes = live() - before;
     Row {
@@ -197,7 +197,7 @@ fn directory(p: Placement) -> (Row, Row) {
     let mut buf = [0f32; LEN];
     let mut out = Vec::with_capacity(LEN);
     let before = live();
-    let store = Store::new(&config(p), NodeId(1));
+    let store = Standalone::new(&config(p), NodeId(1));
     for &k in &keys {
         assert!(store.read(k, &mut buf));
     }
@@ -235,7 +235,7 @@ fn replicas(p: Placement) -> Row {
     let mut cfg = config(p);
     cfg.replicas_max = keys.len();
     let before = live();
-    let store = Store::new(&cfg, NodeId(0));
+    let store = Standalone::new(&cfg, NodeId(0));
     for &k in &keys {
         store.install_replica(k, NodeId(1), Version(3), &values).unwrap();
     }

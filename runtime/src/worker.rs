@@ -319,7 +319,7 @@ impl Worker {
             for (k, v) in keys.iter().zip(vals.chunks_exact(len)) {
                 let applied = match write {
                     WriteKind::Add => store.add(*k, v),
-                    WriteKind::Set => store.write(*k, v),
+                    WriteKind::Set => store.set(*k, v),
                 };
                 if !applied {
                     break;
@@ -344,7 +344,7 @@ impl Worker {
             }
             let applied = match write {
                 WriteKind::Add => store.add(k, v),
-                WriteKind::Set => store.write(k, v),
+                WriteKind::Set => store.set(k, v),
             };
             if applied {
                 local += 1;

@@ -199,7 +199,7 @@ impl Cluster {
             at += len;
             let hit = match write {
                 WriteKind::Add => store.add(*k, v),
-                WriteKind::Set => store.write(*k, v),
+                WriteKind::Set => store.set(*k, v),
             };
             if !hit {
                 miss_keys.push(*k);

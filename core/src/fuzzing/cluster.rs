@@ -436,7 +436,7 @@ impl Cluster {
             let hit = local_first
                 && match write {
                     WriteKind::Add => store.add(*k, v),
-                    WriteKind::Set => store.write(*k, v),
+                    WriteKind::Set => store.set(*k, v),
                 };
             if hit {
                 let m = &mut self.keys[k.0 as usize];

@@ -1,7 +1,8 @@
 use super::*;
 use crate::config::Placement;
 use crate::layout::Layout;
-use alloc::vec;
+use alloc::string::String;
+use alloc::{format, vec};
 
 /// Each test runs under both placements; under the dense one with 256 shards (pages of one or
 /// two keys, allocated on first touch) and with one shard (pages of 256 keys, whose keys stay
@@ -455,5 +456,179 @@ fn whereabouts_if_remote_agrees_with_its_two_questions() {
         assert_eq!(stores[0].whereabouts_if_remote(homed[1]), Some(Whereabouts::Away(NodeId(1), Epoch(1))));
         assert_eq!(stores[2].whereabouts_if_remote(homed[2]), None, "a replica elsewhere");
         assert_eq!(stores[2].whereabouts_if_remote(homed[0]), Some(Whereabouts::Unknown));
+    }
+}
+
+/// A key's state at node 0, as `every_state_meets_every_operation` sets it up: a key homed
+/// at node 0 untouched, owned, away at node 1, and away with a replica at home; a key homed at
+/// node 1 absent, moved in, and replicated here.
+#[derive(Clone, Copy, Debug)]
+enum Start {
+    Untouched,
+    Owned,
+    Away,
+    HomeReplica,
+    Absent,
+    MovedIn,
+    Replica,
+}
+
+fn in_state(c: &Config, start: Start) -> (Store, Key) {
+    let s = Store::new(c, NodeId(0));
+    let h = home_key_in(c, NodeId(0), false);
+    let f = home_key_in(c, NodeId(0), true);
+    let v = [1.0; 4];
+    match start {
+        Start::Untouched => (s, h),
+        Start::Owned => {
+            assert!(s.add(h, &v));
+            (s, h)
+        }
+        Start::Away | Start::HomeReplica => {
+            s.take(h, NodeId(1), &mut vec![]).unwrap();
+            if matches!(start, Start::HomeReplica) {
+                s.install_replica(h, NodeId(1), Version(1), &v).unwrap();
+            }
+            (s, h)
+        }
+        Start::Absent => (s, f),
+        Start::MovedIn => {
+            s.install(f, Epoch(1), Version(1), &v, false).unwrap();
+            (s, f)
+        }
+        Start::Replica => {
+            s.install_replica(f, NodeId(1), Version(1), &v).unwrap();
+            (s, f)
+        }
+    }
+}
+
+/// What node 0's store says of `k`: here, away, replica (at home or elsewhere) or unknown.
+fn state_of(s: &Store, k: Key) -> &'static str {
+    match (s.whereabouts(k), s.has_replica(k)) {
+        (Whereabouts::Here(_), false) => "here",
+        (Whereabouts::Away(..), false) => "away",
+        (Whereabouts::Away(..) | Whereabouts::Unknown, true) => "replica",
+        (Whereabouts::Unknown, false) => "unknown",
+        (Whereabouts::Here(_), true) => "a main copy and a replica",
+    }
+}
+
+const OPERATIONS: [&str; 8] =
+    ["take", "install", "install_replica", "drop_replica", "record_owner", "read", "add", "set"];
+
+fn operate(s: &Store, k: Key, op: &str) -> String {
+    let v = [2.0; 4];
+    match op {
+        "take" => format!("{}", s.take(k, NodeId(2), &mut vec![]).is_some()),
+        "install" => format!("{:?}", s.install(k, Epoch(5), Version(7), &v, false)),
+        "install_replica" => format!("{:?}", s.install_replica(k, NodeId(2), Version(7), &v)),
+        "drop_replica" => format!("{}", s.drop_replica(k, &mut vec![]).is_some()),
+        "record_owner" => format!("{}", s.record_owner(k, NodeId(2), Epoch(9))),
+        "read" => format!("{}", s.read(k, &mut [0.0; 4])),
+        "add" => format!("{}", s.add(k, &v)),
+        "set" => format!("{}", s.set(k, &v)),
+        _ => unreachable!(),
+    }
+}
+
+/// Every (state, operation) pair of `record.rs`'s transitions, under every placement (a page
+/// allocated on first touch, and one that stays in the table): the answer, the state after,
+/// and the store's counts of moved-in keys and replicas.
+#[test]
+fn every_state_meets_every_operation() {
+    const OWNED: [(&str, &str); 8] = [
+        ("true", "away"),
+        ("Err(AlreadyOwned)", "here"),
+        ("Err(AlreadyOwned)", "here"),
+        ("false", "here"),
+        ("false", "here"),
+        ("true", "here"),
+        ("true", "here"),
+        ("true", "here"),
+    ];
+    let expected: [(Start, [(&str, &str); 8]); 7] = [
+        (Start::Untouched, OWNED),
+        (Start::Owned, OWNED),
+        (
+            Start::Away,
+            [
+                ("false", "away"),
+                ("Ok(())", "here"),
+                ("Ok(())", "replica"),
+                ("false", "away"),
+                ("true", "away"),
+                ("false", "away"),
+                ("false", "away"),
+                ("false", "away"),
+            ],
+        ),
+        (
+            Start::HomeReplica,
+            [
+                ("false", "replica"),
+                ("Ok(())", "here"),
+                ("Ok(())", "replica"),
+                ("true", "away"),
+                ("true", "replica"),
+                ("true", "replica"),
+                ("true", "replica"),
+                ("false", "replica"),
+            ],
+        ),
+        (
+            Start::Absent,
+            [
+                ("false", "unknown"),
+                ("Ok(())", "here"),
+                ("Ok(())", "replica"),
+                ("false", "unknown"),
+                ("false", "unknown"),
+                ("false", "unknown"),
+                ("false", "unknown"),
+                ("false", "unknown"),
+            ],
+        ),
+        (
+            Start::MovedIn,
+            [
+                ("true", "unknown"),
+                ("Err(AlreadyOwned)", "here"),
+                ("Err(AlreadyOwned)", "here"),
+                ("false", "here"),
+                ("false", "here"),
+                ("true", "here"),
+                ("true", "here"),
+                ("true", "here"),
+            ],
+        ),
+        (
+            Start::Replica,
+            [
+                ("false", "replica"),
+                ("Ok(())", "here"),
+                ("Ok(())", "replica"),
+                ("true", "unknown"),
+                ("false", "replica"),
+                ("true", "replica"),
+                ("true", "replica"),
+                ("false", "replica"),
+            ],
+        ),
+    ];
+    for placement in PLACEMENTS {
+        let c = cfg_in(3, placement);
+        for (start, row) in expected {
+            for (op, (answer, after)) in OPERATIONS.iter().zip(row) {
+                let (s, k) = in_state(&c, start);
+                let what = format!("{placement:?} {start:?} {op}");
+                assert_eq!(operate(&s, k, op), answer, "{what}");
+                assert_eq!(state_of(&s, k), after, "{what}");
+                let foreign = home(&c, k) != NodeId(0);
+                assert_eq!(s.keys_held(), usize::from(foreign && after == "here"), "{what}");
+                assert_eq!(s.replicas_held(), usize::from(after == "replica"), "{what}");
+                assert_eq!(s.is_local(k), matches!(after, "here" | "replica"), "{what}");
+            }
+        }
     }
 }

@@ -1,0 +1,188 @@
+//! Pages: under [`Placement::Dense`](crate::config::Placement), the keys homed here kept apart in
+//! dense pages once enough of a page's keys are touched (see the module docs of [`super`]).
+
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+
+use super::table::{FreeLists, Shard};
+use super::{State, Store};
+use crate::ids::{Epoch, Key, NodeId, Version};
+
+/// Most pages a shard indexes: 40 bytes of index per 256 keys of the shard's range. A range
+/// wider than this (about 2^32 home keys per node with 256 shards) keeps every key in tables.
+pub(super) const PAGES_PER_SHARD_MAX: u64 = 1 << 16;
+
+/// The bytes a key's slot takes in a table, at a typical load of the table (a 33-byte bucket
+/// in a table between 7/16 and 7/8 full): what a page is weighed against.
+pub(super) const TABLE_SLOT_BYTES: usize = 48;
+
+/// One page of a shard's index.
+#[derive(Default)]
+pub(super) struct PageEntry {
+    /// The page, once its keys are dense enough (see `Store::promote_at`).
+    pub(super) page: Option<Page>,
+    /// Until then: how many of its keys have a slot in the shard's table (which they keep until
+    /// the page takes them).
+    pub(super) table_keys: u16,
+}
+
+/// The page `page` of a shard's index, if it is allocated.
+#[inline]
+pub(super) fn page_of(pages: &[PageEntry], page: u64) -> Option<&Page> {
+    pages.get(usize::try_from(page).ok()?)?.page.as_ref()
+}
+
+/// The allocated pages of a shard's index, with their numbers.
+pub(super) fn allocated(pages: &[PageEntry]) -> impl Iterator<Item = (u64, &Page)> {
+    pages.iter().enumerate().filter_map(|(i, e)| Some((i as u64, e.page.as_ref()?)))
+}
+
+#[inline]
+pub(super) fn page_of_mut(pages: &mut [PageEntry], page: u64) -> Option<&mut Page> {
+    pages.get_mut(usize::try_from(page).ok()?)?.page.as_mut()
+}
+
+/// The home record at position `pos` of page `page`, if the page is allocated (if not, the
+/// key's slot is in the table, or the key is untouched).
+pub(super) fn home_record(pages: &[PageEntry], page: u64, pos: usize) -> Option<&HomeSlot> {
+    page_of(pages, page).and_then(|p| p.slots.get(pos))
+}
+
+/// The home record of a key in a page.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct HomeSlot {
+    pub(super) version: Version,
+    pub(super) epoch: Epoch,
+    pub(super) owner: NodeId,
+    pub(super) state: HomeState,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) enum HomeState {
+    /// Never touched: held here, with its initial value (not yet written into the page).
+    #[default]
+    Untouched,
+    Owned,
+    /// Held by `owner` as of `epoch`; a replica held here is in the shard's table.
+    Away,
+}
+
+/// Home keys `2^page_bits` in a row (by home index within one shard; fewer in a shard's last
+/// page): their records, and room for each one's value, `stride` floats apart.
+pub(super) struct Page {
+    pub(super) slots: Box<[HomeSlot]>,
+    pub(super) values: Box<[f32]>,
+}
+
+/// The most keys in a page, and the most floats of values a page aims at (a page of long
+/// values holds fewer keys).
+pub(super) const PAGE_KEYS_MAX: usize = 256;
+pub(super) const PAGE_FLOATS: usize = 1 << 16;
+
+impl Store {
+    /// A home key of page `page` of shard `i`, whose page is not allocated and which has no
+    /// slot in the table, is touched for the first time. If that makes the page's keys dense
+    /// enough, the page is allocated and takes the table's slots of its keys, and the answer is
+    /// true (the key is then untouched in the page). Otherwise the key counts toward the page
+    /// and the caller creates its slot in the table (if that fails, for want of arena room, the
+    /// page only comes one key early).
+    pub(super) fn first_touch(&self, shard: &mut Shard, i: usize, page: u64) -> bool {
+        let Some(at) = usize::try_from(page).ok().filter(|p| (*p as u64) < self.pages_max) else {
+            return false;
+        };
+        if at >= shard.pages.len() {
+            shard.pages.resize_with(at + 1, PageEntry::default);
+        }
+        let keys = self.page_len(i, at as u64);
+        let entry = &mut shard.pages[at];
+        if usize::from(entry.table_keys) + 1 >= self.promote_at(keys) {
+            self.promote(shard, i, at, keys);
+            return true;
+        }
+        entry.table_keys += 1;
+        false
+    }
+
+    /// How many keys page `at` of shard `i` has: all but a shard's last page have
+    /// `2^page_bits`.
+    pub(super) fn page_len(&self, i: usize, at: u64) -> usize {
+        // The shard's home indexes are i, i + shards, i + 2 shards, ... below `homed_on`.
+        let shard_keys = self.homes.homed_on(self.me).saturating_sub(i as u64).div_ceil(1 << self.shard_bits);
+        let before = at.saturating_mul(1 << self.page_bits);
+        shard_keys.saturating_sub(before).min(1 << self.page_bits) as usize
+    }
+
+    /// How many of a page's `keys` must have a slot in the table for the page to take them: the
+    /// point where their table slots and arena ranges would take more room than the page.
+    pub(super) fn promote_at(&self, keys: usize) -> usize {
+        let value = self.page_stride * core::mem::size_of::<f32>();
+        let page = keys * (core::mem::size_of::<HomeSlot>() + value);
+        page.div_ceil(TABLE_SLOT_BYTES + value).max(1)
+    }
+
+    /// Allocates page `at` of shard `i` and moves the slots of its keys from the table into it.
+    /// A replica held here of a key that is away stays in the table; its ownership record goes
+    /// to the page.
+    pub(super) fn promote(&self, shard: &mut Shard, i: usize, at: usize, keys: usize) {
+        let stride = self.page_stride;
+        let mut page = Page {
+            slots: alloc::vec![HomeSlot::default(); keys].into_boxed_slice(),
+            values: alloc::vec![0.0; keys * stride].into_boxed_slice(),
+        };
+        for (pos, record) in page.slots.iter_mut().enumerate() {
+            let Some(key) = self.page_key(i, at as u64, pos) else { continue };
+            let Some(s) = shard.map.get(&key).copied() else { continue };
+            let state = match s.state {
+                State::Owned => {
+                    let (off, len) = (s.off as usize, s.len as usize);
+                    if let (Some(to), Some(from)) = (
+                        page.values.get_mut(pos * stride..pos * stride + len),
+                        shard.arena.get(off..off + len),
+                    ) {
+                        to.copy_from_slice(from);
+                    }
+                    shard.free.entry(s.alloc_len()).or_default().push(s.off);
+                    shard.map.remove(&key);
+                    HomeState::Owned
+                }
+                State::Away => {
+                    shard.map.remove(&key);
+                    HomeState::Away
+                }
+                State::Replica => HomeState::Away,
+            };
+            *record = HomeSlot { version: s.version, epoch: s.epoch, owner: s.owner, state };
+        }
+        shard.pages[at] = PageEntry { page: Some(page), table_keys: 0 };
+        Self::compact(shard);
+    }
+
+    /// Gives back the spare room of a shard's table and arena once most of it is unused. Keys
+    /// leave the table for pages in a burst when a dense model touches its keys; without this
+    /// their table buckets and arena ranges would stay allocated for good.
+    pub(super) fn compact(shard: &mut Shard) {
+        if shard.map.len() * 4 < shard.map.capacity() {
+            shard.map.shrink();
+        }
+        let free: usize = shard.free.iter().map(|(len, offs)| *len as usize * offs.len()).sum();
+        if free * 4 <= shard.arena.len() * 3 {
+            return;
+        }
+        let mut arena = Vec::with_capacity(shard.arena.len() - free.min(shard.arena.len()));
+        for slot in shard.map.slots_mut() {
+            let (off, len) = (slot.off as usize, slot.alloc_len() as usize);
+            if let Some(range) = shard.arena.get(off..off + len).filter(|_| len > 0) {
+                slot.off = arena.len() as u32;
+                arena.extend_from_slice(range);
+            }
+        }
+        shard.arena = arena;
+        shard.free = FreeLists::default();
+    }
+
+    /// The key at position `pos` of page `page` of shard `shard` (the inverse of `place`).
+    pub(super) fn page_key(&self, shard: usize, page: u64, pos: usize) -> Option<Key> {
+        let local = (page << self.page_bits) | pos as u64;
+        self.homes.key_at(self.me, (local << self.shard_bits) | shard as u64)
+    }
+}

@@ -149,3 +149,13 @@ fn wire_bytes_are_pinned() {
 }
 
 const PINNED: u64 = 0x7ecf_1233_db0c_9143;
+
+#[test]
+fn kinds_convert_from_their_wire_numbers_only() {
+    for m in every_kind() {
+        assert_eq!(Kind::try_from(m.kind() as u8), Ok(m.kind()));
+    }
+    for n in (0..=u8::MAX).filter(|n| !(1..=14).contains(n)) {
+        assert_eq!(Kind::try_from(n), Err(WireError::UnknownKind { kind: n }));
+    }
+}

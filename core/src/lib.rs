@@ -83,6 +83,7 @@ extern crate alloc;
 #[cfg(any(test, feature = "std"))]
 extern crate std;
 
+pub mod access;
 pub mod config;
 pub mod error;
 #[cfg(any(fuzzing, test, feature = "testing"))]
@@ -99,6 +100,7 @@ pub mod timing;
 pub mod transport;
 pub mod wire;
 
+pub use access::{AccessKind, Hold, Issue, WorkerAccess};
 pub use config::{Config, Init, Placement, Technique};
 pub use error::{ConfigError, OpError, WireError};
 pub use ids::*;

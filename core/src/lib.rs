@@ -7,10 +7,17 @@
 //! its outputs.
 //!
 //! A [`Node`] has four kinds of methods, after quinn-proto:
-//! - **inputs** (`&mut self`): [`Node::handle_frame`] / [`Node::handle_message`],
-//!   [`Node::handle_timeout`], [`Node::handle_peer_failed`], and the worker commands
-//!   [`Node::pull`], [`Node::push`], [`Node::localize`], [`Node::barrier`], [`Node::intent`],
-//!   [`Node::advance_clock`], [`Node::wait_sync`];
+//! - **inputs** (`&mut self`), after each of which the driver drains the outputs:
+//!   - from the network and the clock: [`Node::handle_frame`] / [`Node::handle_message`],
+//!     [`Node::handle_timeout`], [`Node::handle_peer_failed`], [`Node::handle_send_refused`];
+//!   - worker operations, each completed by an [`Event`] under the worker's ticket:
+//!     [`Node::pull`], [`Node::push`] (adds and sets), [`Node::localize`], [`Node::barrier`],
+//!     [`Node::wait_sync`];
+//!   - worker intents and clocks, which complete nothing: [`Node::intent`],
+//!     [`Node::end_intents`], [`Node::advance_clock`];
+//!   - sampling: [`Node::register_distribution`], [`Node::announce_distributions`] (tell the
+//!     peers what a worker registered in the shared registry), [`Node::prepare_sample`], and
+//!     [`Node::sample_intent`] (the intent for keys a worker's own [`Sampler`] drew);
 //! - **outputs** (`&mut self`, `#[must_use]`): [`Node::poll_transmit`] (a message for a peer),
 //!   [`Node::poll_event`] (a completion for a worker), [`Node::poll_timeout`] (when to call
 //!   `handle_timeout` next);
@@ -25,7 +32,8 @@
 //!
 //! Local accesses do not go through the `Node` at all: worker threads read and update the
 //! [`Store`] (shared as an `Arc`) directly, one shard latch per key. Only misses, and everything
-//! that involves another node, become commands.
+//! that involves another node, become commands. Each worker's path is a [`WorkerAccess`]
+//! ([`access`]), which every driver runs: the runtime, the simulator and the fuzzer.
 //!
 //! ## The driver's contract
 //!
@@ -42,6 +50,14 @@
 //!    commands* only: keep reading frames from peers even while sends are blocked, or two nodes
 //!    whose queues toward each other are full would wait on each other forever. A driver bounds
 //!    its own queue of unsent frames separately and reports the overflow.
+//! 5. Every worker's pulls, pushes, sets, localizes, waits and barriers go through that
+//!    worker's own [`WorkerAccess`]: local keys are served from the [`Store`], the misses
+//!    become the node command, the command's ticket is [`WorkerAccess::record`]ed, and its
+//!    completion [`WorkerAccess::complete`]s it. **The ordering rule:** an access the path
+//!    holds ([`Hold::Overtakes`]: it would overtake the same worker's own remote operation on
+//!    one of its keys, pulls and adds commuting among themselves) must not start until that
+//!    operation completed; the node does not order it (a key can arrive here before an add
+//!    that was sent to its old owner and forwarded after it). Invariant 4 rests on this.
 //!
 //! ```
 //! use parma_core::{Completion, Config, Instant, Key, Layout, Node, NodeId, Ticket, WorkerId};
@@ -78,11 +94,55 @@
 //! assert_eq!((worker, ticket), (WorkerId(0), Ticket(1)));
 //! assert_eq!(result, Ok(Completion::Pull(vec![0.0; 400])));
 //! ```
+//!
+//! ## Invariants, and where they are kept
+//!
+//! `DESIGN.md`'s invariants, with the code that keeps each and the checks that watch it
+//! ([`Node::check_invariants`] after every input in tests, the simulator and the fuzzer; the
+//! cluster-wide ones in the simulator's checks and the fuzzer's `cluster_schedule`):
+//!
+//! 1. **One main copy per key, or one relocation in flight.** The old owner's `Store::take`
+//!    removes the main copy in the step that writes the `Relocate` (or the `SyncReply` that
+//!    moves it), and only the receiver's `Store::install` creates it again; a key is sent only
+//!    to a node that reserved a slot for it (`Store::reserve_slots`, [`wire::ReplicaSync::ROOM`]).
+//!    The home keeps the newest ownership epoch (`Store::record_owner`), so a late update
+//!    cannot name a former owner. Checked: no key both held and pointed away
+//!    ([`Node::check_invariants`]); the simulator's `exactly_one_copy`; the fuzzer counts
+//!    holders plus relocation frames in flight after every step.
+//! 2. **No update lost or applied twice.** A remote write is one request applied once by the
+//!    owner it reaches (forwarded, never copied; a late reply is dropped by its
+//!    [`RequestId`]). A replica keeps local adds in an unsent delta (`Store::add`), hands it
+//!    over with the version it holds (`Store::take_delta`), and on the owner's refresh
+//!    becomes the owner's value plus what it added since (`Store::refresh_replica`).
+//!    Checked: exact sums after the heal, in the simulator and the fuzzer.
+//! 3. **Replicas converge.** Every sync round sends each replica's delta and version; the
+//!    owner answers with its value whenever its version is newer ([`wire::Refresh`]).
+//!    Checked: the simulator's `replicas_converged`, the fuzzer's heal.
+//! 4. **A worker's pull after its own push sees it** (keys not replicated). Per-pair FIFO
+//!    delivery, a forwarded request following its key, operations waiting in order at a
+//!    node the key is on its way to, and the ordering rule of [`access`] (contract item 5)
+//!    for what the node cannot order. Checked: the simulator's strict reads, the fuzzer's
+//!    lower bound of every read, and `access`'s test of the race.
+//! 5. **No request loops or waits forever.** Forwarding pointers released only for their
+//!    own epoch, the home as the fallback route, a hop limit ([`wire::FailReason::RoutingLoop`]),
+//!    a deadline on every pending request ([`Config::request_timeout`], scanned in
+//!    [`Node::handle_timeout`]), and [`Node::handle_peer_failed`] failing what waits on a dead
+//!    peer. Checked: the fuzzer (no request outlives its deadline by more than one scan;
+//!    every operation completes in the heal) and the simulator's heal.
+//! 6. **A replica only while its node has intent** (plus one round). The round in which a
+//!    node's intent for a key ends drops its replica and sends the final delta
+//!    ([`wire::ReplicaSync::FINAL`]); an owner gives replicas only to nodes that told it of
+//!    intent. Checked: the simulator's `no_replicas` and the fuzzer's heal.
+//! 7. **Decoding never panics.** [`wire::decode`] reads through a checked reader: the kind by
+//!    [`wire::Kind`]'s `TryFrom<u8>`, every count bounded by the bytes left
+//!    ([`wire::size`]). Checked: the `wire_decode` and `wire_round_trip` fuzz targets, whose
+//!    corpora run in `cargo test`.
 #![no_std]
 extern crate alloc;
 #[cfg(any(test, feature = "std"))]
 extern crate std;
 
+pub mod access;
 pub mod config;
 pub mod error;
 #[cfg(any(fuzzing, test, feature = "testing"))]
@@ -99,6 +159,7 @@ pub mod timing;
 pub mod transport;
 pub mod wire;
 
+pub use access::{AccessKind, Hold, Issue, WorkerAccess};
 pub use config::{Config, Init, Placement, Technique};
 pub use error::{ConfigError, OpError, WireError};
 pub use ids::*;

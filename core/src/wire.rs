@@ -18,6 +18,49 @@ pub const FORMAT_VERSION: u8 = 3;
 /// Bytes in the fixed header.
 pub const HEADER_LEN: usize = 20;
 
+/// Sizes of the fields and records of a body, used by the encoder ([`Message::body_len`],
+/// the writer) and the decoder (the counts it accepts) alike, so the two can't disagree.
+pub mod size {
+    /// A request id, a generation or a fingerprint (`u64`).
+    pub const U64: usize = 8;
+    /// A round, a distribution id or an epoch (`u32`).
+    pub const U32: usize = 4;
+    /// A node id (`u16`).
+    pub const NODE: usize = 2;
+    /// A hop count, a write kind, a reason code or replica flags (`u8`).
+    pub const U8: usize = 1;
+    /// The element count in front of every section (`u32`).
+    pub const COUNT: usize = 4;
+    /// A key in a key section.
+    pub const KEY: usize = 8;
+    /// A float in a value section.
+    pub const VALUE: usize = 4;
+    /// A [`super::Moved`] record: key, epoch, version.
+    pub const MOVED: usize = KEY + U32 + U64;
+    /// An [`super::OwnerChange`] record: key, epoch, previous owner.
+    pub const OWNER_CHANGE: usize = KEY + U32 + NODE;
+    /// A [`super::Release`] record: key, epoch.
+    pub const RELEASE: usize = KEY + U32;
+    /// A [`super::ReplicaSync`] record: key, version, flags.
+    pub const REPLICA_SYNC: usize = KEY + U64 + U8;
+    /// A [`super::Refresh`] record: key, version.
+    pub const REFRESH: usize = KEY + U64;
+    /// The fixed fields of a pull: request, origin, hops.
+    pub const PULL_HEAD: usize = U64 + NODE + U8;
+    /// The fixed fields of a push: request, origin, hops, write kind.
+    pub const PUSH_HEAD: usize = PULL_HEAD + U8;
+    /// The fixed fields of a localize: origin, hops.
+    pub const LOCALIZE_HEAD: usize = NODE + U8;
+    /// The fixed fields of a failure: request, reason code, reason node.
+    pub const FAILED_HEAD: usize = U64 + U8 + NODE;
+    /// The fixed fields of a sync request: round, origin, hops.
+    pub const SYNC_HEAD: usize = U32 + NODE + U8;
+
+    // The record sizes of format version 3 (`docs/wire.md`); a change here changes the format.
+    const _: () = assert!(MOVED == 20 && OWNER_CHANGE == 14 && RELEASE == 12);
+    const _: () = assert!(REPLICA_SYNC == 17 && REFRESH == 16 && PULL_HEAD == 11 && FAILED_HEAD == 11);
+}
+
 /// The fixed header of a frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Header {
@@ -213,6 +256,31 @@ pub enum Kind {
     DistCheck = 14,
 }
 
+impl TryFrom<u8> for Kind {
+    type Error = WireError;
+
+    /// The kind numbered `n` on the wire; [`WireError::UnknownKind`] for any other number.
+    fn try_from(n: u8) -> Result<Kind, WireError> {
+        const ALL: [Kind; 14] = [
+            Kind::Pull,
+            Kind::PullReply,
+            Kind::Push,
+            Kind::PushReply,
+            Kind::Localize,
+            Kind::Relocate,
+            Kind::OwnerUpdate,
+            Kind::PointerRelease,
+            Kind::RequestFailed,
+            Kind::BarrierEnter,
+            Kind::BarrierRelease,
+            Kind::Sync,
+            Kind::SyncReply,
+            Kind::DistCheck,
+        ];
+        ALL.into_iter().find(|k| *k as u8 == n).ok_or(WireError::UnknownKind { kind: n })
+    }
+}
+
 impl Message {
     /// The kind of this message.
     pub fn kind(&self) -> Kind {
@@ -236,36 +304,36 @@ impl Message {
 
     /// Length of the body (without header) in bytes.
     pub fn body_len(&self) -> usize {
-        let keys = |k: &Vec<Key>| 4 + 8 * k.len();
-        let vals = |v: &Vec<f32>| 4 + 4 * v.len();
+        use size::*;
+        let keys = |k: &Vec<Key>| COUNT + KEY * k.len();
+        let vals = |v: &Vec<f32>| COUNT + VALUE * v.len();
         match self {
-            Message::Pull { keys: k, .. } => 8 + 2 + 1 + keys(k),
-            Message::PullReply { keys: k, values, .. } => 8 + keys(k) + vals(values),
-            Message::Push { keys: k, values, .. } => 8 + 2 + 1 + 1 + keys(k) + vals(values),
-            Message::PushReply { keys: k, .. } => 8 + keys(k),
-            Message::Localize { keys: k, .. } => 2 + 1 + keys(k),
-            Message::Relocate { moved, values } => 4 + 20 * moved.len() + vals(values),
-            Message::OwnerUpdate { changes } => 4 + 14 * changes.len(),
-            Message::PointerRelease { released } => 4 + 12 * released.len(),
-            Message::RequestFailed { keys: k, .. } => 8 + 1 + 2 + keys(k),
-            Message::BarrierEnter { .. } | Message::BarrierRelease { .. } => 8,
-            Message::DistCheck { .. } => 12,
+            Message::Pull { keys: k, .. } => PULL_HEAD + keys(k),
+            Message::PullReply { keys: k, values, .. } => U64 + keys(k) + vals(values),
+            Message::Push { keys: k, values, .. } => PUSH_HEAD + keys(k) + vals(values),
+            Message::PushReply { keys: k, .. } => U64 + keys(k),
+            Message::Localize { keys: k, .. } => LOCALIZE_HEAD + keys(k),
+            Message::Relocate { moved, values } => COUNT + MOVED * moved.len() + vals(values),
+            Message::OwnerUpdate { changes } => COUNT + OWNER_CHANGE * changes.len(),
+            Message::PointerRelease { released } => COUNT + RELEASE * released.len(),
+            Message::RequestFailed { keys: k, .. } => FAILED_HEAD + keys(k),
+            Message::BarrierEnter { .. } | Message::BarrierRelease { .. } => U64,
+            Message::DistCheck { .. } => U32 + U64,
             Message::Sync { starts, ends, replicas, deltas, owners, .. } => {
-                4 + 2
-                    + 1
+                SYNC_HEAD
                     + keys(starts)
                     + keys(ends)
-                    + 4
-                    + 17 * replicas.len()
+                    + COUNT
+                    + REPLICA_SYNC * replicas.len()
                     + vals(deltas)
-                    + 4
-                    + 14 * owners.len()
+                    + COUNT
+                    + OWNER_CHANGE * owners.len()
             }
             Message::SyncReply { relocated, refreshed, acks, failed, values, .. } => {
-                4 + 4
-                    + 20 * relocated.len()
-                    + 4
-                    + 16 * refreshed.len()
+                U32 + COUNT
+                    + MOVED * relocated.len()
+                    + COUNT
+                    + REFRESH * refreshed.len()
                     + keys(acks)
                     + keys(failed)
                     + vals(values)
@@ -446,15 +514,17 @@ pub fn decode(
 ) -> Result<(Header, Message), WireError> {
     let header = decode_header(frame, cluster, frame_len_max)?;
     let mut r = Reader { buf: &frame[HEADER_LEN..] };
-    let msg = match header.kind {
-        1 => Message::Pull {
+    let msg = match Kind::try_from(header.kind)? {
+        Kind::Pull => Message::Pull {
             req: RequestId(r.u64()?),
             origin: NodeId(r.u16()?),
             hops: r.u8()?,
             keys: r.keys()?,
         },
-        2 => Message::PullReply { req: RequestId(r.u64()?), keys: r.keys()?, values: r.values()? },
-        3 => {
+        Kind::PullReply => {
+            Message::PullReply { req: RequestId(r.u64()?), keys: r.keys()?, values: r.values()? }
+        }
+        Kind::Push => {
             let req = RequestId(r.u64()?);
             let origin = NodeId(r.u16()?);
             let hops = r.u8()?;
@@ -465,19 +535,19 @@ pub fn decode(
             };
             Message::Push { req, origin, hops, write, keys: r.keys()?, values: r.values()? }
         }
-        4 => Message::PushReply { req: RequestId(r.u64()?), keys: r.keys()? },
-        5 => Message::Localize { origin: NodeId(r.u16()?), hops: r.u8()?, keys: r.keys()? },
-        6 => Message::Relocate { moved: r.moved()?, values: r.values()? },
-        7 => Message::OwnerUpdate { changes: r.changes()? },
-        8 => {
-            let n = r.count(12)?;
+        Kind::PushReply => Message::PushReply { req: RequestId(r.u64()?), keys: r.keys()? },
+        Kind::Localize => Message::Localize { origin: NodeId(r.u16()?), hops: r.u8()?, keys: r.keys()? },
+        Kind::Relocate => Message::Relocate { moved: r.moved()?, values: r.values()? },
+        Kind::OwnerUpdate => Message::OwnerUpdate { changes: r.changes()? },
+        Kind::PointerRelease => {
+            let n = r.count(size::RELEASE)?;
             let mut released = Vec::with_capacity(n);
             for _ in 0..n {
                 released.push(Release { key: Key(r.u64()?), epoch: Epoch(r.u32()?) });
             }
             Message::PointerRelease { released }
         }
-        9 => {
+        Kind::RequestFailed => {
             let req = RequestId(r.u64()?);
             let (code, node) = (r.u8()?, NodeId(r.u16()?));
             let reason = match (code, node.0) {
@@ -490,13 +560,12 @@ pub fn decode(
             };
             Message::RequestFailed { req, reason, keys: r.keys()? }
         }
-        10 => Message::BarrierEnter { generation: r.u64()? },
-        11 => Message::BarrierRelease { generation: r.u64()? },
-        14 => Message::DistCheck { dist: DistId(r.u32()?), fingerprint: r.u64()? },
-        12 => {
+        Kind::BarrierEnter => Message::BarrierEnter { generation: r.u64()? },
+        Kind::BarrierRelease => Message::BarrierRelease { generation: r.u64()? },
+        Kind::Sync => {
             let (round, origin, hops) = (r.u32()?, NodeId(r.u16()?), r.u8()?);
             let (starts, ends) = (r.keys()?, r.keys()?);
-            let n = r.count(17)?;
+            let n = r.count(size::REPLICA_SYNC)?;
             let mut replicas = Vec::with_capacity(n);
             for _ in 0..n {
                 let (key, version, flags) = (Key(r.u64()?), Version(r.u64()?), r.u8()?);
@@ -516,9 +585,9 @@ pub fn decode(
                 owners: r.changes()?,
             }
         }
-        13 => {
+        Kind::SyncReply => {
             let (round, relocated) = (r.u32()?, r.moved()?);
-            let n = r.count(16)?;
+            let n = r.count(size::REFRESH)?;
             let mut refreshed = Vec::with_capacity(n);
             for _ in 0..n {
                 refreshed.push(Refresh { key: Key(r.u64()?), version: Version(r.u64()?) });
@@ -532,7 +601,7 @@ pub fn decode(
                 values: r.values()?,
             }
         }
-        kind => return Err(WireError::UnknownKind { kind }),
+        Kind::DistCheck => Message::DistCheck { dist: DistId(r.u32()?), fingerprint: r.u64()? },
     };
     if !r.buf.is_empty() {
         return Err(WireError::TrailingBytes);
@@ -645,17 +714,23 @@ impl<'a> Reader<'a> {
         Ok(n)
     }
     fn keys(&mut self) -> Result<Vec<Key>, WireError> {
-        let n = self.count(8)?;
-        let bytes = self.take(n * 8)?;
-        Ok(bytes.chunks_exact(8).map(|c| Key(u64::from_le_bytes(c.try_into().unwrap_or([0; 8])))).collect())
+        let n = self.count(size::KEY)?;
+        let bytes = self.take(n * size::KEY)?;
+        Ok(bytes
+            .chunks_exact(size::KEY)
+            .map(|c| Key(u64::from_le_bytes(c.try_into().unwrap_or([0; 8]))))
+            .collect())
     }
     fn values(&mut self) -> Result<Vec<f32>, WireError> {
-        let n = self.count(4)?;
-        let bytes = self.take(n * 4)?;
-        Ok(bytes.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap_or([0; 4]))).collect())
+        let n = self.count(size::VALUE)?;
+        let bytes = self.take(n * size::VALUE)?;
+        Ok(bytes
+            .chunks_exact(size::VALUE)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap_or([0; 4])))
+            .collect())
     }
     fn moved(&mut self) -> Result<Vec<Moved>, WireError> {
-        let n = self.count(20)?;
+        let n = self.count(size::MOVED)?;
         let mut moved = Vec::with_capacity(n);
         for _ in 0..n {
             moved.push(Moved {
@@ -667,7 +742,7 @@ impl<'a> Reader<'a> {
         Ok(moved)
     }
     fn changes(&mut self) -> Result<Vec<OwnerChange>, WireError> {
-        let n = self.count(14)?;
+        let n = self.count(size::OWNER_CHANGE)?;
         let mut changes = Vec::with_capacity(n);
         for _ in 0..n {
             changes.push(OwnerChange {

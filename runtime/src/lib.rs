@@ -101,7 +101,6 @@
 mod driver;
 mod error;
 mod options;
-mod order;
 mod runtime;
 mod shared;
 mod slot;

@@ -66,7 +66,7 @@ impl NodeRuntime {
         let workers = usize::from(cfg.workers_per_node);
         // All workers' operations in flight fit into the node's table of pending requests,
         // and into the command queue: it never refuses a command that respects the bound.
-        let inflight_max = opts.worker_inflight_max.min(cfg.requests_pending_max / workers).max(1);
+        let inflight_max = opts.worker_inflight_max.min(parma_core::access::inflight_max(&cfg));
         // On top: room for the commands queued without waking the driver (intents, clocks).
         let (tx, rx) = sync_channel(workers * (inflight_max + 2) + LAZY_QUEUED_MAX);
         let shared = Arc::new(Shared::new(cfg, me, store, opts));

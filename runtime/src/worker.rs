@@ -5,12 +5,17 @@
 //! thread and never takes a node-wide lock. Only the keys that miss become a command for the
 //! node, through the bounded command queue.
 //!
+//! The path itself (local first, misses as commands, and the rule that an access never
+//! overtakes the worker's own earlier remote operation on the same key) is core's
+//! [`parma_core::WorkerAccess`], which the simulator and the fuzzer drive too; this file
+//! carries it out on a thread, waiting where it says [`parma_core::Hold`].
+//!
 //! # Duplicate keys in one call
 //!
 //! Checking every local call for duplicates would cost a hash set on the hot path, so a call
-//! may name a key more than once, with a defined meaning: a pull fills every position of the
-//! key, a push adds every delta (on the remote path the deltas are summed into one), a set
-//! keeps the last value. Keys sent to the node are always distinct.
+//! may name a key more than once, with the meaning [`parma_core::access`] defines (a pull
+//! fills every position, a push adds every delta, a set keeps the last value). Keys sent to the
+//! node are always distinct.
 //!
 //! # Errors
 //!
@@ -27,13 +32,14 @@ use std::sync::atomic::Ordering::SeqCst;
 use std::sync::mpsc::{SyncSender, TrySendError};
 use std::sync::Arc;
 
+use parma_core::access::{self, FinalizeStep, PullMisses};
 use parma_core::wire::WriteKind;
 use parma_core::{
-    Clock, Completion, IntentKind, Key, Layout, NodeId, OpError, Sampler, Ticket as CoreTicket, WorkerId,
+    AccessKind, Clock, Completion, IntentKind, Key, NodeId, OpError, Sampler, Ticket as CoreTicket,
+    WorkerAccess, WorkerId,
 };
 
 use crate::driver::Command;
-use crate::order::{Access, Order};
 use crate::shared::{Shared, LAZY_QUEUED_MAX};
 use crate::stats::WorkerStats;
 
@@ -85,15 +91,6 @@ impl Ticket {
     }
 }
 
-/// Where the values of one remote key go: `len` floats from `src` of the node's answer to
-/// `dst` of the caller's buffer.
-#[derive(Clone, Copy, Debug)]
-struct Place {
-    dst: usize,
-    src: usize,
-    len: usize,
-}
-
 /// A pull whose remote keys are still on their way; holds the caller's value buffer until
 /// [`Worker::wait_pull`] fills in the rest. Dropping it leaves those values unwritten (and the
 /// node's answer in the worker's slot until the worker is dropped).
@@ -102,7 +99,7 @@ struct Place {
 pub struct PullTicket<'a> {
     vals: &'a mut [f32],
     ticket: Ticket,
-    places: Vec<Place>,
+    misses: PullMisses,
 }
 
 impl PullTicket<'_> {
@@ -118,13 +115,12 @@ pub struct Worker {
     id: WorkerId,
     shared: Arc<Shared>,
     commands: SyncSender<Command>,
-    order: Order,
-    /// Scratch for one call: remote key → its index in the call's remote list.
+    access: WorkerAccess,
+    /// Scratch for one call: distinct keys (localize), keys read (`pull_sample`).
     remote_index: KeyMap<usize>,
     /// Scratch for one `pull_sample`: the values of the samples read where they were drawn.
     sample_values: Vec<f32>,
     next_ticket: u64,
-    inflight_max: usize,
     /// Commands this worker queued without waking the driver since it last woke it.
     lazy_queued: usize,
     /// When `lazy_queued` reaches this, the worker wakes the driver after all.
@@ -132,27 +128,6 @@ pub struct Worker {
     stats: WorkerStats,
     clock: Clock,
     sampler: Sampler,
-}
-
-/// Calls `f(key, offset, len)` for every key; offsets are prefix sums of the lengths from
-/// `start` (`start + i * len` when lengths are uniform). Keys must be inside the layout.
-#[inline]
-fn walk(layout: &Layout, keys: &[Key], start: usize, mut f: impl FnMut(Key, usize, usize)) {
-    match layout.uniform_len() {
-        Some(len) => {
-            for (i, &k) in keys.iter().enumerate() {
-                f(k, start + i * len, len);
-            }
-        }
-        None => {
-            let mut off = start;
-            for &k in keys {
-                let len = layout.len_of(k).unwrap_or(0);
-                f(k, off, len);
-                off += len;
-            }
-        }
-    }
 }
 
 impl Worker {
@@ -168,11 +143,10 @@ impl Worker {
             id,
             shared,
             commands,
-            order: Order::default(),
+            access: WorkerAccess::new(inflight_max),
             remote_index: KeyMap::default(),
             sample_values: Vec::new(),
             next_ticket: 0,
-            inflight_max,
             lazy_queued: 0,
             lazy_queued_max,
             stats: WorkerStats::default(),
@@ -198,7 +172,7 @@ impl Worker {
 
     /// Remote operations of this worker not yet known to have completed.
     pub fn outstanding(&self) -> usize {
-        self.order.len()
+        self.access.outstanding()
     }
 
     /// Pulls the values of `keys` into `vals` (concatenated in key order) and waits for them.
@@ -211,81 +185,40 @@ impl Worker {
     /// the rest, which [`Worker::wait_pull`] fills in.
     pub fn pull_async<'a>(&mut self, keys: &[Key], vals: &'a mut [f32]) -> Result<PullTicket<'a>, OpError> {
         // Fast path: with uniform lengths, the right buffer length and no write of this worker
-        // in flight to these keys, copy while every key is local. A key found in the store is
-        // inside the layout, so a pull served entirely here needs no other validation; any
-        // other pull is validated in full below, before anything is asked of the node.
+        // in flight to these keys, copy while every key is local (no other validation needed:
+        // see `WorkerAccess::pull_fast`). Any other pull is validated in full below, before
+        // anything is asked of the node.
         let mut served = 0;
         let uniform = self.shared.cfg.layout.uniform_len();
-        if let Some(len) = uniform.filter(|l| l.checked_mul(keys.len()) == Some(vals.len())) {
+        if uniform.is_some_and(|l| l.checked_mul(keys.len()) == Some(vals.len())) {
             self.check_open()?;
-            if !self.order.conflicts(keys, Access::Pull) {
-                let store = &self.shared.store;
-                for (k, out) in keys.iter().zip(vals.chunks_exact_mut(len)) {
-                    if !store.read(*k, out) {
-                        break;
-                    }
-                    served += 1;
-                }
-            }
+            served = self.access.pull_fast(&self.shared.store, &self.shared.cfg.layout, keys, vals);
             if served == keys.len() {
                 self.stats.keys_pulled_local += keys.len() as u64;
                 self.publish();
-                return Ok(PullTicket { vals, ticket: self.local_ticket(), places: Vec::new() });
+                return Ok(PullTicket { vals, ticket: self.local_ticket(), misses: PullMisses::default() });
             }
         }
-        self.prepare(keys, vals.len(), Access::Pull)?;
-        let layout = &self.shared.cfg.layout;
-        let store = &self.shared.store;
-        let index = &mut self.remote_index;
-        if !index.is_empty() {
-            index.clear();
-        }
-        let start = served * uniform.unwrap_or(0);
-        let mut remote: Vec<Key> = Vec::new();
-        let mut places: Vec<(usize, usize, usize)> = Vec::new();
-        walk(layout, &keys[served..], start, |k, off, len| {
-            if !index.is_empty() {
-                if let Some(&j) = index.get(&k) {
-                    places.push((off, j, len));
-                    return;
-                }
-            }
-            if !store.read(k, &mut vals[off..off + len]) {
-                index.insert(k, remote.len());
-                places.push((off, remote.len(), len));
-                remote.push(k);
-            }
-        });
-        self.stats.keys_pulled_local += (keys.len() - places.len()) as u64;
-        self.stats.keys_pulled_remote += remote.len() as u64;
+        self.prepare(keys, vals.len(), AccessKind::Pull)?;
+        let (store, layout) = (&self.shared.store, &self.shared.cfg.layout);
+        let mut misses = self.access.split_pull(store, layout, keys, vals, served, true);
+        self.stats.keys_pulled_local += misses.local() as u64;
+        self.stats.keys_pulled_remote += misses.keys().len() as u64;
         self.publish();
-        if remote.is_empty() {
-            return Ok(PullTicket { vals, ticket: self.local_ticket(), places: Vec::new() });
+        if misses.is_empty() {
+            return Ok(PullTicket { vals, ticket: self.local_ticket(), misses });
         }
-        let mut src = Vec::with_capacity(remote.len());
-        walk(layout, &remote, 0, |_, off, _| src.push(off));
-        let places = places.into_iter().map(|(dst, j, len)| Place { dst, src: src[j], len }).collect();
         let cmd = |worker, ticket, keys| Command::Pull { worker, ticket, keys };
-        let ticket = self.submit(remote, Access::Pull, cmd)?;
-        Ok(PullTicket { vals, ticket, places })
+        let ticket = self.submit(misses.take_keys(), AccessKind::Pull, cmd)?;
+        Ok(PullTicket { vals, ticket, misses })
     }
 
     /// Finishes a pull: waits for the remote keys' values and copies them into place.
     pub fn wait_pull(&mut self, t: PullTicket<'_>) -> Result<(), OpError> {
-        let PullTicket { vals, ticket, places } = t;
+        let PullTicket { vals, ticket, misses } = t;
         match self.wait_completion(ticket)? {
             None => Ok(()),
-            Some(Completion::Pull(values)) => {
-                for p in places {
-                    let (Some(from), Some(to)) =
-                        (values.get(p.src..p.src + p.len), vals.get_mut(p.dst..p.dst + p.len))
-                    else {
-                        return Err(OpError::InvalidArgument);
-                    };
-                    to.copy_from_slice(from);
-                }
-                Ok(())
-            }
+            Some(Completion::Pull(values)) => misses.fill(&values, vals),
             Some(_) => Err(OpError::InvalidArgument),
         }
     }
@@ -302,66 +235,18 @@ impl Worker {
     }
 
     fn write(&mut self, keys: &[Key], vals: &[f32], write: WriteKind) -> Result<Ticket, OpError> {
-        let access = match write {
-            WriteKind::Add => Access::Add,
-            WriteKind::Set => Access::Set,
-        };
-        self.prepare(keys, vals.len(), access)?;
-        let layout = &self.shared.cfg.layout;
-        let store = &self.shared.store;
-        let index = &mut self.remote_index;
-        if !index.is_empty() {
-            index.clear();
-        }
-        // Fast path: with uniform lengths, apply while every key is local.
-        let mut served = 0;
-        if let Some(len) = layout.uniform_len() {
-            for (k, v) in keys.iter().zip(vals.chunks_exact(len)) {
-                let applied = match write {
-                    WriteKind::Add => store.add(*k, v),
-                    WriteKind::Set => store.set(*k, v),
-                };
-                if !applied {
-                    break;
-                }
-                served += 1;
-            }
-        }
-        let start = served * layout.uniform_len().unwrap_or(0);
-        let (mut remote, mut values, mut offs) = (Vec::new(), Vec::new(), Vec::new());
-        let mut local = served as u64;
-        walk(layout, &keys[served..], start, |k, off, len| {
-            let v = &vals[off..off + len];
-            if !index.is_empty() {
-                if let Some(&j) = index.get(&k) {
-                    let dst: &mut [f32] = &mut values[offs[j]..offs[j] + len];
-                    match write {
-                        WriteKind::Add => dst.iter_mut().zip(v).for_each(|(a, d)| *a += *d),
-                        WriteKind::Set => dst.copy_from_slice(v),
-                    }
-                    return;
-                }
-            }
-            let applied = match write {
-                WriteKind::Add => store.add(k, v),
-                WriteKind::Set => store.set(k, v),
-            };
-            if applied {
-                local += 1;
-            } else {
-                index.insert(k, remote.len());
-                offs.push(values.len());
-                remote.push(k);
-                values.extend_from_slice(v);
-            }
-        });
-        self.stats.keys_pushed_local += local;
-        self.stats.keys_pushed_remote += remote.len() as u64;
+        let kind = AccessKind::from(write);
+        self.prepare(keys, vals.len(), kind)?;
+        let (store, layout) = (&self.shared.store, &self.shared.cfg.layout);
+        let misses = self.access.split_write(store, layout, keys, vals, write, true);
+        self.stats.keys_pushed_local += misses.local as u64;
+        self.stats.keys_pushed_remote += misses.keys.len() as u64;
         self.publish();
-        if remote.is_empty() {
+        if misses.keys.is_empty() {
             return Ok(self.local_ticket());
         }
-        self.submit(remote, access, move |worker, ticket, keys| Command::Write {
+        let values = misses.values;
+        self.submit(misses.keys, kind, move |worker, ticket, keys| Command::Write {
             worker,
             ticket,
             write,
@@ -377,9 +262,9 @@ impl Worker {
     /// any of the keys.
     pub fn pull_if_local(&mut self, keys: &[Key], vals: &mut [f32]) -> Result<bool, OpError> {
         self.validate(keys, vals.len())?;
-        if self.order.conflicts(keys, Access::Pull) {
+        if self.access.conflicts(keys, AccessKind::Pull) {
             self.reap();
-            if self.order.conflicts(keys, Access::Pull) {
+            if self.access.conflicts(keys, AccessKind::Pull) {
                 return Ok(false);
             }
         }
@@ -388,7 +273,7 @@ impl Worker {
             return Ok(false);
         }
         let mut all = true;
-        walk(&self.shared.cfg.layout, keys, 0, |k, off, len| {
+        access::walk(&self.shared.cfg.layout, keys, 0, |k, off, len| {
             all = all && store.read(k, &mut vals[off..off + len]);
         });
         if all {
@@ -416,7 +301,11 @@ impl Worker {
         if unique.is_empty() {
             return Ok(self.local_ticket());
         }
-        self.submit(unique, Access::Other, |worker, ticket, keys| Command::Localize { worker, ticket, keys })
+        self.submit(unique, AccessKind::Other, |worker, ticket, keys| Command::Localize {
+            worker,
+            ticket,
+            keys,
+        })
     }
 
     /// Signals that this worker will access `keys` while its clock is in `[start, end)`
@@ -473,8 +362,10 @@ impl Worker {
     /// once after the call.
     pub fn wait_sync(&mut self) -> Result<(), OpError> {
         self.check_open()?;
-        let ticket =
-            self.submit(Vec::new(), Access::Other, |worker, ticket, _| Command::WaitSync { worker, ticket })?;
+        let ticket = self.submit(Vec::new(), AccessKind::Other, |worker, ticket, _| Command::WaitSync {
+            worker,
+            ticket,
+        })?;
         self.wait(ticket)
     }
 
@@ -489,8 +380,8 @@ impl Worker {
     pub fn barrier(&mut self) -> Result<(), OpError> {
         self.check_open()?;
         self.wait_all()?;
-        let ticket =
-            self.submit(Vec::new(), Access::Other, |worker, ticket, _| Command::Barrier { worker, ticket })?;
+        let ticket = self
+            .submit(Vec::new(), AccessKind::Other, |worker, ticket, _| Command::Barrier { worker, ticket })?;
         let deadline = std::time::Instant::now() + self.shared.opts.barrier_timeout;
         self.wait_until(ticket.id, deadline).map(|_| ())
     }
@@ -512,17 +403,22 @@ impl Worker {
     /// release of the last barrier above, and that node's transport reports the closed peer
     /// failed, failing its barrier. Everything `finalize` promises is established before it.
     pub fn finalize(mut self) -> Result<(), OpError> {
-        if self.shared.cfg.technique.uses_rounds() {
-            self.check_open()?;
-            if self.commands.send(Command::EndIntents { worker: self.id }).is_err() {
-                return Err(OpError::Closed);
+        for step in access::finalize_steps(self.shared.cfg.technique) {
+            match step {
+                FinalizeStep::EndIntents => {
+                    self.check_open()?;
+                    if self.commands.send(Command::EndIntents { worker: self.id }).is_err() {
+                        return Err(OpError::Closed);
+                    }
+                    self.shared.nudge_driver();
+                }
+                FinalizeStep::Barrier => self.barrier()?,
+                FinalizeStep::WaitSync => self.wait_sync()?,
+                FinalizeStep::LastBarrier => {
+                    let _ = self.barrier();
+                }
             }
-            self.shared.nudge_driver();
-            self.barrier()?;
-            self.wait_sync()?;
         }
-        self.barrier()?;
-        let _ = self.barrier();
         Ok(())
     }
 
@@ -541,19 +437,16 @@ impl Worker {
     }
 
     fn validate(&self, keys: &[Key], got: usize) -> Result<(), OpError> {
-        let expected = self.validate_keys(keys)?;
-        if expected != got {
-            return Err(OpError::ValueLength { expected, got });
-        }
-        Ok(())
+        self.check_open()?;
+        access::validate(&self.shared.cfg.layout, keys, got)
     }
 
     /// Everything before a pull or write touches anything: validation, then waiting for this
     /// worker's own operations it must not overtake, then for room in its in-flight bound.
-    fn prepare(&mut self, keys: &[Key], got: usize, access: Access) -> Result<(), OpError> {
+    fn prepare(&mut self, keys: &[Key], got: usize, kind: AccessKind) -> Result<(), OpError> {
         self.validate(keys, got)?;
-        if self.order.conflicts(keys, access) {
-            self.settle(keys, access)?;
+        if self.access.conflicts(keys, kind) {
+            self.settle(keys, kind)?;
         }
         self.make_room()
     }
@@ -571,17 +464,17 @@ impl Worker {
     fn submit(
         &mut self,
         keys: Vec<Key>,
-        access: Access,
+        kind: AccessKind,
         make: impl FnOnce(WorkerId, CoreTicket, Vec<Key>) -> Command,
     ) -> Result<Ticket, OpError> {
         let id = self.new_ticket();
-        let tracked = if access == Access::Other { Vec::new() } else { keys.clone() };
+        let tracked = if kind == AccessKind::Other { Vec::new() } else { keys.clone() };
         match self.commands.try_send(make(self.id, id, keys)) {
             Ok(()) => {}
             Err(TrySendError::Full(_)) => return Err(OpError::Busy),
             Err(TrySendError::Disconnected(_)) => return Err(OpError::Closed),
         }
-        self.order.record(id, tracked, access);
+        self.access.record(id, tracked, kind);
         self.shared.nudge_driver();
         Ok(Ticket { id, worker: self.id, remote: true })
     }
@@ -624,7 +517,7 @@ impl std::fmt::Debug for Worker {
         f.debug_struct("Worker")
             .field("node", &self.shared.me)
             .field("id", &self.id)
-            .field("outstanding", &self.order.len())
+            .field("outstanding", &self.access.outstanding())
             .finish()
     }
 }

@@ -1,18 +1,26 @@
 //! A cluster of [`Node`]s on a [`SimNet`], driven from one thread on virtual time.
 //!
-//! The cluster plays both the runtime's part (local accesses straight on the store, misses as
-//! node commands, the drain contract) and the network's (frames through the simulated
-//! transport). Every step is a function of the seed, so a run replays exactly.
+//! The cluster plays both the runtime's part (each worker's access path, core's
+//! [`WorkerAccess`]: local accesses straight on the store, misses as node commands, never ahead
+//! of the worker's own earlier operation on a key; and the drain contract) and the network's
+//! (frames through the simulated transport). Every step is a function of the seed, so a run
+//! replays exactly.
+//!
+//! Where the runtime's worker would wait ([`parma_core::Hold`]: an access that would overtake
+//! the worker's own remote operation, or a full in-flight bound), this cluster refuses the
+//! access as `Busy` and its caller issues it again later. The random workload never meets
+//! that: each simulated worker waits for one operation before it issues the next.
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt::Write as _;
 
+use parma_core::access::{Issue, PullMisses};
 use parma_core::node::Transmit;
 use parma_core::transport::{SendError, Transport, TransportEvent};
 use parma_core::wire::WriteKind;
 use parma_core::{
     Clock, Completion, Config, Conformity, DistId, Distribution, Instant, IntentKind, Key, Node, NodeId,
-    OpError, SampleHandle, Sampler, Ticket, WorkerId,
+    OpError, SampleHandle, Sampler, Ticket, WorkerAccess, WorkerId,
 };
 use parma_transport_loopback::sim::{SimNet, SimTransport};
 
@@ -57,6 +65,8 @@ pub struct Cluster {
     accesses: Accesses,
     /// Each worker's sampler, by node and worker.
     samplers: Vec<Vec<Sampler>>,
+    /// Each worker's access path, by node and worker.
+    paths: Vec<Vec<WorkerAccess>>,
     /// Everything the nodes gave this driver, in the order they gave it (see
     /// [`Cluster::outputs_digest`]).
     outputs: Digest,
@@ -72,8 +82,13 @@ impl Cluster {
             .iter()
             .map(|n| (0..cfg.workers_per_node).filter_map(|w| n.sampler(WorkerId(w)).ok()).collect())
             .collect();
+        let per_worker = parma_core::access::inflight_max(cfg);
+        let paths = (0..cfg.nodes)
+            .map(|_| (0..cfg.workers_per_node).map(|_| WorkerAccess::new(per_worker)).collect())
+            .collect();
         Ok(Cluster {
             samplers,
+            paths,
             stalled: (0..cfg.nodes).map(|_| VecDeque::new()).collect(),
             net,
             ends,
@@ -146,35 +161,22 @@ impl Cluster {
     }
 
     /// Pull as a worker does: local keys are copied into `vals` at once; the others are asked
-    /// of the node. Returns the ticket and the indices (into `keys`) that went to the node.
+    /// of the node. Returns the ticket and what went to the node (fill `vals` with its answer
+    /// by [`PullMisses::fill`]).
     pub fn pull(
         &mut self,
         node: NodeId,
         worker: WorkerId,
         keys: &[Key],
         vals: &mut [f32],
-    ) -> Result<(Ticket, Vec<usize>), OpError> {
-        let layout = self.nodes[node.index()].config().layout.clone();
-        let expected = layout.total_len(keys).map_err(|key| OpError::KeyOutsideLayout { key })?;
-        if vals.len() != expected {
-            return Err(OpError::ValueLength { expected, got: vals.len() });
-        }
-        let store = self.nodes[node.index()].store().clone();
-        let mut at = 0;
-        let mut missing = Vec::new();
-        for (i, k) in keys.iter().enumerate() {
-            let len = layout.len_of(*k).ok_or(OpError::KeyOutsideLayout { key: *k })?;
-            if !store.read(*k, &mut vals[at..at + len]) {
-                missing.push(i);
-            }
-            at += len;
-        }
+    ) -> Result<(Ticket, PullMisses), OpError> {
         let ticket = self.ticket();
-        let miss_keys: Vec<Key> = missing.iter().map(|i| keys[*i]).collect();
-        self.command(node, |n, now| n.pull(now, worker, ticket, &miss_keys))?;
-        self.accesses.pull_remote += missing.len() as u64;
-        self.accesses.pull_local += (keys.len() - missing.len()) as u64;
-        Ok((ticket, missing))
+        let misses = self.access(node, worker, ticket, |path, n, now| {
+            path.pull_via(n, now, worker, ticket, keys, vals, true)
+        })?;
+        self.accesses.pull_remote += misses.keys().len() as u64;
+        self.accesses.pull_local += misses.local() as u64;
+        Ok((ticket, misses))
     }
 
     /// Push or set as a worker does: local keys in place, the others through the node.
@@ -186,37 +188,21 @@ impl Cluster {
         keys: &[Key],
         vals: &[f32],
     ) -> Result<Ticket, OpError> {
-        let layout = self.nodes[node.index()].config().layout.clone();
-        let expected = layout.total_len(keys).map_err(|key| OpError::KeyOutsideLayout { key })?;
-        if vals.len() != expected {
-            return Err(OpError::ValueLength { expected, got: vals.len() });
-        }
-        let store = self.nodes[node.index()].store().clone();
-        let (mut at, mut miss_keys, mut miss_vals) = (0, Vec::new(), Vec::new());
-        for k in keys {
-            let len = layout.len_of(*k).ok_or(OpError::KeyOutsideLayout { key: *k })?;
-            let v = &vals[at..at + len];
-            at += len;
-            let hit = match write {
-                WriteKind::Add => store.add(*k, v),
-                WriteKind::Set => store.set(*k, v),
-            };
-            if !hit {
-                miss_keys.push(*k);
-                miss_vals.extend_from_slice(v);
-            }
-        }
         let ticket = self.ticket();
-        self.command(node, |n, now| n.push(now, worker, ticket, write, &miss_keys, &miss_vals))?;
-        self.accesses.write_remote += miss_keys.len() as u64;
-        self.accesses.write_local += (keys.len() - miss_keys.len()) as u64;
+        let misses = self.access(node, worker, ticket, |path, n, now| {
+            path.write_via(n, now, worker, ticket, write, keys, vals, true)
+        })?;
+        self.accesses.write_remote += misses.keys.len() as u64;
+        self.accesses.write_local += misses.local as u64;
         Ok(ticket)
     }
 
     /// Localize through the node.
     pub fn localize(&mut self, node: NodeId, worker: WorkerId, keys: &[Key]) -> Result<Ticket, OpError> {
         let ticket = self.ticket();
-        self.command(node, |n, now| n.localize(now, worker, ticket, keys))?;
+        self.access(node, worker, ticket, |path, n, now| {
+            path.other_via(ticket, || n.localize(now, worker, ticket, keys))
+        })?;
         Ok(ticket)
     }
 
@@ -243,7 +229,9 @@ impl Cluster {
     /// Wait for two more sync rounds through the node.
     pub fn wait_sync(&mut self, node: NodeId, worker: WorkerId) -> Result<Ticket, OpError> {
         let ticket = self.ticket();
-        self.command(node, |n, now| n.wait_sync(now, worker, ticket))?;
+        self.access(node, worker, ticket, |path, n, now| {
+            path.other_via(ticket, || n.wait_sync(now, worker, ticket))
+        })?;
         Ok(ticket)
     }
 
@@ -320,8 +308,39 @@ impl Cluster {
     /// Barrier through the node.
     pub fn barrier(&mut self, node: NodeId, worker: WorkerId) -> Result<Ticket, OpError> {
         let ticket = self.ticket();
-        self.command(node, |n, now| n.barrier(now, worker, ticket))?;
+        self.access(node, worker, ticket, |path, n, now| {
+            path.other_via(ticket, || n.barrier(now, worker, ticket))
+        })?;
         Ok(ticket)
+    }
+
+    /// A worker's operation `ticket` through its access path `f`, then the drain contract.
+    /// Completed in the store, its result is `ticket`'s at once; held, it is refused as `Busy`
+    /// (see the module docs).
+    fn access<M: Completes>(
+        &mut self,
+        node: NodeId,
+        worker: WorkerId,
+        ticket: Ticket,
+        f: impl FnOnce(&mut WorkerAccess, &mut Node, Instant) -> Result<Issue<M>, OpError>,
+    ) -> Result<M, OpError> {
+        if self.dead[node.index()] {
+            return Err(OpError::Closed);
+        }
+        let now = self.now();
+        let i = node.index();
+        let path = self.paths[i].get_mut(worker.index()).ok_or(OpError::InvalidArgument)?;
+        let issued = f(path, &mut self.nodes[i], now)?;
+        self.drain(node);
+        match issued {
+            Issue::Sent(m) => Ok(m),
+            Issue::Local(m) => {
+                self.done.insert((node, worker, ticket), Ok(M::local()));
+                Ok(m)
+            }
+            Issue::Refused(_, e) => Err(e),
+            Issue::Held(_) => Err(OpError::Busy),
+        }
     }
 
     fn command(
@@ -453,6 +472,9 @@ impl Cluster {
                     let _ = write!(out, "{other:?}");
                 }
             }
+            if let Some(path) = self.paths[i].get_mut(w.index()) {
+                path.complete(t);
+            }
             self.done.insert((id, w, t), r);
         }
     }
@@ -465,5 +487,28 @@ impl Cluster {
     /// True when no frame is in flight or stalled and every node is idle.
     pub fn quiet(&self) -> bool {
         self.net.in_flight() == 0 && self.stalled() == 0 && self.live_nodes().iter().all(|n| n.is_idle())
+    }
+}
+
+/// The completion of an operation the store served in full.
+trait Completes {
+    fn local() -> Completion;
+}
+
+impl Completes for PullMisses {
+    fn local() -> Completion {
+        Completion::Pull(Vec::new())
+    }
+}
+
+impl Completes for parma_core::access::WriteMisses {
+    fn local() -> Completion {
+        Completion::Write
+    }
+}
+
+impl Completes for () {
+    fn local() -> Completion {
+        Completion::Sync
     }
 }

@@ -367,7 +367,7 @@ fn check_after_failure(
         let key = Key(k);
         let len = layout.len_of(key).unwrap_or(0);
         let mut vals = vec![f32::NAN; len];
-        let (ticket, missing) = cluster
+        let (ticket, misses) = cluster
             .pull(prober, WorkerId(0), &[key], &mut vals)
             .map_err(|e| format!("probe of key {k} refused: {e}"))?;
         let start = cluster.steps();
@@ -383,9 +383,7 @@ fn check_after_failure(
         };
         match (result, &copies[k as usize]) {
             (Ok(Completion::Pull(remote)), Some(want)) => {
-                if !missing.is_empty() {
-                    vals.copy_from_slice(remote.get(..len).ok_or("short probe answer")?);
-                }
+                misses.fill(&remote, &mut vals).map_err(|e| format!("probe of key {k}: {e}"))?;
                 if vals != *want {
                     return Err(format!("probe of key {k} read {vals:?}, its main copy is {want:?}"));
                 }

@@ -6,6 +6,7 @@
 
 use std::collections::{HashMap, HashSet};
 
+use parma_core::access::PullMisses;
 use parma_core::wire::WriteKind;
 use parma_core::{Clock, Completion, Instant, Key, NodeId, OpError, Ticket, WorkerId};
 
@@ -65,7 +66,7 @@ impl Mix {
 }
 
 enum Outstanding {
-    Pull { ticket: Ticket, keys: Vec<Key>, vals: Vec<f32>, missing: Vec<usize> },
+    Pull { ticket: Ticket, keys: Vec<Key>, vals: Vec<f32>, misses: PullMisses },
     Push { ticket: Ticket, keys: Vec<Key>, deltas: Vec<u32> },
     Other { ticket: Ticket },
 }
@@ -248,10 +249,9 @@ impl Workload {
         self.ledger.ops_done += 1;
         let who = format!("node {} worker {}", w.node, w.id);
         match (current, result) {
-            (Some(Outstanding::Pull { keys, mut vals, missing, .. }), Ok(Completion::Pull(remote))) => {
+            (Some(Outstanding::Pull { keys, mut vals, misses, .. }), Ok(Completion::Pull(remote))) => {
                 let layout = cluster.nodes()[0].config().layout.clone();
-                fill_remote(&layout, &keys, &mut vals, &missing, &remote)
-                    .map_err(|e| format!("{who}: {e}"))?;
+                misses.fill(&remote, &mut vals).map_err(|e| format!("{who}: pull completion: {e}"))?;
                 self.check_read(i, &keys, &vals, &layout)
             }
             (Some(Outstanding::Push { keys, deltas, .. }), Ok(Completion::Write)) => {
@@ -367,15 +367,15 @@ impl Workload {
             self.samples_nothing_local += u64::from(keys.is_empty());
             let total = layout.total_len(&keys).map_err(|k| format!("key {k} outside layout"))?;
             let mut vals = vec![f32::NAN; total];
-            let (ticket, missing) = cluster.pull(node, id, &keys, &mut vals).map_err(err)?;
-            if d.level == parma_core::Conformity::NonConform && !missing.is_empty() {
+            let (ticket, misses) = cluster.pull(node, id, &keys, &mut vals).map_err(err)?;
+            if d.level == parma_core::Conformity::NonConform && !misses.is_empty() {
                 return Err(format!("node {node} worker {id}: locally sampled keys went remote"));
             }
-            self.workers[i].current = Some(Outstanding::Pull { ticket, keys, vals, missing });
+            self.workers[i].current = Some(Outstanding::Pull { ticket, keys, vals, misses });
         } else if roll < self.mix.p_pull {
             let mut vals = vec![f32::NAN; total];
-            let (ticket, missing) = cluster.pull(node, id, &keys, &mut vals).map_err(err)?;
-            self.workers[i].current = Some(Outstanding::Pull { ticket, keys, vals, missing });
+            let (ticket, misses) = cluster.pull(node, id, &keys, &mut vals).map_err(err)?;
+            self.workers[i].current = Some(Outstanding::Pull { ticket, keys, vals, misses });
         } else if roll < self.mix.p_pull + self.mix.p_push {
             keys.retain(|k| !is_set_key(*k));
             let deltas: Vec<u32> = keys.iter().map(|_| self.workers[i].rng.range(1, 5) as u32).collect();
@@ -406,31 +406,4 @@ impl Workload {
         }
         Ok(())
     }
-}
-
-/// Puts the values of a pull's remote keys (in `remote`, concatenated) into their places.
-pub fn fill_remote(
-    layout: &parma_core::Layout,
-    keys: &[Key],
-    vals: &mut [f32],
-    missing: &[usize],
-    remote: &[f32],
-) -> Result<(), String> {
-    let mut offs = Vec::with_capacity(keys.len() + 1);
-    let mut at = 0;
-    for k in keys {
-        offs.push(at);
-        at += layout.len_of(*k).unwrap_or(0);
-    }
-    let mut r = 0;
-    for &i in missing {
-        let len = layout.len_of(keys[i]).unwrap_or(0);
-        let src = remote.get(r..r + len).ok_or("pull completion has too few values")?;
-        vals[offs[i]..offs[i] + len].copy_from_slice(src);
-        r += len;
-    }
-    if r != remote.len() {
-        return Err("pull completion has too many values".into());
-    }
-    Ok(())
 }

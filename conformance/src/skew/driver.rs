@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use parma_core::wire::WriteKind;
 use parma_core::{
-    Clock, Completion, Config, DistId, Distribution, Duration, Instant, Key, Layout, NodeId, SampleHandle,
-    Technique, Ticket, WorkerId,
+    Clock, Completion, Config, DistId, Distribution, Duration, Instant, Key, Layout, NodeId, OpError,
+    SampleHandle, Technique, Ticket, WorkerId,
 };
 use parma_transport_loopback::sim::{Faults, SimNet};
 
@@ -26,6 +26,9 @@ const SIM_STEPS_PER_STEP_MAX: u64 = 10_000;
 enum Phase {
     /// Starts its next step at `at`.
     Ready { at: Instant },
+    /// Pulls the keys of its step as soon as its access path lets it: not before its own
+    /// pushes to them completed (the ordering rule), as the runtime's worker waits.
+    Issuing,
     /// Waits for the pull of its step.
     Pulling { ticket: Ticket },
     /// Computes until `at`, then pushes.
@@ -247,11 +250,17 @@ impl Driver<'_> {
                 Phase::Ready { at } if at <= now && !self.blocked(w) => {
                     self.prepare(cluster, w, w.step + self.opts.ahead)?;
                     self.step_keys(cluster, w)?;
-                    let mut vals = vec![0.0; w.keys.len() * self.opts.len as usize];
                     self.count_sampled(cluster, w);
-                    let (ticket, _) = cluster
-                        .pull(w.node, w.id, &w.keys, &mut vals)
-                        .map_err(|e| format!("node {} worker {}: pull: {e}", w.node, w.id))?;
+                    w.phase = Phase::Issuing;
+                }
+                Phase::Issuing => {
+                    let mut vals = vec![0.0; w.keys.len() * self.opts.len as usize];
+                    let (ticket, _) = match cluster.pull(w.node, w.id, &w.keys, &mut vals) {
+                        Ok(issued) => issued,
+                        // Held by the access path (or the node): wait for completions.
+                        Err(OpError::Busy) => return Ok(()),
+                        Err(e) => return Err(format!("node {} worker {}: pull: {e}", w.node, w.id)),
+                    };
                     w.phase = Phase::Pulling { ticket };
                 }
                 Phase::Pulling { ticket } => {

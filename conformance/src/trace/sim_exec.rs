@@ -8,7 +8,6 @@ use parma_core::{
 use parma_transport_loopback::sim::{Faults, SimNet};
 
 use super::exec::{BarrierOut, Executor, SampleOut, Setup};
-use crate::sim::workload::fill_remote;
 use crate::sim::Cluster;
 
 /// Most steps one trace command may take.
@@ -70,13 +69,12 @@ impl Executor for SimExecutor {
         self.node_exists(node)?;
         let total = self.setup.layout.total_len(keys).map_err(|key| OpError::KeyOutsideLayout { key })?;
         let mut vals = vec![0.0; total];
-        let (ticket, missing) = self.cluster.pull(node, worker, keys, &mut vals)?;
+        let (ticket, misses) = self.cluster.pull(node, worker, keys, &mut vals)?;
         match self.wait(node, worker, ticket)? {
             Completion::Pull(remote) => {
-                fill_remote(&self.setup.layout, keys, &mut vals, &missing, &remote)
-                    .map_err(|_| OpError::InvalidArgument)?;
+                misses.fill(&remote, &mut vals)?;
                 let mut local = vec![true; keys.len()];
-                missing.iter().for_each(|i| local[*i] = false);
+                misses.positions().for_each(|i| local[i] = false);
                 Ok((vals, local))
             }
             _ => Err(OpError::InvalidArgument),

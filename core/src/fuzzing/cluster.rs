@@ -32,6 +32,12 @@
 //! runtime's local path does), one byte per key (`x % KEYS`; repeats are dropped) and, for
 //! pushes and sets, one byte per key giving its two small integer values.
 //!
+//! Each worker's pulls, pushes, sets, localizes and waits go through core's [`WorkerAccess`],
+//! the path the runtime's workers run, with the node's `requests_pending_max` as its in-flight
+//! bound (so the node's own `Busy` stays reachable). An access it holds (it would overtake the
+//! worker's own remote operation on a key, or the bound is full) is not issued: the runtime's
+//! worker would be waiting then, and the step does nothing.
+//!
 //! # What is checked
 //!
 //! After every step: every node's [`Node::check_invariants`]; no frame dropped and no message
@@ -42,7 +48,8 @@
 //! the only failure is a `Timeout`, and only once the node's clock passed the deadline; a pull of
 //! a key that only ever received adds sees nothing that was not issued before it completed, and
 //! (under techniques without replicas, whose reads may be a round old) every add completed
-//! before the pull was issued (values are small integers, so sums are exact). A command is
+//! before the pull was issued and every add its own worker issued before it (invariant 4;
+//! values are small integers, so sums are exact). A command is
 //! refused only as `Busy` at a bound or, for localize, `StoreFull`.
 //!
 //! Then the heal: every worker ends its intents, every queue is delivered until all are empty,
@@ -60,9 +67,8 @@
 use alloc::collections::{BTreeMap, VecDeque};
 use alloc::vec::Vec;
 
-use hashbrown::HashMap;
-
 use super::{technique_of, Bytes};
+use crate::access::{Issue, WorkerAccess};
 use crate::config::{Config, Placement, Technique};
 use crate::error::OpError;
 use crate::ids::Clock;
@@ -71,7 +77,6 @@ use crate::layout::Layout;
 use crate::node::IntentKind;
 use crate::node::{Completion, Event, Node};
 use crate::placement::Homes;
-use crate::store::Whereabouts;
 use crate::time::{Duration, Instant};
 use crate::wire::{Message, WriteKind, HEADER_LEN};
 
@@ -135,6 +140,8 @@ pub fn cluster_schedule(data: &[u8]) {
     c.heal();
 }
 
+mod heal;
+
 /// A frame in a queue, with the keys it relocates (none unless it is a `Relocate`).
 struct Frame {
     bytes: Vec<u8>,
@@ -143,7 +150,8 @@ struct Frame {
 
 #[derive(Debug)]
 enum OpKind {
-    /// `lower`: per key of `keys`, the sum of the adds completed when the pull was issued.
+    /// `lower`: per key of `keys`, the sum of the adds completed when the pull was issued, or
+    /// issued before it by the same worker, whichever is larger per float.
     Pull {
         keys: Vec<Key>,
         lower: Vec<f32>,
@@ -178,6 +186,8 @@ struct KeyModel {
     sets: u32,
     /// An add to the key failed: it may or may not have been applied.
     uncertain: bool,
+    /// Sum of the adds issued, by the node and worker that issued them.
+    own: BTreeMap<(usize, WorkerId), [f32; LEN]>,
 }
 
 struct Cluster {
@@ -195,6 +205,8 @@ struct Cluster {
     /// completed names the oldest, the same in every run of an input.
     ops: BTreeMap<Ticket, Op>,
     keys: Vec<KeyModel>,
+    /// Each worker's access path, by node and worker.
+    paths: Vec<Vec<WorkerAccess>>,
     /// The heal has begun: nothing may time out any more (every frame is delivered).
     healing: bool,
 }
@@ -217,6 +229,11 @@ impl Cluster {
             next_ticket: 0,
             ops: BTreeMap::new(),
             keys: alloc::vec![KeyModel::default(); KEYS as usize],
+            paths: (0..n)
+                .map(|_| {
+                    (0..cfg.workers_per_node).map(|_| WorkerAccess::new(cfg.requests_pending_max)).collect()
+                })
+                .collect(),
             healing: false,
             cfg,
         }
@@ -384,10 +401,14 @@ impl Cluster {
                     return;
                 }
                 let ticket = self.ticket();
-                let r = self.nodes[i].wait_sync(now, worker, ticket);
-                if r == Err(OpError::Busy) {
-                    return;
-                }
+                let node = &mut self.nodes[i];
+                let path = &mut self.paths[i][worker.index()];
+                let r = match path.other_via(ticket, || node.wait_sync(now, worker, ticket)) {
+                    Ok(Issue::Held(_) | Issue::Refused(_, OpError::Busy)) => return,
+                    Ok(Issue::Refused(_, e)) => Err(e),
+                    Ok(_) => Ok(()),
+                    Err(e) => Err(e),
+                };
                 self.issued(i, worker, ticket, r, OpKind::Sync);
             }
             3 => {
@@ -405,20 +426,38 @@ impl Cluster {
     }
 
     fn pull(&mut self, i: usize, worker: WorkerId, keys: Vec<Key>, local_first: bool) {
-        let mut misses = Vec::new();
-        for k in keys {
-            let mut v = [0.0; LEN];
-            if local_first && self.nodes[i].store().read(k, &mut v) {
-                self.check_read(k, &v, None);
-            } else {
-                misses.push(k);
-            }
-        }
-        let lower = misses.iter().flat_map(|k| self.keys[k.0 as usize].done).collect();
         let ticket = self.ticket();
         let now = self.now[i];
-        let r = self.nodes[i].pull(now, worker, ticket, &misses);
-        self.issued(i, worker, ticket, r, OpKind::Pull { keys: misses, lower });
+        let mut vals = alloc::vec![0.0; keys.len() * LEN];
+        let path = &mut self.paths[i][worker.index()];
+        let issued = path.pull_via(&mut self.nodes[i], now, worker, ticket, &keys, &mut vals, local_first);
+        let (misses, r) = match issued {
+            Ok(Issue::Held(_)) => return,
+            Ok(Issue::Local(m) | Issue::Sent(m)) => (m, Ok(())),
+            Ok(Issue::Refused(m, e)) => (m, Err(e)),
+            Err(e) => panic!("node {i} refused a pull of {keys:?} with {e:?}"),
+        };
+        let remote: Vec<usize> = misses.positions().collect();
+        for (j, k) in keys.iter().enumerate().filter(|(j, _)| !remote.contains(j)) {
+            let lower = self.lower(i, worker, *k);
+            self.check_read(*k, &vals[j * LEN..(j + 1) * LEN], &lower);
+        }
+        if remote.is_empty() {
+            return;
+        }
+        let keys = misses.keys().to_vec();
+        let lower = keys.iter().flat_map(|k| self.lower(i, worker, *k)).collect();
+        self.issued(i, worker, ticket, r, OpKind::Pull { keys, lower });
+    }
+
+    /// What a pull of `k` by `worker` of node `i` must at least read, per float (unless the
+    /// key was set or is replicated): every add completed when it was issued, and every add
+    /// the worker itself issued before it (invariant 4).
+    fn lower(&self, i: usize, worker: WorkerId, k: Key) -> [f32; LEN] {
+        let m = &self.keys[k.0 as usize];
+        // An own add that failed (timed out) may never have been applied.
+        let own = if m.uncertain { [0.0; LEN] } else { m.own.get(&(i, worker)).copied().unwrap_or_default() };
+        core::array::from_fn(|e| m.done[e].max(own[e]))
     }
 
     fn push(
@@ -430,47 +469,52 @@ impl Cluster {
         values: Vec<f32>,
         local_first: bool,
     ) {
-        let (mut miss_keys, mut miss_values) = (Vec::new(), Vec::new());
-        for (k, v) in keys.iter().zip(values.chunks(LEN)) {
-            let store = self.nodes[i].store();
-            let hit = local_first
-                && match write {
-                    WriteKind::Add => store.add(*k, v),
-                    WriteKind::Set => store.set(*k, v),
-                };
-            if hit {
-                let m = &mut self.keys[k.0 as usize];
-                match write {
-                    WriteKind::Add => {
-                        add(&mut m.done, v);
-                        add(&mut m.issued, v);
-                    }
-                    WriteKind::Set => m.sets += 1,
-                }
-            } else {
-                miss_keys.push(*k);
-                miss_values.extend_from_slice(v);
-            }
-        }
         let ticket = self.ticket();
         let now = self.now[i];
-        let r = self.nodes[i].push(now, worker, ticket, write, &miss_keys, &miss_values);
-        if r.is_ok() {
-            for (k, v) in miss_keys.iter().zip(miss_values.chunks(LEN)) {
-                let m = &mut self.keys[k.0 as usize];
-                match write {
-                    WriteKind::Add => add(&mut m.issued, v),
-                    WriteKind::Set => m.sets += 1,
+        let path = &mut self.paths[i][worker.index()];
+        let issued =
+            path.write_via(&mut self.nodes[i], now, worker, ticket, write, &keys, &values, local_first);
+        let (misses, r) = match issued {
+            Ok(Issue::Held(_)) => return,
+            Ok(Issue::Local(m) | Issue::Sent(m)) => (m, Ok(())),
+            Ok(Issue::Refused(m, e)) => (m, Err(e)),
+            Err(e) => panic!("node {i} refused a write to {keys:?} with {e:?}"),
+        };
+        // The keys the store took, and (if the node took the rest) the keys sent.
+        for (k, v) in keys.iter().zip(values.chunks(LEN)) {
+            let sent = misses.keys.contains(k);
+            let m = &mut self.keys[k.0 as usize];
+            match write {
+                WriteKind::Set if !sent || r.is_ok() => m.sets += 1,
+                WriteKind::Set => {}
+                WriteKind::Add => {
+                    if !sent {
+                        add(&mut m.done, v);
+                    }
+                    if !sent || r.is_ok() {
+                        add(&mut m.issued, v);
+                        add(m.own.entry((i, worker)).or_default(), v);
+                    }
                 }
             }
         }
-        self.issued(i, worker, ticket, r, OpKind::Write { write, keys: miss_keys, values: miss_values });
+        if misses.keys.is_empty() {
+            return;
+        }
+        let kind = OpKind::Write { write, keys: misses.keys, values: misses.values };
+        self.issued(i, worker, ticket, r, kind);
     }
 
     fn localize(&mut self, i: usize, worker: WorkerId, keys: Vec<Key>) {
         let ticket = self.ticket();
         let now = self.now[i];
-        let r = self.nodes[i].localize(now, worker, ticket, &keys);
+        let node = &mut self.nodes[i];
+        let path = &mut self.paths[i][worker.index()];
+        let r = match path.other_via(ticket, || node.localize(now, worker, ticket, &keys)) {
+            Ok(Issue::Held(_)) => return,
+            Ok(Issue::Refused(_, e)) | Err(e) => Err(e),
+            Ok(_) => Ok(()),
+        };
         self.issued(i, worker, ticket, r, OpKind::Localize { keys });
     }
 
@@ -488,13 +532,13 @@ impl Cluster {
         }
     }
 
-    /// A value read (by a pull) of a key: within what the adds so far allow.
-    fn check_read(&self, k: Key, v: &[f32], lower: Option<&[f32]>) {
+    /// A value read (by a pull) of a key: within what the adds so far allow (see
+    /// [`Cluster::lower`]).
+    fn check_read(&self, k: Key, v: &[f32], lower: &[f32]) {
         let m = &self.keys[k.0 as usize];
         if m.sets > 0 {
             return;
         }
-        let lower = lower.unwrap_or(&m.done);
         // A replica may be a round old: only the upper bound holds for what it shows.
         let replicas = self.cfg.technique.uses_replicas();
         for e in 0..LEN {
@@ -512,6 +556,10 @@ impl Cluster {
         let Some(op) = self.ops.remove(&ticket) else {
             panic!("node {i} completed ticket {ticket:?}, which is not under way: {result:?}")
         };
+        assert!(
+            self.paths[i][worker.index()].complete(ticket),
+            "node {i} completed {ticket:?}, which worker {worker}'s access path did not send"
+        );
         assert_eq!((op.node, op.worker), (i, worker), "{op:?} completed at node {i}, worker {worker}");
         let timeout = self.cfg.request_timeout;
         match (&op.kind, &result) {
@@ -531,11 +579,7 @@ impl Cluster {
             (OpKind::Pull { keys, lower }, Ok(Completion::Pull(values))) => {
                 assert_eq!(values.len(), keys.len() * LEN, "{op:?} completed with {values:?}");
                 for (j, k) in keys.iter().enumerate() {
-                    self.check_read(
-                        *k,
-                        &values[j * LEN..(j + 1) * LEN],
-                        Some(&lower[j * LEN..(j + 1) * LEN]),
-                    );
+                    self.check_read(*k, &values[j * LEN..(j + 1) * LEN], &lower[j * LEN..(j + 1) * LEN]);
                 }
             }
             (OpKind::Write { write, keys, values }, Ok(Completion::Write)) => {
@@ -600,7 +644,7 @@ impl Cluster {
                 );
             }
             let s = node.stats();
-            assert_eq!(s.frames_rejected, 0, "node {i} rejected a frame");
+            assert_eq!(s.frames_rejected, 0, "node {i} dropped a frame");
             assert_eq!(s.messages_rejected, 0, "node {i} rejected a message: {s:?}");
         }
         for k in 0..KEYS {
@@ -611,195 +655,6 @@ impl Cluster {
                 "key {k} is held by nodes {holders:?} and in flight in {flying} relocations"
             );
         }
-    }
-
-    /// Ends every intent, delivers everything and runs the timers until the cluster has
-    /// settled, then checks that every operation is done, every replica agrees and every sum
-    /// is exact.
-    fn heal(&mut self) {
-        self.healing = true;
-        for i in 0..self.n {
-            for w in 0..self.cfg.workers_per_node {
-                let now = self.now[i];
-                assert_eq!(self.nodes[i].end_intents(now, WorkerId(w)), Ok(()), "node {i}: end_intents");
-            }
-            self.drain(i);
-        }
-        let permanent = self.cfg.technique.keeps_replicas();
-        let mut deliveries = 0;
-        let mut settle = Settle { stage: 0, target: Vec::new() };
-        let mut steps = 0;
-        loop {
-            self.deliver_all(&mut deliveries);
-            if self.settled(permanent, &mut settle) {
-                break;
-            }
-            steps += 1;
-            assert!(
-                steps <= HEAL_TIMER_STEPS_MAX,
-                "the cluster did not settle within {HEAL_TIMER_STEPS_MAX} timer steps: {}",
-                self.summary()
-            );
-            for i in 0..self.n {
-                if let Some(t) = self.nodes[i].poll_timeout() {
-                    let d = Duration(t.0.saturating_sub(self.now[i].0));
-                    self.advance(i, d);
-                }
-            }
-        }
-        for (i, node) in self.nodes.iter().enumerate() {
-            let idle = if permanent {
-                node.pending_requests() == 0 && node.keys_incoming() == 0 && node.waiting_ops() == 0
-            } else {
-                node.is_idle()
-            };
-            assert!(
-                idle,
-                "node {i} is not idle after the heal: {} pending, {} incoming, {} waiting",
-                node.pending_requests(),
-                node.keys_incoming(),
-                node.waiting_ops()
-            );
-        }
-        if let Some(op) = self.ops.values().next() {
-            panic!("{op:?} never completed ({} operations in all)", self.ops.len());
-        }
-        for (i, node) in self.nodes.iter().enumerate() {
-            // Every move was confirmed by the key's home, so every pointer was released.
-            assert_eq!(node.forwarding_pointers(), 0, "node {i} keeps forwarding pointers after the heal");
-            assert_eq!(node.waiting_ops(), 0, "node {i} has operations waiting after the heal");
-        }
-        for k in (0..KEYS).map(Key) {
-            // The home knows the owner, with the epoch of the move that put the key there.
-            let holder = (0..self.n).find(|i| self.nodes[*i].store().holds(k));
-            let Some(holder) = holder else { panic!("key {k} is held by no node after the heal") };
-            let home = self.nodes[0].store().homes().home(k).index();
-            let at_holder = self.nodes[holder].store().whereabouts(k);
-            let at_home = self.nodes[home].store().whereabouts(k);
-            let agree = match (at_holder, at_home) {
-                (Whereabouts::Here(e), Whereabouts::Here(f)) => holder == home && e == f,
-                (Whereabouts::Here(e), Whereabouts::Away(owner, f)) => owner.index() == holder && e == f,
-                _ => false,
-            };
-            assert!(agree, "key {k} is at node {holder} ({at_holder:?}); its home {home} says {at_home:?}");
-        }
-        let mut values: HashMap<Key, Vec<f32>> = HashMap::new();
-        for node in &self.nodes {
-            node.store().for_each_owned(|k, _, _, v| {
-                values.insert(k, v.to_vec());
-            });
-        }
-        self.check_replicas(&values, permanent);
-        for k in 0..KEYS {
-            let m = &self.keys[k as usize];
-            if m.sets > 0 || m.uncertain {
-                continue;
-            }
-            // A key never touched is held by its home with the initial value (zero).
-            let v = values.get(&Key(k)).cloned().unwrap_or(alloc::vec![0.0; LEN]);
-            assert!(
-                v[..] == m.done[..] && m.done == m.issued,
-                "key {k} ends as {v:?}; its adds sum to {:?} ({:?} issued)",
-                m.done,
-                m.issued
-            );
-        }
-    }
-}
-
-/// Where the heal's settling stands under techniques that keep replicas: `stage` 0 before the
-/// first check, 1 while every node runs its first two rounds, 2 while it runs two more.
-struct Settle {
-    stage: u8,
-    target: Vec<u64>,
-}
-
-impl Cluster {
-    /// Delivers every queue until all are empty, checking after each delivery.
-    fn deliver_all(&mut self, deliveries: &mut usize) {
-        while self.frames > 0 {
-            for q in 0..self.queues.len() {
-                if self.deliver(q) {
-                    *deliveries += 1;
-                    self.check();
-                }
-            }
-            assert!(
-                *deliveries <= HEAL_DELIVERIES_MAX,
-                "the cluster did not settle within {HEAL_DELIVERIES_MAX} deliveries"
-            );
-        }
-    }
-
-    /// Whether the heal may stop (see the module docs); nothing is in flight when it is asked.
-    fn settled(&self, permanent: bool, s: &mut Settle) -> bool {
-        if !permanent {
-            // A `wait_sync` waits for rounds, which idle nodes still run on their timers.
-            return self.ops.is_empty() && self.nodes.iter().all(|n| n.is_idle());
-        }
-        let rounds = || self.nodes.iter().map(|n| n.sync_rounds_done() + 2).collect::<Vec<_>>();
-        if s.stage == 0 {
-            s.stage = 1;
-            s.target = rounds();
-            return false;
-        }
-        let reached = self.nodes.iter().zip(&s.target).all(|(n, t)| {
-            n.sync_rounds_done() >= *t
-                && n.pending_requests() == 0
-                && n.keys_incoming() == 0
-                && n.forwarding_pointers() == 0
-                && n.waiting_ops() == 0
-        }) && self.ops.is_empty();
-        if reached && s.stage == 1 {
-            s.stage = 2;
-            s.target = rounds();
-            return false;
-        }
-        reached
-    }
-
-    /// Every replica equals its main copy in `values` and has no unsent delta; none is left
-    /// unless the technique keeps replicas for the whole run.
-    fn check_replicas(&self, values: &HashMap<Key, Vec<f32>>, permanent: bool) {
-        for (i, node) in self.nodes.iter().enumerate() {
-            let mut replicas = Vec::new();
-            node.store().for_each_replica(|k, _, v, d| replicas.push((k, v.to_vec(), d.to_vec())));
-            assert!(
-                permanent || replicas.is_empty(),
-                "node {i} keeps replicas of {:?} after every intent ended",
-                replicas.iter().map(|r| r.0).collect::<Vec<_>>()
-            );
-            for (k, v, d) in replicas {
-                assert!(
-                    d.iter().all(|x| *x == 0.0),
-                    "node {i}: replica of key {k} keeps an unsent delta {d:?}"
-                );
-                let main = values.get(&k).cloned().unwrap_or(alloc::vec![0.0; LEN]);
-                assert_eq!(v, main, "node {i}: replica of key {k} differs from its main copy");
-            }
-        }
-    }
-
-    /// A line per node, for failure messages.
-    fn summary(&self) -> alloc::string::String {
-        use core::fmt::Write as _;
-        let mut out = alloc::string::String::new();
-        for (i, n) in self.nodes.iter().enumerate() {
-            let _ = write!(
-                out,
-                "\n node {i}: idle {}, {} pending, {} incoming, {} waiting, {} pointers, {} rounds, \
-                 sync outstanding {:?}, replicas {:?}",
-                n.is_idle(),
-                n.pending_requests(),
-                n.keys_incoming(),
-                n.waiting_ops(),
-                n.forwarding_pointers(),
-                n.sync_rounds_done(),
-                n.sync_outstanding(),
-                n.replica_keys()
-            );
-        }
-        out
     }
 }
 

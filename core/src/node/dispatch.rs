@@ -332,7 +332,7 @@ impl Node {
             let applied = match write {
                 WriteKind::Add if origin == self.me => self.store.add(k, v),
                 WriteKind::Add => self.store.add_owned(k, v),
-                WriteKind::Set => self.store.write(k, v),
+                WriteKind::Set => self.store.set(k, v),
             };
             if applied {
                 done.push(k);

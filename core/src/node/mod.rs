@@ -420,7 +420,7 @@ impl Node {
             at += len;
             let applied = match write {
                 WriteKind::Add => self.store.add(k, v),
-                WriteKind::Set => self.store.write(k, v),
+                WriteKind::Set => self.store.set(k, v),
             };
             if applied {
                 self.stats.keys_served_late_local += 1;

@@ -105,12 +105,6 @@ impl Store {
             .unwrap_or(false)
     }
 
-    /// The node's name for [`Store::set`] (it goes once the node's calls are renamed).
-    #[inline]
-    pub(crate) fn write(&self, key: Key, values: &[f32]) -> bool {
-        self.set(key, values)
-    }
-
     /// Sets the value of `key` to `values` if its main copy is here (replicas are not set: a
     /// set goes to the owner). Not an add: [`crate::WriteKind`] names both.
     #[inline]

@@ -6,11 +6,10 @@
 use std::sync::mpsc::TrySendError;
 
 use parma_core::sampling::SamplingStats;
-use parma_core::{Clock, Conformity, DistId, Distribution, Key, Layout, OpError, SampleHandle};
+use parma_core::{AccessKind, Clock, Conformity, DistId, Distribution, Key, Layout, OpError, SampleHandle};
 
 use super::{KeyMap, Worker};
 use crate::driver::Command;
-use crate::order::Access;
 
 impl Worker {
     /// Registers `dist` under `conformity` for this worker's node and returns its id, usable
@@ -106,7 +105,7 @@ impl Worker {
         // Serve from the reads if every key was read and this worker has no write in flight
         // to any of them (a pull would wait for it: read-your-writes); else pull as usual.
         let served = drawn.is_ok()
-            && !self.order.conflicts(keys, Access::Pull)
+            && !self.access.conflicts(keys, AccessKind::Pull)
             && serve_from_reads(layout, keys, values, &read, &scratch);
         read.clear();
         self.sample_values = scratch;

@@ -4,14 +4,13 @@
 
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
-use parma_core::{Completion, Key, OpError, Ticket as CoreTicket};
+use parma_core::{AccessKind, Completion, Key, OpError, Ticket as CoreTicket, WorkerAccess};
 
 use super::{Ticket, Worker};
-use crate::order::{Access, Order};
 use crate::slot::SlotState;
 
 /// Releases the keys of the operations that completed since the worker last looked.
-fn reap(order: &mut Order, st: &mut SlotState) {
+fn reap(order: &mut WorkerAccess, st: &mut SlotState) {
     for t in st.fresh.drain(..) {
         order.complete(t);
     }
@@ -25,14 +24,14 @@ impl Worker {
 
     /// Looks at completions without waiting.
     pub(super) fn reap(&mut self) {
-        let order = &mut self.order;
+        let order = &mut self.access;
         self.shared.slots[self.id.index()].peek(|st| reap(order, st));
     }
 
     /// Waits until an `access` to `keys` no longer overtakes an operation of this worker.
-    pub(super) fn settle(&mut self, keys: &[Key], access: Access) -> Result<(), OpError> {
+    pub(super) fn settle(&mut self, keys: &[Key], access: AccessKind) -> Result<(), OpError> {
         let deadline = self.backstop();
-        let order = &mut self.order;
+        let order = &mut self.access;
         self.shared.slots[self.id.index()].wait(deadline, |st| {
             reap(order, st);
             (!order.conflicts(keys, access)).then_some(())
@@ -41,29 +40,29 @@ impl Worker {
 
     /// Waits until one more operation fits in this worker's in-flight bound.
     pub(super) fn make_room(&mut self) -> Result<(), OpError> {
-        if self.order.len() < self.inflight_max {
+        if self.access.has_room() {
             return Ok(());
         }
-        let (deadline, max) = (self.backstop(), self.inflight_max);
-        let order = &mut self.order;
+        let deadline = self.backstop();
+        let order = &mut self.access;
         self.shared.slots[self.id.index()]
             .wait(deadline, |st| {
                 reap(order, st);
-                (order.len() < max).then_some(())
+                order.has_room().then_some(())
             })
             .map_err(|e| if e == OpError::Timeout { OpError::Busy } else { e })
     }
 
     /// Waits until every operation of this worker completed (their results stay for `wait`).
     pub(super) fn wait_all(&mut self) -> Result<(), OpError> {
-        if self.order.len() == 0 {
+        if self.access.outstanding() == 0 {
             return Ok(());
         }
         let deadline = self.backstop();
-        let order = &mut self.order;
+        let order = &mut self.access;
         self.shared.slots[self.id.index()].wait(deadline, |st| {
             reap(order, st);
-            (order.len() == 0).then_some(())
+            (order.outstanding() == 0).then_some(())
         })
     }
 
@@ -82,7 +81,7 @@ impl Worker {
     /// Waits for the result of operation `id` until `deadline`; then gives up on it.
     pub(super) fn wait_until(&mut self, id: CoreTicket, deadline: StdInstant) -> Result<Completion, OpError> {
         let slot = &self.shared.slots[self.id.index()];
-        let order = &mut self.order;
+        let order = &mut self.access;
         match slot.wait(deadline, |st| {
             reap(order, st);
             st.take(id)

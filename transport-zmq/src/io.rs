@@ -16,7 +16,7 @@ use zeromq::{
     SocketRecv, SocketSend, ZmqMessage,
 };
 
-use crate::shared::{Action, Shared};
+use crate::shared::{split, Action, Shared, Wire};
 use crate::{lock, ZmqError, ZmqOptions};
 
 /// Events from the socket tasks to the loop.
@@ -24,12 +24,13 @@ enum IoEvent {
     DealerUp {
         peer: NodeId,
         gen: u64,
-        tx: mpsc::Sender<Bytes>,
+        tx: mpsc::Sender<Wire>,
     },
     DealerPacket {
         peer: NodeId,
         gen: u64,
-        bytes: Bytes,
+        head: Bytes,
+        body: Bytes,
     },
     LinkLost {
         peer: NodeId,
@@ -38,7 +39,8 @@ enum IoEvent {
     },
     RoutedPacket {
         identity: Bytes,
-        bytes: Bytes,
+        head: Bytes,
+        body: Bytes,
     },
     RoutedLost {
         identity: Bytes,
@@ -155,13 +157,10 @@ async fn run(mut router: RouterSocket, peers: Vec<String>, shared: Arc<Shared>, 
         while let Ok(msg) = router_recv.recv().await {
             let mut frames = msg.into_vecdeque();
             let Some(identity) = frames.pop_front() else { continue };
-            let bytes = match (frames.pop_front(), frames.pop_front()) {
-                (Some(bytes), None) => bytes,
-                // Not one packet: a stranger's multipart message. As an empty packet it is
-                // refused (no Hello, no session packet) and its connection closed.
-                _ => Bytes::new(),
-            };
-            if tx.send(IoEvent::RoutedPacket { identity, bytes }).await.is_err() {
+            // More parts than a packet has: a stranger's message. As an empty packet it is
+            // refused (no Hello, no session packet) and its connection closed.
+            let (head, body) = split(frames).unwrap_or_default();
+            if tx.send(IoEvent::RoutedPacket { identity, head, body }).await.is_err() {
                 break;
             }
         }
@@ -258,10 +257,10 @@ async fn run(mut router: RouterSocket, peers: Vec<String>, shared: Arc<Shared>, 
 fn handle(st: &mut crate::shared::State, ev: IoEvent, actions: &mut Vec<Action>) {
     match ev {
         IoEvent::DealerUp { peer, gen, tx } => st.dealer_up(peer, gen, tx),
-        IoEvent::DealerPacket { peer, gen, bytes } => st.dealer_packet(peer, gen, &bytes),
+        IoEvent::DealerPacket { peer, gen, head, body } => st.dealer_packet(peer, gen, &head, body),
         IoEvent::LinkLost { peer, gen, opened } => st.link_lost(peer, gen, opened),
-        IoEvent::RoutedPacket { identity, bytes } => {
-            if let Some(a) = st.routed_packet(identity, &bytes) {
+        IoEvent::RoutedPacket { identity, head, body } => {
+            if let Some(a) = st.routed_packet(identity, &head, body) {
                 actions.push(a);
             }
         }
@@ -276,13 +275,16 @@ async fn routed_writer(
     peer: NodeId,
     gen: u64,
     identity: Bytes,
-    mut rx: mpsc::Receiver<Bytes>,
+    mut rx: mpsc::Receiver<Wire>,
     mut router: RouterSendHalf,
     events: mpsc::Sender<IoEvent>,
 ) {
     while let Some(packet) = rx.recv().await {
         let mut msg = ZmqMessage::from(identity.clone());
-        msg.push_back(packet);
+        msg.push_back(packet.head);
+        if let Some(body) = packet.body {
+            msg.push_back(body);
+        }
         if router.send(msg).await.is_err() {
             let _ = events.send(IoEvent::LinkLost { peer, gen, opened: true }).await;
             return;
@@ -298,13 +300,17 @@ const SENDS_PER_TURN: usize = 256;
 /// receiving side and its monitor again, and the receive builds a boxed future).
 async fn send_queued(
     send: &mut DealerSendHalf,
-    first: Bytes,
-    rx: &mut mpsc::Receiver<Bytes>,
+    first: Wire,
+    rx: &mut mpsc::Receiver<Wire>,
 ) -> Result<(), ()> {
     let mut next = Some(first);
     let mut sent = 0;
     while let Some(packet) = next.take() {
-        send.send(ZmqMessage::from(packet)).await.map_err(|_| ())?;
+        let mut msg = ZmqMessage::from(packet.head);
+        if let Some(body) = packet.body {
+            msg.push_back(body);
+        }
+        send.send(msg).await.map_err(|_| ())?;
         sent += 1;
         if sent < SENDS_PER_TURN {
             next = rx.try_recv().ok();
@@ -329,7 +335,7 @@ async fn dealer(peer: NodeId, gen: u64, endpoint: String, opts: ZmqOptions, even
         let _ = events.send(IoEvent::LinkLost { peer, gen, opened: false }).await;
         return;
     }
-    let (tx, mut rx) = mpsc::channel::<Bytes>(opts.session.window_frames_max + 64);
+    let (tx, mut rx) = mpsc::channel::<Wire>(opts.session.window_frames_max + 64);
     if events.send(IoEvent::DealerUp { peer, gen, tx }).await.is_err() {
         return;
     }
@@ -346,9 +352,8 @@ async fn dealer(peer: NodeId, gen: u64, endpoint: String, opts: ZmqOptions, even
             },
             msg = recv.recv() => match msg {
                 Ok(msg) => {
-                    let mut frames = msg.into_vecdeque();
-                    let (Some(bytes), None) = (frames.pop_front(), frames.pop_front()) else { break };
-                    if events.send(IoEvent::DealerPacket { peer, gen, bytes }).await.is_err() {
+                    let Some((head, body)) = split(msg.into_vecdeque()) else { break };
+                    if events.send(IoEvent::DealerPacket { peer, gen, head, body }).await.is_err() {
                         return;
                     }
                 }

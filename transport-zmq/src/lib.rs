@@ -183,7 +183,13 @@ impl Bound {
         let state = State::new(id, n, &self.opts, token).map_err(|r| ZmqError::Options(r.to_string()))?;
         let shared = Arc::new(Shared::new(state));
         let thread = self.io.start(me, peers, shared.clone(), &self.opts)?;
-        Ok(ZmqTransport { me, frame_len_max: self.opts.session.frame_len_max, shared, thread: Some(thread) })
+        Ok(ZmqTransport {
+            me,
+            frame_len_max: self.opts.session.frame_len_max,
+            shared,
+            thread: Some(thread),
+            taken: Vec::new(),
+        })
     }
 }
 
@@ -239,6 +245,8 @@ pub struct ZmqTransport {
     frame_len_max: usize,
     shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
+    /// Frames taken out of the lock for the sink (kept to reuse its room).
+    taken: shared::Frames,
 }
 
 impl ZmqTransport {
@@ -311,14 +319,27 @@ impl Transport for ZmqTransport {
     ) -> Result<usize, RecvError> {
         // Frames leave the lock before the sink sees them: the node's work on a frame never
         // holds up the I/O thread.
-        let (frames, window_moved) = self.lock().take(max_frames)?;
+        let mut frames = std::mem::take(&mut self.taken);
+        frames.clear();
+        let r = self.lock().take(max_frames, &mut frames);
+        let window_moved = match r {
+            Ok(m) => m,
+            Err(e) => {
+                self.taken = frames;
+                return Err(e);
+            }
+        };
         if window_moved {
             self.shared.io_wake.notify_one();
         }
-        for (from, f) in &frames {
-            sink(*from, f);
+        let n = frames.len();
+        for (from, f) in frames.drain(..) {
+            // The bytes as they came off the socket: no copy, and dropped (freeing the
+            // socket's read buffer) as soon as the sink returns.
+            sink(from, &f);
         }
-        Ok(frames.len())
+        self.taken = frames;
+        Ok(n)
     }
 
     fn poll_event(&mut self) -> Option<TransportEvent> {

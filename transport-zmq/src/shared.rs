@@ -6,7 +6,9 @@ use std::sync::{Arc, Mutex};
 use std::task::Waker;
 
 use bytes::Bytes;
-use parma_core::session::{hello_of, FailCause, Identity, Refusal, Session, SessionEvent, Token, PROOF_LEN};
+use parma_core::session::{
+    head_len, hello_of, FailCause, Frame, Identity, Outbound, Refusal, Session, SessionEvent, Token, PROOF_LEN,
+};
 use parma_core::transport::{RecvError, SendError, TransportEvent};
 use parma_core::{Instant, NodeId};
 use tokio::sync::mpsc;
@@ -24,7 +26,37 @@ impl Token for SharedToken {
 }
 
 /// Frames taken for the driver, with their senders.
-pub(crate) type Frames = Vec<(NodeId, Vec<u8>)>;
+pub(crate) type Frames = Vec<(NodeId, Bytes)>;
+
+/// A session packet for a connection: its head, and a data packet's frame (sent as the two
+/// parts of one ZMTP message, so that the frame is not copied to put the head in front).
+pub(crate) struct Wire {
+    pub head: Bytes,
+    pub body: Option<Bytes>,
+}
+
+/// A frame of the retransmission buffer lent to the socket: the `Bytes` the crate sends
+/// refers to the session's buffer, and gives it back when written.
+struct Lent(Frame);
+
+impl AsRef<[u8]> for Lent {
+    fn as_ref(&self) -> &[u8] {
+        self.0.as_slice()
+    }
+}
+
+/// Packet heads, cut from one buffer: one allocation per a few hundred heads, not per packet.
+struct Heads(bytes::BytesMut);
+
+impl Heads {
+    fn cut(&mut self, head: &[u8]) -> Bytes {
+        if self.0.capacity() - self.0.len() < head.len() {
+            self.0 = bytes::BytesMut::with_capacity(8 << 10);
+        }
+        self.0.extend_from_slice(head);
+        self.0.split().freeze()
+    }
+}
 
 pub(crate) struct Shared {
     pub state: Mutex<State>,
@@ -49,7 +81,7 @@ pub(crate) enum Link {
     /// the peer's routing id on our ROUTER when the peer opened it.
     Open {
         gen: u64,
-        tx: mpsc::Sender<Bytes>,
+        tx: mpsc::Sender<Wire>,
         identity: Option<Bytes>,
     },
 }
@@ -59,7 +91,7 @@ pub(crate) enum Action {
     /// Open a DEALER connection to `peer` as link `gen`.
     Connect { peer: NodeId, gen: u64 },
     /// Serve packets for the peer behind `identity` on our ROUTER: start its writer.
-    Serve { peer: NodeId, gen: u64, identity: Bytes, rx: mpsc::Receiver<Bytes> },
+    Serve { peer: NodeId, gen: u64, identity: Bytes, rx: mpsc::Receiver<Wire> },
     /// Close the connection behind `identity` on our ROUTER: a link given up, or a stranger
     /// refused. The end that connected learns it at once (a peer opens its link again).
     Close { identity: Bytes },
@@ -69,6 +101,10 @@ pub(crate) struct State {
     pub me: NodeId,
     start: std::time::Instant,
     sessions: Vec<Option<Session<SharedToken>>>,
+    /// Frames each session delivered (the bytes as they came off the socket), not yet taken;
+    /// at most `recv_frames_max` per peer, the window the session grants.
+    inbox: Vec<VecDeque<Bytes>>,
+    heads: Heads,
     links: Vec<Link>,
     /// ROUTER identities of the links peers opened, to their peer and link.
     routed: HashMap<Bytes, (NodeId, u64)>,
@@ -83,7 +119,7 @@ pub(crate) struct State {
     first_packet_within: parma_core::time::Duration,
     next_gen: u64,
     link_capacity: usize,
-    self_frames: VecDeque<Vec<u8>>,
+    self_frames: VecDeque<Bytes>,
     self_frames_max: usize,
     events: VecDeque<TransportEvent>,
     /// Peers whose failure was reported to the session's user: nothing from them follows.
@@ -127,6 +163,8 @@ impl State {
             me: id.me,
             start,
             sessions,
+            inbox: (0..n).map(|_| VecDeque::new()).collect(),
+            heads: Heads(bytes::BytesMut::new()),
             links: (0..n).map(|_| Link::None).collect(),
             routed: HashMap::new(),
             to_close: Vec::new(),
@@ -177,7 +215,7 @@ impl State {
             }
             let mut f = vec![0; len];
             fill(&mut f);
-            self.self_frames.push_back(f);
+            self.self_frames.push_back(Bytes::from(f));
             self.counters.frames_sent += 1;
             self.counters.bytes_sent += len as u64;
             self.wake_due = true;
@@ -205,15 +243,15 @@ impl State {
 
     /// Up to `max` received frames, round robin over the peers; whether a peer's window grew
     /// (the I/O thread should tell it).
-    pub fn take(&mut self, max: usize) -> Result<(Frames, bool), RecvError> {
+    pub fn take(&mut self, max: usize, out: &mut Frames) -> Result<bool, RecvError> {
         if self.closing || self.killed {
             return Err(RecvError::Closed);
         }
         let n = self.sessions.len();
-        let mut out = Vec::new();
+        let start = out.len();
         let mut window_moved = false;
         let mut idle = 0;
-        while out.len() < max && idle < n {
+        while out.len() - start < max && idle < n {
             let p = self.cursor % n;
             self.cursor = (self.cursor + 1) % n;
             let peer = NodeId(p as u16);
@@ -226,8 +264,13 @@ impl State {
             } else if self.gone[p] {
                 None
             } else {
-                let f = self.session(peer).and_then(|s| s.poll_recv());
-                window_moved |= f.is_some();
+                let f = self.inbox[p].pop_front();
+                if f.is_some() {
+                    window_moved = true;
+                    if let Some(s) = self.session(peer) {
+                        s.frames_taken(1);
+                    }
+                }
                 f
             };
             match frame {
@@ -241,7 +284,7 @@ impl State {
             }
         }
         self.wake_if_due();
-        Ok((out, window_moved))
+        Ok(window_moved)
     }
 
     pub fn next_event(&mut self) -> Option<TransportEvent> {
@@ -305,7 +348,7 @@ impl State {
     // ----- the I/O thread's side -----
 
     /// A DEALER connection `gen` to `peer` is open, with `tx` its writer's queue.
-    pub fn dealer_up(&mut self, peer: NodeId, gen: u64, tx: mpsc::Sender<Bytes>) {
+    pub fn dealer_up(&mut self, peer: NodeId, gen: u64, tx: mpsc::Sender<Wire>) {
         let i = usize::from(peer.0);
         if !matches!(self.links.get(i), Some(Link::Connecting { gen: g }) if *g == gen) {
             return; // the session gave up on this attempt; dropping `tx` ends the connection
@@ -371,22 +414,23 @@ impl State {
         }
     }
 
-    /// A packet from the DEALER connection `gen` to `peer`.
-    pub fn dealer_packet(&mut self, peer: NodeId, gen: u64, bytes: &[u8]) {
+    /// A packet (`head` and `body`, see [`split`]) from the DEALER connection `gen` to `peer`.
+    pub fn dealer_packet(&mut self, peer: NodeId, gen: u64, head: &[u8], body: Bytes) {
         let i = usize::from(peer.0);
         if !matches!(self.links.get(i), Some(Link::Open { gen: g, .. }) if *g == gen) {
             return; // a packet of an old connection
         }
-        self.session_packet(peer, bytes);
+        self.session_packet(peer, head, body);
     }
 
-    /// A packet from the connection behind `identity` on our ROUTER.
-    pub fn routed_packet(&mut self, identity: Bytes, bytes: &[u8]) -> Option<Action> {
+    /// A packet (`head` and `body`, see [`split`]) from the connection behind `identity` on
+    /// our ROUTER.
+    pub fn routed_packet(&mut self, identity: Bytes, head: &[u8], body: Bytes) -> Option<Action> {
         self.silent_ids.remove(&identity);
         if let Some(&(peer, gen)) = self.routed.get(&identity) {
             let current = matches!(&self.links[usize::from(peer.0)], Link::Open { gen: g, .. } if *g == gen);
             if current {
-                self.session_packet(peer, bytes);
+                self.session_packet(peer, head, body);
                 return None;
             }
             self.routed.remove(&identity);
@@ -394,7 +438,8 @@ impl State {
         }
         // A connection we do not know: its first packet must be a Hello for a session of ours
         // that accepts (the peer has the lower id).
-        let hello = match hello_of(bytes) {
+        let first = if body.is_empty() { hello_of(head) } else { Err(Refusal::NotHello) };
+        let hello = match first {
             Ok(g) => g,
             Err(r) => {
                 self.refused_stranger(&r);
@@ -447,16 +492,18 @@ impl State {
         }
     }
 
-    fn session_packet(&mut self, peer: NodeId, bytes: &[u8]) {
+    fn session_packet(&mut self, peer: NodeId, head: &[u8], body: Bytes) {
         let now = self.now();
         let me = self.me.0;
-        let Some(s) = self.session(peer) else { return };
-        match s.handle_packet(now, bytes) {
-            Ok(()) => {
-                if s.received_frames() > 0 {
-                    self.wake_due = true;
-                }
+        let p = usize::from(peer.0);
+        let Some(s) = self.sessions.get_mut(p).and_then(Option::as_mut) else { return };
+        match s.handle_parts(now, head, &body) {
+            Ok(true) => {
+                // Within the window the session grants: at most `recv_frames_max` wait here.
+                self.inbox[p].push_back(body);
+                self.wake_due = true;
             }
+            Ok(false) => {}
             Err(r) => {
                 tracing::warn!(node = me, peer = peer.0, "refused a packet, dropping the connection: {r}");
                 // The session dropped its link; the connection goes with it.
@@ -547,8 +594,8 @@ impl State {
             let mut lost = false;
             if let Link::Open { tx, .. } = &self.links[p] {
                 while tx.capacity() > 0 {
-                    let Some(packet) = s.poll_transmit() else { break };
-                    if tx.try_send(Bytes::from(packet)).is_err() {
+                    let Some(packet) = s.poll_transmit_parts() else { break };
+                    if tx.try_send(wire(&mut self.heads, packet)).is_err() {
                         lost = true; // the writer ended: the connection is gone
                         break;
                     }
@@ -592,5 +639,24 @@ impl State {
         if self.sessions[p].as_ref().is_some_and(|s| s.failure().is_some()) {
             self.unlink(p);
         }
+    }
+}
+
+/// The session packet `o` as the parts of a ZMTP message.
+fn wire(heads: &mut Heads, o: Outbound) -> Wire {
+    let head = heads.cut(o.head());
+    Wire { head, body: o.into_body().map(|f| Bytes::from_owner(Lent(f))) }
+}
+
+/// A session packet off a socket, as its head and its body: the two parts of a ZMTP message,
+/// or one part cut where the head ends. `None`: more parts than a packet has.
+pub(crate) fn split(mut parts: VecDeque<Bytes>) -> Option<(Bytes, Bytes)> {
+    match (parts.pop_front(), parts.pop_front(), parts.pop_front()) {
+        (Some(mut one), None, _) => {
+            let body = one.split_off(head_len(&one));
+            Some((one, body))
+        }
+        (Some(head), Some(body), None) => Some((head, body)),
+        _ => None,
     }
 }

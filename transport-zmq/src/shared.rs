@@ -11,7 +11,9 @@ use parma_core::session::{
 };
 use parma_core::transport::{RecvError, SendError, TransportEvent};
 use parma_core::{Instant, NodeId};
-use tokio::sync::mpsc;
+use futures::FutureExt;
+use tokio::sync::oneshot;
+use zeromq::{DealerSendHalf, RouterSendHalf, SocketSend, ZmqMessage};
 
 use crate::{ZmqOptions, ZmqStats};
 
@@ -28,11 +30,38 @@ impl Token for SharedToken {
 /// Frames taken for the driver, with their senders.
 pub(crate) type Frames = Vec<(NodeId, Bytes)>;
 
-/// A session packet for a connection: its head, and a data packet's frame (sent as the two
-/// parts of one ZMTP message, so that the frame is not copied to put the head in front).
-pub(crate) struct Wire {
-    pub head: Bytes,
-    pub body: Option<Bytes>,
+/// Where a link's packets go: straight into the socket's queue, from under the lock (the
+/// crate's writer task puts them on the connection), with no task of ours in between.
+pub(crate) enum Out {
+    /// The DEALER this node opened to the peer.
+    Dealer(DealerSendHalf),
+    /// The peer's connection to our ROUTER, by its routing id.
+    Router(RouterSendHalf, Bytes),
+}
+
+impl Out {
+    /// Queues `o` on the connection as one ZMTP message: the head, and a data packet's frame as
+    /// a second part (so that the frame is not copied to put the head in front). False: the
+    /// connection is gone, or its queue (100,000 messages, far beyond a window) is full; the
+    /// packet is lost with the link and the session sends it again on the next one.
+    fn send(&mut self, heads: &mut Heads, o: Outbound) -> bool {
+        let mut msg = match self {
+            Out::Dealer(_) => ZmqMessage::from(heads.cut(o.head())),
+            Out::Router(_, identity) => {
+                let mut m = ZmqMessage::from(identity.clone());
+                m.push_back(heads.cut(o.head()));
+                m
+            }
+        };
+        if let Some(f) = o.into_body() {
+            msg.push_back(Bytes::from_owner(Lent(f)));
+        }
+        let sent = match self {
+            Out::Dealer(d) => d.send(msg).now_or_never(),
+            Out::Router(r, _) => r.send(msg).now_or_never(),
+        };
+        matches!(sent, Some(Ok(())))
+    }
 }
 
 /// A frame of the retransmission buffer lent to the socket: the `Bytes` the crate sends
@@ -77,12 +106,14 @@ pub(crate) enum Link {
     Connecting {
         gen: u64,
     },
-    /// An open connection: packets for it go into `tx` (its writer drains it). `identity` is
-    /// the peer's routing id on our ROUTER when the peer opened it.
+    /// An open connection: packets for it go to `out`. `identity` is the peer's routing id on
+    /// our ROUTER when the peer opened it; when this node opened it, dropping `_task` ends the
+    /// DEALER's task (and the connection with it).
     Open {
         gen: u64,
-        tx: mpsc::Sender<Wire>,
+        out: Out,
         identity: Option<Bytes>,
+        _task: Option<oneshot::Sender<()>>,
     },
 }
 
@@ -90,8 +121,6 @@ pub(crate) enum Link {
 pub(crate) enum Action {
     /// Open a DEALER connection to `peer` as link `gen`.
     Connect { peer: NodeId, gen: u64 },
-    /// Serve packets for the peer behind `identity` on our ROUTER: start its writer.
-    Serve { peer: NodeId, gen: u64, identity: Bytes, rx: mpsc::Receiver<Wire> },
     /// Close the connection behind `identity` on our ROUTER: a link given up, or a stranger
     /// refused. The end that connected learns it at once (a peer opens its link again).
     Close { identity: Bytes },
@@ -118,7 +147,8 @@ pub(crate) struct State {
     /// How long a connection may stay silent after its ZMTP handshake.
     first_packet_within: parma_core::time::Duration,
     next_gen: u64,
-    link_capacity: usize,
+    /// Our ROUTER's sending half, once the I/O loop runs: links peers opened send through it.
+    pub router: Option<RouterSendHalf>,
     self_frames: VecDeque<Bytes>,
     self_frames_max: usize,
     events: VecDeque<TransportEvent>,
@@ -157,8 +187,6 @@ impl State {
                 Some(Session::new(opts.session, id, peer, token.clone(), Instant(0))?)
             });
         }
-        // A link's queue holds what one window can put out at once, and the control packets.
-        let link_capacity = opts.session.window_frames_max + 64;
         Ok(State {
             me: id.me,
             start,
@@ -172,7 +200,7 @@ impl State {
             silent_ids: HashSet::new(),
             first_packet_within: opts.session.handshake_timeout,
             next_gen: 1,
-            link_capacity,
+            router: None,
             self_frames: VecDeque::new(),
             self_frames_max: opts.self_frames_max,
             events: VecDeque::new(),
@@ -347,18 +375,19 @@ impl State {
 
     // ----- the I/O thread's side -----
 
-    /// A DEALER connection `gen` to `peer` is open, with `tx` its writer's queue.
-    pub fn dealer_up(&mut self, peer: NodeId, gen: u64, tx: mpsc::Sender<Wire>) {
+    /// A DEALER connection `gen` to `peer` is open, with `out` its sending half; dropping
+    /// `task` ends the DEALER's task.
+    pub fn dealer_up(&mut self, peer: NodeId, gen: u64, out: DealerSendHalf, task: oneshot::Sender<()>) {
         let i = usize::from(peer.0);
         if !matches!(self.links.get(i), Some(Link::Connecting { gen: g }) if *g == gen) {
-            return; // the session gave up on this attempt; dropping `tx` ends the connection
+            return; // the session gave up on this attempt; dropping `task` ends the connection
         }
         let now = self.now();
         let nonce = rand::random();
         if let Some(s) = self.session(peer) {
             s.link_up(now, nonce);
         }
-        self.links[i] = Link::Open { gen, tx, identity: None };
+        self.links[i] = Link::Open { gen, out: Out::Dealer(out), identity: None, _task: Some(task) };
     }
 
     /// The connection of link `gen` to `peer` failed to open, or closed.
@@ -464,11 +493,12 @@ impl State {
         }
         // The new connection replaces the session's link.
         self.drop_link(peer);
+        let Some(router) = self.router.clone() else { return Some(Action::Close { identity }) };
         let gen = self.gen();
-        let (tx, rx) = mpsc::channel(self.link_capacity);
-        self.links[usize::from(peer.0)] = Link::Open { gen, tx, identity: Some(identity.clone()) };
-        self.routed.insert(identity.clone(), (peer, gen));
-        Some(Action::Serve { peer, gen, identity, rx })
+        let out = Out::Router(router, identity.clone());
+        self.links[usize::from(peer.0)] = Link::Open { gen, out, identity: Some(identity.clone()), _task: None };
+        self.routed.insert(identity, (peer, gen));
+        None
     }
 
     /// A connection to our ROUTER that the ZMTP layer refused and dropped.
@@ -532,6 +562,14 @@ impl State {
         self.links[p] = Link::None;
     }
 
+    /// The I/O loop ended: every connection's sending half is let go.
+    pub fn release_links(&mut self) {
+        for l in &mut self.links {
+            *l = Link::None;
+        }
+        self.router = None;
+    }
+
     /// Timers, session events and packets to send, for every peer: what must happen outside
     /// the lock, and when to come back. Then [`State::due_waker`].
     pub fn pump(&mut self, actions: &mut Vec<Action>) -> Option<Instant> {
@@ -592,11 +630,10 @@ impl State {
             }
             let s = self.sessions[p].as_mut().expect("checked above");
             let mut lost = false;
-            if let Link::Open { tx, .. } = &self.links[p] {
-                while tx.capacity() > 0 {
-                    let Some(packet) = s.poll_transmit_parts() else { break };
-                    if tx.try_send(wire(&mut self.heads, packet)).is_err() {
-                        lost = true; // the writer ended: the connection is gone
+            if let Link::Open { out, .. } = &mut self.links[p] {
+                while let Some(packet) = s.poll_transmit_parts() {
+                    if !out.send(&mut self.heads, packet) {
+                        lost = true; // the connection is gone
                         break;
                     }
                 }
@@ -642,11 +679,6 @@ impl State {
     }
 }
 
-/// The session packet `o` as the parts of a ZMTP message.
-fn wire(heads: &mut Heads, o: Outbound) -> Wire {
-    let head = heads.cut(o.head());
-    Wire { head, body: o.into_body().map(|f| Bytes::from_owner(Lent(f))) }
-}
 
 /// A session packet off a socket, as its head and its body: the two parts of a ZMTP message,
 /// or one part cut where the head ends. `None`: more parts than a packet has.

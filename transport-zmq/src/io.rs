@@ -11,8 +11,9 @@ use futures::StreamExt;
 use parma_core::session::DATA_OVERHEAD;
 use parma_core::NodeId;
 use tokio::sync::mpsc;
+use futures::FutureExt;
 use tokio::sync::oneshot;
-use zeromq::{DealerSocket, RouterSocket, Socket, SocketEvent, SocketOptions, SocketRecv};
+use zeromq::{DealerSocket, RouterSocket, Socket, SocketEvent, SocketOptions, SocketRecv, ZmqMessage};
 
 use crate::shared::{split, Action, Shared};
 use crate::{lock, ZmqError, ZmqOptions};
@@ -124,6 +125,24 @@ impl Prepared {
     }
 }
 
+/// Most packets a socket's task hands to the sessions under one lock.
+const PACKETS_PER_TURN: usize = 64;
+
+/// Adds to `batch` the messages `socket` has ready now, up to [`PACKETS_PER_TURN`], without
+/// waiting; whether the socket ended.
+fn more(socket: &mut impl SocketRecv, batch: &mut Vec<ZmqMessage>) -> bool {
+    while batch.len() < PACKETS_PER_TURN {
+        // A receive that is not ready is dropped: the crate's receive only polls its queue of
+        // decoded messages, so nothing is lost (the sockets' `select!` relies on the same).
+        match socket.recv().now_or_never() {
+            Some(Ok(msg)) => batch.push(msg),
+            Some(Err(_)) => return true,
+            None => return false,
+        }
+    }
+    false
+}
+
 /// Runs `f` on the shared state for a socket's task, then wakes the driver if `f` gave it
 /// something (a frame, an event) and the loop, which sends what the sessions have to say
 /// (acknowledgements, handshakes). The driver is woken from here, by the task that read the
@@ -151,16 +170,28 @@ async fn run(mut router: RouterSocket, peers: Vec<String>, shared: Arc<Shared>, 
     let rshared = shared.clone();
     let rsend = router_send.clone();
     let reader = tokio::spawn(async move {
-        while let Ok(msg) = router_recv.recv().await {
-            let mut frames = msg.into_vecdeque();
-            let Some(identity) = frames.pop_front() else { continue };
-            // More parts than a packet has: a stranger's message. As an empty packet it is
-            // refused (no Hello, no session packet) and its connection closed.
-            let (head, body) = split(frames).unwrap_or_default();
-            if let Some(Action::Close { identity }) =
-                deliver(&rshared, |st| st.routed_packet(identity, &head, body))
-            {
+        let mut batch = Vec::with_capacity(PACKETS_PER_TURN);
+        let mut closes = Vec::new();
+        while let Ok(first) = router_recv.recv().await {
+            batch.push(first);
+            let ended = more(&mut router_recv, &mut batch);
+            deliver(&rshared, |st| {
+                for msg in batch.drain(..) {
+                    let mut frames = msg.into_vecdeque();
+                    let Some(identity) = frames.pop_front() else { continue };
+                    // More parts than a packet has: a stranger's message. As an empty packet
+                    // it is refused (no Hello, no session packet) and its connection closed.
+                    let (head, body) = split(frames).unwrap_or_default();
+                    if let Some(Action::Close { identity }) = st.routed_packet(identity, &head, body) {
+                        closes.push(identity);
+                    }
+                }
+            });
+            for identity in closes.drain(..) {
                 rsend.disconnect(&identity);
+            }
+            if ended {
+                break;
             }
         }
     });
@@ -274,13 +305,24 @@ async fn dealer(peer: NodeId, gen: u64, endpoint: String, opts: ZmqOptions, shar
     // The link holds `task`; when it lets go of the link, `dropped` ends this task.
     let (task, mut dropped) = oneshot::channel::<()>();
     deliver(&shared, |st| st.dealer_up(peer, gen, send, task));
+    let mut batch = Vec::with_capacity(PACKETS_PER_TURN);
     loop {
         tokio::select! {
             _ = &mut dropped => return, // the link was dropped: the socket closes with this task
             msg = recv.recv() => match msg {
                 Ok(msg) => {
-                    let Some((head, body)) = split(msg.into_vecdeque()) else { break };
-                    deliver(&shared, |st| st.dealer_packet(peer, gen, &head, body));
+                    batch.push(msg);
+                    let ended = more(&mut recv, &mut batch);
+                    let whole = deliver(&shared, |st| {
+                        for msg in batch.drain(..) {
+                            let Some((head, body)) = split(msg.into_vecdeque()) else { return false };
+                            st.dealer_packet(peer, gen, &head, body);
+                        }
+                        true
+                    });
+                    if ended || !whole {
+                        break;
+                    }
                 }
                 Err(_) => break,
             },

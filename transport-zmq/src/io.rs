@@ -213,7 +213,7 @@ async fn run(mut router: RouterSocket, peers: Vec<String>, shared: Arc<Shared>, 
             }
         }
     });
-    drop(events_tx);
+    // `events_tx` lives as long as the loop: the channel never reports closed while it runs.
 
     let mut actions = Vec::new();
     let mut linger_until: Option<tokio::time::Instant> = None;
@@ -257,7 +257,7 @@ async fn run(mut router: RouterSocket, peers: Vec<String>, shared: Arc<Shared>, 
         }
         tokio::select! {
             ev = events.recv() => {
-                let Some(ev) = ev else { break };
+                let Some(ev) = ev else { continue };
                 let mut st = lock(&shared.state);
                 handle(&mut st, ev);
                 for _ in 1..EVENTS_PER_TURN {

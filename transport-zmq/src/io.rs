@@ -62,6 +62,8 @@ fn socket_options(opts: &ZmqOptions) -> SocketOptions {
     so.max_message_size(opts.session.frame_len_max + DATA_OVERHEAD + 1024);
     // Until a connection said who it is, it holds at most this much of our memory.
     so.max_first_message_size(FIRST_MESSAGE_MAX);
+    // However many strangers connect, they hold at most this many file descriptors.
+    so.max_connections(opts.connections_max);
     // A connection's ZMTP handshake, both ways, takes at most as long as ours.
     so.connect_timeout(Duration::from_micros(opts.session.handshake_timeout.as_micros()));
     so

@@ -32,7 +32,9 @@
 //!   packet ends its connection before its body is buffered;
 //! - **strangers**: a connection to this node's port has `handshake_timeout` to finish the
 //!   ZMTP handshake and `handshake_timeout` more to send its Hello, and may send 1 KiB before
-//!   that Hello is complete; a connection refused is closed. What a stranger can still hold is
+//!   that Hello is complete; a connection refused is closed. At most `connections_max`
+//!   connections are open on the port at once (the vendored crate closes one beyond as it is
+//!   accepted), so strangers cannot take every file descriptor. What a stranger can still hold is
 //!   in `docs/verification.md` ("ZeroMQ transport: faults and strangers").
 //!
 //! ## Use
@@ -85,6 +87,10 @@ pub struct ZmqOptions {
     /// How long [`Transport::close`] keeps delivering frames already accepted before the I/O
     /// thread stops.
     pub linger: std::time::Duration,
+    /// Most connections this node's port keeps open at once, peers' and strangers' (each holds
+    /// a file descriptor until it closes); one beyond is closed as it is accepted, and counted
+    /// in [`ZmqStats::strangers_refused`]. Must exceed the number of nodes.
+    pub connections_max: usize,
 }
 
 impl ZmqOptions {
@@ -96,6 +102,7 @@ impl ZmqOptions {
             session: SessionOptions::default(),
             self_frames_max: 4096,
             linger: std::time::Duration::from_secs(2),
+            connections_max: 512,
         }
     }
 }
@@ -147,6 +154,9 @@ impl Bound {
         if opts.self_frames_max == 0 {
             return Err(ZmqError::Options("self_frames_max must be positive".into()));
         }
+        if opts.connections_max == 0 {
+            return Err(ZmqError::Options("connections_max must be positive".into()));
+        }
         let (io, bound_addr) = io::Prepared::bind(&opts)?;
         let endpoint = advertised(&opts, bound_addr)?;
         Ok(Bound { opts, endpoint, io })
@@ -173,6 +183,12 @@ impl Bound {
         }
         if usize::from(me.0) >= n {
             return Err(ZmqError::Peers(format!("this node is node {} but the table has {n} nodes", me.0)));
+        }
+        if self.opts.connections_max <= n {
+            return Err(ZmqError::Options(format!(
+                "connections_max ({}) must exceed the number of nodes ({n})",
+                self.opts.connections_max
+            )));
         }
         for (i, p) in peers.iter().enumerate() {
             if i != usize::from(me.0) {

@@ -17,6 +17,10 @@ use zeromq::{DealerSendHalf, RouterSendHalf, SocketSend, ZmqMessage};
 
 use crate::{ZmqOptions, ZmqStats};
 
+/// Received frames up to this long are copied out of the socket's read buffer (see
+/// `State::session_packet`); longer ones are handed to the driver as read.
+const COPY_BELOW: usize = 8 << 10;
+
 /// The cluster token, shared by every session of the node.
 #[derive(Clone)]
 pub(crate) struct SharedToken(pub Arc<dyn Token + Send + Sync>);
@@ -529,6 +533,11 @@ impl State {
         let Some(s) = self.sessions.get_mut(p).and_then(Option::as_mut) else { return };
         match s.handle_parts(now, head, &body) {
             Ok(true) => {
+                // A small frame is copied out of the socket's read buffer, which is then
+                // free to be reused for the next read: kept, it would make every read
+                // allocate (and zero) a fresh buffer while frames wait for the driver. A
+                // large frame has a buffer of its own anyway, and is not copied.
+                let body = if body.len() <= COPY_BELOW { Bytes::copy_from_slice(&body) } else { body };
                 // Within the window the session grants: at most `recv_frames_max` wait here.
                 self.inbox[p].push_back(body);
                 self.wake_due = true;

@@ -40,14 +40,27 @@
 //! handed over in the order they arrived. The first packet of a link the peer opened goes to
 //! [`hello_of`] to learn whose it is, then to that session's [`Session::accept`]; a link whose
 //! packet was refused (an `Err`) is closed.
+//!
+//! ## Without copies
+//!
+//! A frame is copied once on its way, by [`Session::send_with`]'s `fill` into a buffer of the
+//! retransmission buffer (one of an acknowledged frame, kept for reuse within the window's
+//! bounds, so that a stream of large frames does not allocate and free each). A driver whose
+//! medium takes a message in parts sends [`Session::poll_transmit_parts`]: the packet's head
+//! (with the acknowledgement and window of the moment) and the frame itself, shared by a
+//! reference count. On the receiving end, [`Session::handle_parts`] decodes the head and says
+//! whether the body is the next frame; the driver keeps the bytes it received and hands them
+//! to its user, then reports them with [`Session::frames_taken`]. The bytes on the medium are
+//! the same either way; [`Session::poll_transmit`], [`Session::handle_packet`] and
+//! [`Session::poll_recv`] are the one-buffer forms.
 
 mod packet;
 mod peer;
 
 use core::fmt;
 
-pub use packet::{Greeting, Packet, PacketError, DATA_OVERHEAD, MAGIC, PROOF_LEN, VERSION};
-pub use peer::Session;
+pub use packet::{head_len, Greeting, Packet, PacketError, DATA_OVERHEAD, HEAD_MAX, MAGIC, PROOF_LEN, VERSION};
+pub use peer::{Frame, Outbound, Session};
 
 use crate::ids::NodeId;
 use crate::time::Duration;

@@ -11,35 +11,16 @@ use futures::StreamExt;
 use parma_core::session::DATA_OVERHEAD;
 use parma_core::NodeId;
 use tokio::sync::mpsc;
-use zeromq::{
-    DealerSendHalf, DealerSocket, RouterSendHalf, RouterSocket, Socket, SocketEvent, SocketOptions,
-    SocketRecv, SocketSend, ZmqMessage,
-};
+use futures::FutureExt;
+use tokio::sync::oneshot;
+use zeromq::{DealerSocket, RouterSocket, Socket, SocketEvent, SocketOptions, SocketRecv, ZmqMessage};
 
-use crate::shared::{Action, Shared};
+use crate::shared::{split, Action, Shared};
 use crate::{lock, ZmqError, ZmqOptions};
 
-/// Events from the socket tasks to the loop.
+/// Connection events from our ROUTER's monitor to the loop. Packets do not come this way:
+/// the task that reads a socket hands them to the sessions itself (see [`deliver`]).
 enum IoEvent {
-    DealerUp {
-        peer: NodeId,
-        gen: u64,
-        tx: mpsc::Sender<Bytes>,
-    },
-    DealerPacket {
-        peer: NodeId,
-        gen: u64,
-        bytes: Bytes,
-    },
-    LinkLost {
-        peer: NodeId,
-        gen: u64,
-        opened: bool,
-    },
-    RoutedPacket {
-        identity: Bytes,
-        bytes: Bytes,
-    },
     RoutedLost {
         identity: Bytes,
     },
@@ -81,6 +62,8 @@ fn socket_options(opts: &ZmqOptions) -> SocketOptions {
     so.max_message_size(opts.session.frame_len_max + DATA_OVERHEAD + 1024);
     // Until a connection said who it is, it holds at most this much of our memory.
     so.max_first_message_size(FIRST_MESSAGE_MAX);
+    // However many strangers connect, they hold at most this many file descriptors.
+    so.max_connections(opts.connections_max);
     // A connection's ZMTP handshake, both ways, takes at most as long as ours.
     so.connect_timeout(Duration::from_micros(opts.session.handshake_timeout.as_micros()));
     so
@@ -144,24 +127,72 @@ impl Prepared {
     }
 }
 
+/// Most packets a socket's task hands to the sessions under one lock.
+const PACKETS_PER_TURN: usize = 64;
+
+/// Adds to `batch` the messages `socket` has ready now, up to [`PACKETS_PER_TURN`], without
+/// waiting; whether the socket ended.
+fn more(socket: &mut impl SocketRecv, batch: &mut Vec<ZmqMessage>) -> bool {
+    while batch.len() < PACKETS_PER_TURN {
+        // A receive that is not ready is dropped: the crate's receive only polls its queue of
+        // decoded messages, so nothing is lost (the sockets' `select!` relies on the same).
+        match socket.recv().now_or_never() {
+            Some(Ok(msg)) => batch.push(msg),
+            Some(Err(_)) => return true,
+            None => return false,
+        }
+    }
+    false
+}
+
+/// Runs `f` on the shared state for a socket's task, then wakes the driver if `f` gave it
+/// something (a frame, an event) and the loop, which sends what the sessions have to say
+/// (acknowledgements, handshakes). The driver is woken from here, by the task that read the
+/// packet, and not a turn of the loop later.
+fn deliver<R>(shared: &Shared, f: impl FnOnce(&mut crate::shared::State) -> R) -> R {
+    let (r, wake) = {
+        let mut st = lock(&shared.state);
+        let r = f(&mut st);
+        (r, st.due_waker())
+    };
+    if let Some(w) = wake {
+        w.wake();
+    }
+    shared.io_wake.notify_one();
+    r
+}
+
 async fn run(mut router: RouterSocket, peers: Vec<String>, shared: Arc<Shared>, opts: ZmqOptions) {
     let (events_tx, mut events) = mpsc::channel::<IoEvent>(1024);
     let mut monitor = router.monitor();
     let (router_send, mut router_recv) = router.split();
+    lock(&shared.state).router = Some(router_send.clone());
 
-    // The ROUTER's reader: every message is [identity, packet].
-    let tx = events_tx.clone();
+    // The ROUTER's reader: every message is [identity, packet] or [identity, head, frame].
+    let rshared = shared.clone();
+    let rsend = router_send.clone();
     let reader = tokio::spawn(async move {
-        while let Ok(msg) = router_recv.recv().await {
-            let mut frames = msg.into_vecdeque();
-            let Some(identity) = frames.pop_front() else { continue };
-            let bytes = match (frames.pop_front(), frames.pop_front()) {
-                (Some(bytes), None) => bytes,
-                // Not one packet: a stranger's multipart message. As an empty packet it is
-                // refused (no Hello, no session packet) and its connection closed.
-                _ => Bytes::new(),
-            };
-            if tx.send(IoEvent::RoutedPacket { identity, bytes }).await.is_err() {
+        let mut batch = Vec::with_capacity(PACKETS_PER_TURN);
+        let mut closes = Vec::new();
+        while let Ok(first) = router_recv.recv().await {
+            batch.push(first);
+            let ended = more(&mut router_recv, &mut batch);
+            deliver(&rshared, |st| {
+                for msg in batch.drain(..) {
+                    let mut frames = msg.into_vecdeque();
+                    let Some(identity) = frames.pop_front() else { continue };
+                    // More parts than a packet has: a stranger's message. As an empty packet
+                    // it is refused (no Hello, no session packet) and its connection closed.
+                    let (head, body) = split(frames).unwrap_or_default();
+                    if let Some(Action::Close { identity }) = st.routed_packet(identity, &head, body) {
+                        closes.push(identity);
+                    }
+                }
+            });
+            for identity in closes.drain(..) {
+                rsend.disconnect(&identity);
+            }
+            if ended {
                 break;
             }
         }
@@ -184,6 +215,7 @@ async fn run(mut router: RouterSocket, peers: Vec<String>, shared: Arc<Shared>, 
             }
         }
     });
+    // `events_tx` lives as long as the loop: the channel never reports closed while it runs.
 
     let mut actions = Vec::new();
     let mut linger_until: Option<tokio::time::Instant> = None;
@@ -214,17 +246,7 @@ async fn run(mut router: RouterSocket, peers: Vec<String>, shared: Arc<Shared>, 
             match a {
                 Action::Connect { peer, gen } => {
                     let endpoint = peers[usize::from(peer.0)].clone();
-                    tokio::spawn(dealer(peer, gen, endpoint, opts.clone(), events_tx.clone()));
-                }
-                Action::Serve { peer, gen, identity, rx } => {
-                    tokio::spawn(routed_writer(
-                        peer,
-                        gen,
-                        identity,
-                        rx,
-                        router_send.clone(),
-                        events_tx.clone(),
-                    ));
+                    tokio::spawn(dealer(peer, gen, endpoint, opts.clone(), shared.clone()));
                 }
                 Action::Close { identity } => {
                     router_send.disconnect(&identity);
@@ -237,12 +259,12 @@ async fn run(mut router: RouterSocket, peers: Vec<String>, shared: Arc<Shared>, 
         }
         tokio::select! {
             ev = events.recv() => {
-                let Some(ev) = ev else { break };
+                let Some(ev) = ev else { continue };
                 let mut st = lock(&shared.state);
-                handle(&mut st, ev, &mut actions);
+                handle(&mut st, ev);
                 for _ in 1..EVENTS_PER_TURN {
                     match events.try_recv() {
-                        Ok(ev) => handle(&mut st, ev, &mut actions),
+                        Ok(ev) => handle(&mut st, ev),
                         Err(_) => break,
                     }
                 }
@@ -251,71 +273,23 @@ async fn run(mut router: RouterSocket, peers: Vec<String>, shared: Arc<Shared>, 
             _ = tokio::time::sleep(wait) => {}
         }
     }
+    // The links' sending halves go with the state's links; the tasks end with the runtime.
+    lock(&shared.state).release_links();
     reader.abort();
     watcher.abort();
 }
 
-fn handle(st: &mut crate::shared::State, ev: IoEvent, actions: &mut Vec<Action>) {
+fn handle(st: &mut crate::shared::State, ev: IoEvent) {
     match ev {
-        IoEvent::DealerUp { peer, gen, tx } => st.dealer_up(peer, gen, tx),
-        IoEvent::DealerPacket { peer, gen, bytes } => st.dealer_packet(peer, gen, &bytes),
-        IoEvent::LinkLost { peer, gen, opened } => st.link_lost(peer, gen, opened),
-        IoEvent::RoutedPacket { identity, bytes } => {
-            if let Some(a) = st.routed_packet(identity, &bytes) {
-                actions.push(a);
-            }
-        }
         IoEvent::RoutedLost { identity } => st.routed_lost(&identity),
         IoEvent::ZmtpRefused => st.refused_connection(),
         IoEvent::Accepted { identity } => st.routed_accepted(identity),
     }
 }
 
-/// Writes the packets of a link a peer opened to our ROUTER.
-async fn routed_writer(
-    peer: NodeId,
-    gen: u64,
-    identity: Bytes,
-    mut rx: mpsc::Receiver<Bytes>,
-    mut router: RouterSendHalf,
-    events: mpsc::Sender<IoEvent>,
-) {
-    while let Some(packet) = rx.recv().await {
-        let mut msg = ZmqMessage::from(identity.clone());
-        msg.push_back(packet);
-        if router.send(msg).await.is_err() {
-            let _ = events.send(IoEvent::LinkLost { peer, gen, opened: true }).await;
-            return;
-        }
-    }
-}
-
-/// Most packets the DEALER's task sends in one turn before it looks at its socket again.
-const SENDS_PER_TURN: usize = 256;
-
-/// Sends `first`, then what else is queued for the link (up to [`SENDS_PER_TURN`]): one turn
-/// of the task's `select!` per batch instead of per packet (each turn polls the socket's
-/// receiving side and its monitor again, and the receive builds a boxed future).
-async fn send_queued(
-    send: &mut DealerSendHalf,
-    first: Bytes,
-    rx: &mut mpsc::Receiver<Bytes>,
-) -> Result<(), ()> {
-    let mut next = Some(first);
-    let mut sent = 0;
-    while let Some(packet) = next.take() {
-        send.send(ZmqMessage::from(packet)).await.map_err(|_| ())?;
-        sent += 1;
-        if sent < SENDS_PER_TURN {
-            next = rx.try_recv().ok();
-        }
-    }
-    Ok(())
-}
-
-/// Opens a DEALER connection to `endpoint` for link `gen` to `peer`, then carries its packets
-/// both ways until the connection or the link ends.
-async fn dealer(peer: NodeId, gen: u64, endpoint: String, opts: ZmqOptions, events: mpsc::Sender<IoEvent>) {
+/// Opens a DEALER connection to `endpoint` for link `gen` to `peer`, hands its sending half
+/// to the link, then reads its packets until the connection or the link ends.
+async fn dealer(peer: NodeId, gen: u64, endpoint: String, opts: ZmqOptions, shared: Arc<Shared>) {
     let mut so = socket_options(&opts);
     let id: [u8; 16] = rand::random();
     // The type is not exported by the crate; `TryFrom<Vec<u8>>` is.
@@ -326,30 +300,30 @@ async fn dealer(peer: NodeId, gen: u64, endpoint: String, opts: ZmqOptions, even
     let mut monitor = socket.monitor();
     if let Err(e) = socket.connect(&endpoint).await {
         tracing::debug!(peer = peer.0, %endpoint, "connect failed: {e}");
-        let _ = events.send(IoEvent::LinkLost { peer, gen, opened: false }).await;
+        deliver(&shared, |st| st.link_lost(peer, gen, false));
         return;
     }
-    let (tx, mut rx) = mpsc::channel::<Bytes>(opts.session.window_frames_max + 64);
-    if events.send(IoEvent::DealerUp { peer, gen, tx }).await.is_err() {
-        return;
-    }
-    let (mut send, mut recv) = socket.split();
+    let (send, mut recv) = socket.split();
+    // The link holds `task`; when it lets go of the link, `dropped` ends this task.
+    let (task, mut dropped) = oneshot::channel::<()>();
+    deliver(&shared, |st| st.dealer_up(peer, gen, send, task));
+    let mut batch = Vec::with_capacity(PACKETS_PER_TURN);
     loop {
         tokio::select! {
-            out = rx.recv() => match out {
-                Some(packet) => {
-                    if send_queued(&mut send, packet, &mut rx).await.is_err() {
-                        break;
-                    }
-                }
-                None => return, // the link was dropped: the socket closes with this task
-            },
+            _ = &mut dropped => return, // the link was dropped: the socket closes with this task
             msg = recv.recv() => match msg {
                 Ok(msg) => {
-                    let mut frames = msg.into_vecdeque();
-                    let (Some(bytes), None) = (frames.pop_front(), frames.pop_front()) else { break };
-                    if events.send(IoEvent::DealerPacket { peer, gen, bytes }).await.is_err() {
-                        return;
+                    batch.push(msg);
+                    let ended = more(&mut recv, &mut batch);
+                    let whole = deliver(&shared, |st| {
+                        for msg in batch.drain(..) {
+                            let Some((head, body)) = split(msg.into_vecdeque()) else { return false };
+                            st.dealer_packet(peer, gen, &head, body);
+                        }
+                        true
+                    });
+                    if ended || !whole {
+                        break;
                     }
                 }
                 Err(_) => break,
@@ -360,5 +334,5 @@ async fn dealer(peer: NodeId, gen: u64, endpoint: String, opts: ZmqOptions, even
             },
         }
     }
-    let _ = events.send(IoEvent::LinkLost { peer, gen, opened: true }).await;
+    deliver(&shared, |st| st.link_lost(peer, gen, true));
 }

@@ -32,7 +32,9 @@
 //!   packet ends its connection before its body is buffered;
 //! - **strangers**: a connection to this node's port has `handshake_timeout` to finish the
 //!   ZMTP handshake and `handshake_timeout` more to send its Hello, and may send 1 KiB before
-//!   that Hello is complete; a connection refused is closed. What a stranger can still hold is
+//!   that Hello is complete; a connection refused is closed. At most `connections_max`
+//!   connections are open on the port at once (the vendored crate closes one beyond as it is
+//!   accepted), so strangers cannot take every file descriptor. What a stranger can still hold is
 //!   in `docs/verification.md` ("ZeroMQ transport: faults and strangers").
 //!
 //! ## Use
@@ -85,6 +87,10 @@ pub struct ZmqOptions {
     /// How long [`Transport::close`] keeps delivering frames already accepted before the I/O
     /// thread stops.
     pub linger: std::time::Duration,
+    /// Most connections this node's port keeps open at once, peers' and strangers' (each holds
+    /// a file descriptor until it closes); one beyond is closed as it is accepted, and counted
+    /// in [`ZmqStats::strangers_refused`]. Must exceed the number of nodes.
+    pub connections_max: usize,
 }
 
 impl ZmqOptions {
@@ -96,6 +102,7 @@ impl ZmqOptions {
             session: SessionOptions::default(),
             self_frames_max: 4096,
             linger: std::time::Duration::from_secs(2),
+            connections_max: 512,
         }
     }
 }
@@ -147,6 +154,9 @@ impl Bound {
         if opts.self_frames_max == 0 {
             return Err(ZmqError::Options("self_frames_max must be positive".into()));
         }
+        if opts.connections_max == 0 {
+            return Err(ZmqError::Options("connections_max must be positive".into()));
+        }
         let (io, bound_addr) = io::Prepared::bind(&opts)?;
         let endpoint = advertised(&opts, bound_addr)?;
         Ok(Bound { opts, endpoint, io })
@@ -174,6 +184,12 @@ impl Bound {
         if usize::from(me.0) >= n {
             return Err(ZmqError::Peers(format!("this node is node {} but the table has {n} nodes", me.0)));
         }
+        if self.opts.connections_max <= n {
+            return Err(ZmqError::Options(format!(
+                "connections_max ({}) must exceed the number of nodes ({n})",
+                self.opts.connections_max
+            )));
+        }
         for (i, p) in peers.iter().enumerate() {
             if i != usize::from(me.0) {
                 io::check_endpoint(p).map_err(|e| ZmqError::Peers(format!("node {i}: {e}")))?;
@@ -183,7 +199,13 @@ impl Bound {
         let state = State::new(id, n, &self.opts, token).map_err(|r| ZmqError::Options(r.to_string()))?;
         let shared = Arc::new(Shared::new(state));
         let thread = self.io.start(me, peers, shared.clone(), &self.opts)?;
-        Ok(ZmqTransport { me, frame_len_max: self.opts.session.frame_len_max, shared, thread: Some(thread) })
+        Ok(ZmqTransport {
+            me,
+            frame_len_max: self.opts.session.frame_len_max,
+            shared,
+            thread: Some(thread),
+            taken: Vec::new(),
+        })
     }
 }
 
@@ -239,6 +261,8 @@ pub struct ZmqTransport {
     frame_len_max: usize,
     shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
+    /// Frames taken out of the lock for the sink (kept to reuse its room).
+    taken: shared::Frames,
 }
 
 impl ZmqTransport {
@@ -311,14 +335,27 @@ impl Transport for ZmqTransport {
     ) -> Result<usize, RecvError> {
         // Frames leave the lock before the sink sees them: the node's work on a frame never
         // holds up the I/O thread.
-        let (frames, window_moved) = self.lock().take(max_frames)?;
+        let mut frames = std::mem::take(&mut self.taken);
+        frames.clear();
+        let r = self.lock().take(max_frames, &mut frames);
+        let window_moved = match r {
+            Ok(m) => m,
+            Err(e) => {
+                self.taken = frames;
+                return Err(e);
+            }
+        };
         if window_moved {
             self.shared.io_wake.notify_one();
         }
-        for (from, f) in &frames {
-            sink(*from, f);
+        let n = frames.len();
+        for (from, f) in frames.drain(..) {
+            // The bytes as they came off the socket: no copy, and dropped (freeing the
+            // socket's read buffer) as soon as the sink returns.
+            sink(from, &f);
         }
-        Ok(frames.len())
+        self.taken = frames;
+        Ok(n)
     }
 
     fn poll_event(&mut self) -> Option<TransportEvent> {

@@ -6,12 +6,20 @@ use std::sync::{Arc, Mutex};
 use std::task::Waker;
 
 use bytes::Bytes;
-use parma_core::session::{hello_of, FailCause, Identity, Refusal, Session, SessionEvent, Token, PROOF_LEN};
+use parma_core::session::{
+    head_len, hello_of, FailCause, Frame, Identity, Outbound, Refusal, Session, SessionEvent, Token, PROOF_LEN,
+};
 use parma_core::transport::{RecvError, SendError, TransportEvent};
 use parma_core::{Instant, NodeId};
-use tokio::sync::mpsc;
+use futures::FutureExt;
+use tokio::sync::oneshot;
+use zeromq::{DealerSendHalf, RouterSendHalf, SocketSend, ZmqMessage};
 
 use crate::{ZmqOptions, ZmqStats};
+
+/// Received frames up to this long are copied out of the socket's read buffer (see
+/// `State::session_packet`); longer ones are handed to the driver as read.
+const COPY_BELOW: usize = 8 << 10;
 
 /// The cluster token, shared by every session of the node.
 #[derive(Clone)]
@@ -24,7 +32,64 @@ impl Token for SharedToken {
 }
 
 /// Frames taken for the driver, with their senders.
-pub(crate) type Frames = Vec<(NodeId, Vec<u8>)>;
+pub(crate) type Frames = Vec<(NodeId, Bytes)>;
+
+/// Where a link's packets go: straight into the socket's queue, from under the lock (the
+/// crate's writer task puts them on the connection), with no task of ours in between.
+pub(crate) enum Out {
+    /// The DEALER this node opened to the peer.
+    Dealer(DealerSendHalf),
+    /// The peer's connection to our ROUTER, by its routing id.
+    Router(RouterSendHalf, Bytes),
+}
+
+impl Out {
+    /// Queues `o` on the connection as one ZMTP message: the head, and a data packet's frame as
+    /// a second part (so that the frame is not copied to put the head in front). False: the
+    /// connection is gone, or its queue (100,000 messages, far beyond a window) is full; the
+    /// packet is lost with the link and the session sends it again on the next one.
+    fn send(&mut self, heads: &mut Heads, o: Outbound) -> bool {
+        let mut msg = match self {
+            Out::Dealer(_) => ZmqMessage::from(heads.cut(o.head())),
+            Out::Router(_, identity) => {
+                let mut m = ZmqMessage::from(identity.clone());
+                m.push_back(heads.cut(o.head()));
+                m
+            }
+        };
+        if let Some(f) = o.into_body() {
+            msg.push_back(Bytes::from_owner(Lent(f)));
+        }
+        let sent = match self {
+            Out::Dealer(d) => d.send(msg).now_or_never(),
+            Out::Router(r, _) => r.send(msg).now_or_never(),
+        };
+        matches!(sent, Some(Ok(())))
+    }
+}
+
+/// A frame of the retransmission buffer lent to the socket: the `Bytes` the crate sends
+/// refers to the session's buffer, and gives it back when written.
+struct Lent(Frame);
+
+impl AsRef<[u8]> for Lent {
+    fn as_ref(&self) -> &[u8] {
+        self.0.as_slice()
+    }
+}
+
+/// Packet heads, cut from one buffer: one allocation per a few hundred heads, not per packet.
+struct Heads(bytes::BytesMut);
+
+impl Heads {
+    fn cut(&mut self, head: &[u8]) -> Bytes {
+        if self.0.capacity() - self.0.len() < head.len() {
+            self.0 = bytes::BytesMut::with_capacity(8 << 10);
+        }
+        self.0.extend_from_slice(head);
+        self.0.split().freeze()
+    }
+}
 
 pub(crate) struct Shared {
     pub state: Mutex<State>,
@@ -45,12 +110,14 @@ pub(crate) enum Link {
     Connecting {
         gen: u64,
     },
-    /// An open connection: packets for it go into `tx` (its writer drains it). `identity` is
-    /// the peer's routing id on our ROUTER when the peer opened it.
+    /// An open connection: packets for it go to `out`. `identity` is the peer's routing id on
+    /// our ROUTER when the peer opened it; when this node opened it, dropping `_task` ends the
+    /// DEALER's task (and the connection with it).
     Open {
         gen: u64,
-        tx: mpsc::Sender<Bytes>,
+        out: Out,
         identity: Option<Bytes>,
+        _task: Option<oneshot::Sender<()>>,
     },
 }
 
@@ -58,8 +125,6 @@ pub(crate) enum Link {
 pub(crate) enum Action {
     /// Open a DEALER connection to `peer` as link `gen`.
     Connect { peer: NodeId, gen: u64 },
-    /// Serve packets for the peer behind `identity` on our ROUTER: start its writer.
-    Serve { peer: NodeId, gen: u64, identity: Bytes, rx: mpsc::Receiver<Bytes> },
     /// Close the connection behind `identity` on our ROUTER: a link given up, or a stranger
     /// refused. The end that connected learns it at once (a peer opens its link again).
     Close { identity: Bytes },
@@ -69,6 +134,10 @@ pub(crate) struct State {
     pub me: NodeId,
     start: std::time::Instant,
     sessions: Vec<Option<Session<SharedToken>>>,
+    /// Frames each session delivered (the bytes as they came off the socket), not yet taken;
+    /// at most `recv_frames_max` per peer, the window the session grants.
+    inbox: Vec<VecDeque<Bytes>>,
+    heads: Heads,
     links: Vec<Link>,
     /// ROUTER identities of the links peers opened, to their peer and link.
     routed: HashMap<Bytes, (NodeId, u64)>,
@@ -82,8 +151,9 @@ pub(crate) struct State {
     /// How long a connection may stay silent after its ZMTP handshake.
     first_packet_within: parma_core::time::Duration,
     next_gen: u64,
-    link_capacity: usize,
-    self_frames: VecDeque<Vec<u8>>,
+    /// Our ROUTER's sending half, once the I/O loop runs: links peers opened send through it.
+    pub router: Option<RouterSendHalf>,
+    self_frames: VecDeque<Bytes>,
     self_frames_max: usize,
     events: VecDeque<TransportEvent>,
     /// Peers whose failure was reported to the session's user: nothing from them follows.
@@ -121,12 +191,12 @@ impl State {
                 Some(Session::new(opts.session, id, peer, token.clone(), Instant(0))?)
             });
         }
-        // A link's queue holds what one window can put out at once, and the control packets.
-        let link_capacity = opts.session.window_frames_max + 64;
         Ok(State {
             me: id.me,
             start,
             sessions,
+            inbox: (0..n).map(|_| VecDeque::new()).collect(),
+            heads: Heads(bytes::BytesMut::new()),
             links: (0..n).map(|_| Link::None).collect(),
             routed: HashMap::new(),
             to_close: Vec::new(),
@@ -134,7 +204,7 @@ impl State {
             silent_ids: HashSet::new(),
             first_packet_within: opts.session.handshake_timeout,
             next_gen: 1,
-            link_capacity,
+            router: None,
             self_frames: VecDeque::new(),
             self_frames_max: opts.self_frames_max,
             events: VecDeque::new(),
@@ -177,7 +247,7 @@ impl State {
             }
             let mut f = vec![0; len];
             fill(&mut f);
-            self.self_frames.push_back(f);
+            self.self_frames.push_back(Bytes::from(f));
             self.counters.frames_sent += 1;
             self.counters.bytes_sent += len as u64;
             self.wake_due = true;
@@ -205,15 +275,15 @@ impl State {
 
     /// Up to `max` received frames, round robin over the peers; whether a peer's window grew
     /// (the I/O thread should tell it).
-    pub fn take(&mut self, max: usize) -> Result<(Frames, bool), RecvError> {
+    pub fn take(&mut self, max: usize, out: &mut Frames) -> Result<bool, RecvError> {
         if self.closing || self.killed {
             return Err(RecvError::Closed);
         }
         let n = self.sessions.len();
-        let mut out = Vec::new();
+        let start = out.len();
         let mut window_moved = false;
         let mut idle = 0;
-        while out.len() < max && idle < n {
+        while out.len() - start < max && idle < n {
             let p = self.cursor % n;
             self.cursor = (self.cursor + 1) % n;
             let peer = NodeId(p as u16);
@@ -226,8 +296,13 @@ impl State {
             } else if self.gone[p] {
                 None
             } else {
-                let f = self.session(peer).and_then(|s| s.poll_recv());
-                window_moved |= f.is_some();
+                let f = self.inbox[p].pop_front();
+                if f.is_some() {
+                    window_moved = true;
+                    if let Some(s) = self.session(peer) {
+                        s.frames_taken(1);
+                    }
+                }
                 f
             };
             match frame {
@@ -241,7 +316,7 @@ impl State {
             }
         }
         self.wake_if_due();
-        Ok((out, window_moved))
+        Ok(window_moved)
     }
 
     pub fn next_event(&mut self) -> Option<TransportEvent> {
@@ -304,18 +379,19 @@ impl State {
 
     // ----- the I/O thread's side -----
 
-    /// A DEALER connection `gen` to `peer` is open, with `tx` its writer's queue.
-    pub fn dealer_up(&mut self, peer: NodeId, gen: u64, tx: mpsc::Sender<Bytes>) {
+    /// A DEALER connection `gen` to `peer` is open, with `out` its sending half; dropping
+    /// `task` ends the DEALER's task.
+    pub fn dealer_up(&mut self, peer: NodeId, gen: u64, out: DealerSendHalf, task: oneshot::Sender<()>) {
         let i = usize::from(peer.0);
         if !matches!(self.links.get(i), Some(Link::Connecting { gen: g }) if *g == gen) {
-            return; // the session gave up on this attempt; dropping `tx` ends the connection
+            return; // the session gave up on this attempt; dropping `task` ends the connection
         }
         let now = self.now();
         let nonce = rand::random();
         if let Some(s) = self.session(peer) {
             s.link_up(now, nonce);
         }
-        self.links[i] = Link::Open { gen, tx, identity: None };
+        self.links[i] = Link::Open { gen, out: Out::Dealer(out), identity: None, _task: Some(task) };
     }
 
     /// The connection of link `gen` to `peer` failed to open, or closed.
@@ -371,22 +447,23 @@ impl State {
         }
     }
 
-    /// A packet from the DEALER connection `gen` to `peer`.
-    pub fn dealer_packet(&mut self, peer: NodeId, gen: u64, bytes: &[u8]) {
+    /// A packet (`head` and `body`, see [`split`]) from the DEALER connection `gen` to `peer`.
+    pub fn dealer_packet(&mut self, peer: NodeId, gen: u64, head: &[u8], body: Bytes) {
         let i = usize::from(peer.0);
         if !matches!(self.links.get(i), Some(Link::Open { gen: g, .. }) if *g == gen) {
             return; // a packet of an old connection
         }
-        self.session_packet(peer, bytes);
+        self.session_packet(peer, head, body);
     }
 
-    /// A packet from the connection behind `identity` on our ROUTER.
-    pub fn routed_packet(&mut self, identity: Bytes, bytes: &[u8]) -> Option<Action> {
+    /// A packet (`head` and `body`, see [`split`]) from the connection behind `identity` on
+    /// our ROUTER.
+    pub fn routed_packet(&mut self, identity: Bytes, head: &[u8], body: Bytes) -> Option<Action> {
         self.silent_ids.remove(&identity);
         if let Some(&(peer, gen)) = self.routed.get(&identity) {
             let current = matches!(&self.links[usize::from(peer.0)], Link::Open { gen: g, .. } if *g == gen);
             if current {
-                self.session_packet(peer, bytes);
+                self.session_packet(peer, head, body);
                 return None;
             }
             self.routed.remove(&identity);
@@ -394,7 +471,8 @@ impl State {
         }
         // A connection we do not know: its first packet must be a Hello for a session of ours
         // that accepts (the peer has the lower id).
-        let hello = match hello_of(bytes) {
+        let first = if body.is_empty() { hello_of(head) } else { Err(Refusal::NotHello) };
+        let hello = match first {
             Ok(g) => g,
             Err(r) => {
                 self.refused_stranger(&r);
@@ -419,11 +497,12 @@ impl State {
         }
         // The new connection replaces the session's link.
         self.drop_link(peer);
+        let Some(router) = self.router.clone() else { return Some(Action::Close { identity }) };
         let gen = self.gen();
-        let (tx, rx) = mpsc::channel(self.link_capacity);
-        self.links[usize::from(peer.0)] = Link::Open { gen, tx, identity: Some(identity.clone()) };
-        self.routed.insert(identity.clone(), (peer, gen));
-        Some(Action::Serve { peer, gen, identity, rx })
+        let out = Out::Router(router, identity.clone());
+        self.links[usize::from(peer.0)] = Link::Open { gen, out, identity: Some(identity.clone()), _task: None };
+        self.routed.insert(identity, (peer, gen));
+        None
     }
 
     /// A connection to our ROUTER that the ZMTP layer refused and dropped.
@@ -447,16 +526,23 @@ impl State {
         }
     }
 
-    fn session_packet(&mut self, peer: NodeId, bytes: &[u8]) {
+    fn session_packet(&mut self, peer: NodeId, head: &[u8], body: Bytes) {
         let now = self.now();
         let me = self.me.0;
-        let Some(s) = self.session(peer) else { return };
-        match s.handle_packet(now, bytes) {
-            Ok(()) => {
-                if s.received_frames() > 0 {
-                    self.wake_due = true;
-                }
+        let p = usize::from(peer.0);
+        let Some(s) = self.sessions.get_mut(p).and_then(Option::as_mut) else { return };
+        match s.handle_parts(now, head, &body) {
+            Ok(true) => {
+                // A small frame is copied out of the socket's read buffer, which is then
+                // free to be reused for the next read: kept, it would make every read
+                // allocate (and zero) a fresh buffer while frames wait for the driver. A
+                // large frame has a buffer of its own anyway, and is not copied.
+                let body = if body.len() <= COPY_BELOW { Bytes::copy_from_slice(&body) } else { body };
+                // Within the window the session grants: at most `recv_frames_max` wait here.
+                self.inbox[p].push_back(body);
+                self.wake_due = true;
             }
+            Ok(false) => {}
             Err(r) => {
                 tracing::warn!(node = me, peer = peer.0, "refused a packet, dropping the connection: {r}");
                 // The session dropped its link; the connection goes with it.
@@ -483,6 +569,14 @@ impl State {
             self.to_close.push(id.clone());
         }
         self.links[p] = Link::None;
+    }
+
+    /// The I/O loop ended: every connection's sending half is let go.
+    pub fn release_links(&mut self) {
+        for l in &mut self.links {
+            *l = Link::None;
+        }
+        self.router = None;
     }
 
     /// Timers, session events and packets to send, for every peer: what must happen outside
@@ -545,11 +639,10 @@ impl State {
             }
             let s = self.sessions[p].as_mut().expect("checked above");
             let mut lost = false;
-            if let Link::Open { tx, .. } = &self.links[p] {
-                while tx.capacity() > 0 {
-                    let Some(packet) = s.poll_transmit() else { break };
-                    if tx.try_send(Bytes::from(packet)).is_err() {
-                        lost = true; // the writer ended: the connection is gone
+            if let Link::Open { out, .. } = &mut self.links[p] {
+                while let Some(packet) = s.poll_transmit_parts() {
+                    if !out.send(&mut self.heads, packet) {
+                        lost = true; // the connection is gone
                         break;
                     }
                 }
@@ -592,5 +685,19 @@ impl State {
         if self.sessions[p].as_ref().is_some_and(|s| s.failure().is_some()) {
             self.unlink(p);
         }
+    }
+}
+
+
+/// A session packet off a socket, as its head and its body: the two parts of a ZMTP message,
+/// or one part cut where the head ends. `None`: more parts than a packet has.
+pub(crate) fn split(mut parts: VecDeque<Bytes>) -> Option<(Bytes, Bytes)> {
+    match (parts.pop_front(), parts.pop_front(), parts.pop_front()) {
+        (Some(mut one), None, _) => {
+            let body = one.split_off(head_len(&one));
+            Some((one, body))
+        }
+        (Some(head), Some(body), None) => Some((head, body)),
+        _ => None,
     }
 }

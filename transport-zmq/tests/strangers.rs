@@ -133,3 +133,25 @@ fn a_hello_with_a_wrong_token_changes_nothing() {
     assert!(stats[1].session_refusals >= 2, "{:?}", stats[1]);
     assert!(stats[0].reconnects >= 1 && stats[1].reconnects >= 1, "{stats:?}");
 }
+
+#[test]
+fn connections_beyond_the_bound_are_closed_as_they_are_accepted() {
+    let _serial = serial();
+    let mut opts = support::options(3000);
+    opts.connections_max = 16;
+    let (grown, stats) = support::busy_cluster_with(3, &opts, |c| {
+        // Node 2 holds its two peers' connections; 100 strangers connect and say nothing.
+        let addr = socket_addr(&c.endpoints[2]);
+        let before = support::open_fds();
+        let held: Vec<TcpStream> =
+            (0..100).map(|_| TcpStream::connect(addr).expect("a stranger connects")).collect();
+        std::thread::sleep(Duration::from_millis(300));
+        let grown = support::open_fds().saturating_sub(before);
+        drop(held);
+        grown
+    });
+    eprintln!("100 strangers: {grown} more file descriptors in this process; node 2: {:?}", stats[2]);
+    // The strangers' own 100 ends, and at most 16 - 2 of them accepted by the node.
+    assert!(grown <= 100 + 14, "{grown} file descriptors for 100 strangers");
+    assert!(stats[2].strangers_refused >= 100 - 14, "{:?}", stats[2]);
+}

@@ -1,6 +1,9 @@
 //! The session layer's packets on the medium: a 8-byte header (magic, version, kind), then the
 //! kind's fixed fields, little-endian; a data packet's payload (one node frame) follows its
-//! fields. Decoding checks every length and value and never panics.
+//! fields. The header and the fixed fields are the packet's *head*: a medium may carry a data
+//! packet as one buffer or as its head and its payload in two parts (the bytes are the same),
+//! so that the payload is never copied to put a head in front of it. Decoding checks every
+//! length and value and never panics.
 
 use alloc::vec::Vec;
 
@@ -14,8 +17,10 @@ pub const VERSION: u8 = 1;
 pub const HEADER_LEN: usize = 8;
 /// Bytes of a proof of the cluster token.
 pub const PROOF_LEN: usize = 32;
-/// Bytes of a data packet before its payload.
+/// Bytes of a data packet before its payload: its head.
 pub const DATA_OVERHEAD: usize = HEADER_LEN + 24;
+/// Bytes of the longest head (a Welcome); every packet but a data packet is all head.
+pub const HEAD_MAX: usize = HEADER_LEN + GREETING_LEN + PROOF_LEN;
 
 /// What one end of a link says about itself when the link opens.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -107,7 +112,20 @@ impl Packet {
 
     /// The packet as bytes.
     pub fn encode(&self) -> Vec<u8> {
+        let mut head = [0u8; HEAD_MAX];
+        let n = self.encode_head(&mut head);
         let mut b = Vec::with_capacity(self.encoded_len());
+        b.extend_from_slice(&head[..n]);
+        if let Packet::Data { payload, .. } = self {
+            b.extend_from_slice(payload);
+        }
+        debug_assert_eq!(b.len(), self.encoded_len());
+        b
+    }
+
+    /// Writes the packet's head into `out` (everything but a data packet's payload, which
+    /// follows it on the medium); returns its length.
+    pub fn encode_head(&self, out: &mut [u8; HEAD_MAX]) -> usize {
         let kind = match self {
             Packet::Hello(_) => HELLO,
             Packet::Welcome(..) => WELCOME,
@@ -116,29 +134,28 @@ impl Packet {
             Packet::Ack { .. } => ACK,
             Packet::Bye => BYE,
         };
-        b.extend_from_slice(&MAGIC);
-        b.extend_from_slice(&[VERSION, kind, 0, 0]);
+        let mut w = Writer { out, n: 0 };
+        w.put(&MAGIC);
+        w.put(&[VERSION, kind, 0, 0]);
         match self {
-            Packet::Hello(g) => greeting(&mut b, g),
+            Packet::Hello(g) => greeting(&mut w, g),
             Packet::Welcome(g, proof) => {
-                greeting(&mut b, g);
-                b.extend_from_slice(proof);
+                greeting(&mut w, g);
+                w.put(proof);
             }
-            Packet::Proof(proof) => b.extend_from_slice(proof),
-            Packet::Data { seq, ack, window, payload } => {
+            Packet::Proof(proof) => w.put(proof),
+            Packet::Data { seq, ack, window, .. } => {
                 for x in [seq, ack, window] {
-                    b.extend_from_slice(&x.to_le_bytes());
+                    w.put(&x.to_le_bytes());
                 }
-                b.extend_from_slice(payload);
             }
             Packet::Ack { ack, window } => {
-                b.extend_from_slice(&ack.to_le_bytes());
-                b.extend_from_slice(&window.to_le_bytes());
+                w.put(&ack.to_le_bytes());
+                w.put(&window.to_le_bytes());
             }
             Packet::Bye => {}
         }
-        debug_assert_eq!(b.len(), self.encoded_len());
-        b
+        w.n
     }
 
     /// Whether `bytes` start with a valid header of a Hello, without decoding the rest.
@@ -149,46 +166,87 @@ impl Packet {
     /// Decodes `bytes`; a data packet may be at most `len_max` bytes long. Reads the header
     /// before anything else, and allocates only the payload of a data packet within the limit.
     pub fn decode(bytes: &[u8], len_max: usize) -> Result<Packet, PacketError> {
-        header(bytes)?;
-        let body = &bytes[HEADER_LEN..];
-        let exact = |n: usize| if body.len() == n { Ok(()) } else { Err(PacketError::Length) };
-        match bytes[5] {
-            HELLO => {
-                exact(GREETING_LEN)?;
-                Ok(Packet::Hello(read_greeting(body)))
-            }
-            WELCOME => {
-                exact(GREETING_LEN + PROOF_LEN)?;
-                Ok(Packet::Welcome(read_greeting(body), proof(&body[GREETING_LEN..])))
-            }
-            PROOF => {
-                exact(PROOF_LEN)?;
-                Ok(Packet::Proof(proof(body)))
-            }
-            DATA => {
-                if bytes.len() > len_max {
-                    return Err(PacketError::TooLong { len: bytes.len() });
-                }
-                if body.len() < 24 {
-                    return Err(PacketError::Length);
-                }
-                Ok(Packet::Data {
-                    seq: u64_at(body, 0),
-                    ack: u64_at(body, 8),
-                    window: u64_at(body, 16),
-                    payload: body[24..].to_vec(),
-                })
-            }
-            ACK => {
-                exact(16)?;
-                Ok(Packet::Ack { ack: u64_at(body, 0), window: u64_at(body, 8) })
-            }
-            BYE => {
-                exact(0)?;
-                Ok(Packet::Bye)
-            }
-            kind => Err(PacketError::Kind { kind }),
+        let k = head_len(bytes);
+        let mut p = decode_head(&bytes[..k], bytes.len() - k, len_max)?;
+        if let Packet::Data { payload, .. } = &mut p {
+            *payload = bytes[k..].to_vec();
         }
+        Ok(p)
+    }
+}
+
+/// Where the head of the packet in `bytes` ends: a data packet's payload starts at
+/// [`DATA_OVERHEAD`]; any other packet is all head. Looks at the kind byte only (decoding
+/// checks the rest).
+pub fn head_len(bytes: &[u8]) -> usize {
+    if bytes.len() >= DATA_OVERHEAD && bytes[5] == DATA {
+        DATA_OVERHEAD
+    } else {
+        bytes.len()
+    }
+}
+
+/// Decodes a packet carried in two parts: `head`, then a body of `body_len` bytes (a data
+/// packet's payload, which is not looked at; any other kind has none). A data packet's
+/// payload comes back empty: the caller has it. A data packet may be at most `len_max`
+/// bytes long, head included.
+pub(crate) fn decode_head(head: &[u8], body_len: usize, len_max: usize) -> Result<Packet, PacketError> {
+    header(head)?;
+    let body = &head[HEADER_LEN..];
+    let exact = |n: usize| if body.len() == n && body_len == 0 { Ok(()) } else { Err(PacketError::Length) };
+    match head[5] {
+        HELLO => {
+            exact(GREETING_LEN)?;
+            Ok(Packet::Hello(read_greeting(body)))
+        }
+        WELCOME => {
+            exact(GREETING_LEN + PROOF_LEN)?;
+            Ok(Packet::Welcome(read_greeting(body), proof(&body[GREETING_LEN..])))
+        }
+        PROOF => {
+            exact(PROOF_LEN)?;
+            Ok(Packet::Proof(proof(body)))
+        }
+        DATA => {
+            let len = head.len().saturating_add(body_len);
+            if len > len_max {
+                return Err(PacketError::TooLong { len });
+            }
+            if body.len() != 24 {
+                return Err(PacketError::Length);
+            }
+            Ok(Packet::Data {
+                seq: u64_at(body, 0),
+                ack: u64_at(body, 8),
+                window: u64_at(body, 16),
+                payload: Vec::new(),
+            })
+        }
+        ACK => {
+            exact(16)?;
+            Ok(Packet::Ack { ack: u64_at(body, 0), window: u64_at(body, 8) })
+        }
+        BYE => {
+            exact(0)?;
+            Ok(Packet::Bye)
+        }
+        kind => Err(PacketError::Kind { kind }),
+    }
+}
+
+/// Writes into a fixed buffer that is long enough for every head ([`HEAD_MAX`]).
+struct Writer<'a> {
+    out: &'a mut [u8; HEAD_MAX],
+    n: usize,
+}
+
+impl Writer<'_> {
+    fn put(&mut self, b: &[u8]) {
+        // Every head fits in HEAD_MAX; a longer one would be this module's bug, and is cut.
+        let end = (self.n + b.len()).min(HEAD_MAX);
+        let take = end - self.n;
+        self.out[self.n..end].copy_from_slice(&b[..take]);
+        self.n = end;
     }
 }
 
@@ -206,11 +264,11 @@ fn header(bytes: &[u8]) -> Result<u8, PacketError> {
     Ok(bytes[5])
 }
 
-fn greeting(b: &mut Vec<u8>, g: &Greeting) {
-    b.extend_from_slice(&g.from.0.to_le_bytes());
-    b.extend_from_slice(&g.to.0.to_le_bytes());
+fn greeting(w: &mut Writer<'_>, g: &Greeting) {
+    w.put(&g.from.0.to_le_bytes());
+    w.put(&g.to.0.to_le_bytes());
     for x in [g.digest, g.incarnation, g.nonce, g.next, g.window] {
-        b.extend_from_slice(&x.to_le_bytes());
+        w.put(&x.to_le_bytes());
     }
 }
 

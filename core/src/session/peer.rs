@@ -3,9 +3,10 @@
 //! out).
 
 use alloc::collections::VecDeque;
+use alloc::sync::Arc;
 use alloc::vec::Vec;
 
-use super::packet::{Greeting, Packet, DATA_OVERHEAD, PROOF_LEN};
+use super::packet::{decode_head, head_len, Greeting, Packet, DATA_OVERHEAD, HEAD_MAX, PROOF_LEN};
 use super::{FailCause, Identity, Refusal, SessionEvent, SessionOptions, SessionStats, Token};
 use crate::ids::NodeId;
 use crate::time::Instant;
@@ -53,10 +54,17 @@ pub struct Session<T: Token> {
     // ----- sending -----
     /// The sequence number the next frame gets.
     next_seq: u64,
-    /// Frames sent and not acknowledged, oldest first, encoded as data packets whose ack and
-    /// window fields are written when they go out. The first has sequence number `acked`.
-    unacked: VecDeque<Vec<u8>>,
+    /// Frames sent and not acknowledged, oldest first: the payloads alone, shared with the
+    /// driver while it puts them on the medium (the head is written when a frame goes out).
+    /// The first has sequence number `acked`.
+    unacked: VecDeque<Frame>,
+    /// Bytes of their data packets (heads included).
     unacked_bytes: usize,
+    /// Buffers of acknowledged frames nobody else holds, for the next frames: no allocation
+    /// and no freeing per frame. With `unacked`, within `window_bytes_max` (capacities) and
+    /// `window_frames_max`; emptied when the sending side falls idle.
+    pool: Vec<Frame>,
+    pool_bytes: usize,
     /// Every frame below this was acknowledged.
     acked: u64,
     /// The next frame to put on the current link.
@@ -71,8 +79,9 @@ pub struct Session<T: Token> {
     // ----- receiving -----
     /// The sequence number of the next frame expected from the peer.
     next_expected: u64,
+    /// Frames received through [`Session::handle_packet`], not yet taken.
     received: VecDeque<Vec<u8>>,
-    /// Frames handed over by `poll_recv`.
+    /// Frames handed over by `poll_recv`, or reported taken by `frames_taken`.
     taken: u64,
     /// The window last told to the peer.
     advertised: u64,
@@ -81,7 +90,8 @@ pub struct Session<T: Token> {
     ack_due: Option<Instant>,
     last_heard: Instant,
 
-    control: VecDeque<Vec<u8>>,
+    /// Packets other than data, in order (never a data packet).
+    control: VecDeque<Packet>,
     events: VecDeque<SessionEvent>,
     stats: SessionStats,
 }
@@ -114,6 +124,8 @@ impl<T: Token> Session<T> {
             next_seq: 1,
             unacked: VecDeque::new(),
             unacked_bytes: 0,
+            pool: Vec::new(),
+            pool_bytes: 0,
             acked: 1,
             sent_upto: 1,
             peer_window: 1,
@@ -162,9 +174,9 @@ impl<T: Token> Session<T> {
     pub fn unacked_bytes(&self) -> usize {
         self.unacked_bytes
     }
-    /// Frames received and not yet taken with `poll_recv`.
+    /// Frames received and not yet taken (with `poll_recv`, or reported by `frames_taken`).
     pub fn received_frames(&self) -> usize {
-        self.received.len()
+        (self.next_expected - 1 - self.taken) as usize
     }
     /// Counters.
     pub fn stats(&self) -> &SessionStats {
@@ -222,14 +234,31 @@ impl<T: Token> Session<T> {
     }
 
     /// A packet from the peer on the session's link. On `Err` the packet was refused and the
-    /// link dropped (close it); the session goes on over the next link unless it failed.
+    /// link dropped (close it); the session goes on over the next link unless it failed. A
+    /// frame it carries waits for [`Session::poll_recv`] (a copy of it: a driver that can keep
+    /// the bytes it received uses [`Session::handle_parts`] instead).
     pub fn handle_packet(&mut self, now: Instant, bytes: &[u8]) -> Result<(), Refusal> {
+        let k = head_len(bytes);
+        let (head, body) = bytes.split_at(k);
+        if self.handle_parts(now, head, body)? {
+            self.received.push_back(body.to_vec());
+        }
+        Ok(())
+    }
+
+    /// [`Session::handle_packet`] of a packet the medium carried as its head and its body (a
+    /// data packet's payload; empty for any other kind), or that the driver split with
+    /// [`head_len`]. `Ok(true)`: `body` is the next frame from the peer, in order; the driver
+    /// keeps it (the session does not) and calls [`Session::frames_taken`] once its user took
+    /// it, which opens the window again. A driver uses either this or `handle_packet`.
+    pub fn handle_parts(&mut self, now: Instant, head: &[u8], body: &[u8]) -> Result<bool, Refusal> {
         self.now = now;
-        let packet = match Packet::decode(bytes, self.opts.frame_len_max + DATA_OVERHEAD) {
+        let packet = match decode_head(head, body.len(), self.opts.frame_len_max + DATA_OVERHEAD) {
             Ok(p) => p,
             Err(e) => return Err(self.refuse_link(Refusal::Malformed(e))),
         };
         self.stats.packets_received += 1;
+        let mut frame = false;
         match (packet, self.link) {
             (Packet::Welcome(g, proof), Link::AwaitWelcome { nonce, .. }) => {
                 self.check_greeting(&g).map_err(|r| self.refuse_link(r))?;
@@ -254,9 +283,9 @@ impl<T: Token> Session<T> {
                 }
                 self.link_ready();
             }
-            (Packet::Data { seq, ack, window, payload }, Link::Up) => {
+            (Packet::Data { seq, ack, window, .. }, Link::Up) => {
                 self.on_ack(ack, window).map_err(|r| self.refuse_link(r))?;
-                self.on_data(seq, payload);
+                frame = self.on_data(seq);
             }
             (Packet::Ack { ack, window }, Link::Up) => {
                 self.on_ack(ack, window).map_err(|r| self.refuse_link(r))?;
@@ -270,7 +299,13 @@ impl<T: Token> Session<T> {
             (p, _) => return Err(self.refuse_link(Refusal::Unexpected { kind: packet_name(&p) })),
         }
         self.last_heard = now;
-        Ok(())
+        Ok(frame)
+    }
+
+    /// The driver's user took `n` more frames that [`Session::handle_parts`] delivered: the
+    /// peer may send as many more.
+    pub fn frames_taken(&mut self, n: u64) {
+        self.taken = self.taken.saturating_add(n).min(self.next_expected - 1);
     }
 
     /// Timers: peer silence, reconnection, handshakes that take too long, retransmission,
@@ -306,7 +341,13 @@ impl<T: Token> Session<T> {
                     self.last_progress = now;
                 }
                 let ack_due = self.ack_due.is_some_and(|t| t <= now);
-                if ack_due || now - self.last_sent >= self.opts.heartbeat_interval {
+                let idle = now - self.last_sent >= self.opts.heartbeat_interval;
+                if idle && self.unacked.is_empty() {
+                    // Nothing sent for a heartbeat interval: the buffers go back to the heap.
+                    self.pool.clear();
+                    self.pool_bytes = 0;
+                }
+                if ack_due || idle {
                     self.send_ack();
                 }
             }
@@ -323,8 +364,8 @@ impl<T: Token> Session<T> {
     }
 
     /// [`Session::send`] of a frame of `len` bytes that `fill` writes in place (the shape of
-    /// [`crate::Transport::try_send`]: one copy, into the retransmission buffer). On `Err`,
-    /// `fill` was not called.
+    /// [`crate::Transport::try_send`]: one copy, into the retransmission buffer, a buffer of
+    /// an acknowledged frame when there is one). On `Err`, `fill` was not called.
     pub fn send_with(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> Result<(), SendError> {
         match self.phase {
             Phase::Open => {}
@@ -341,12 +382,27 @@ impl<T: Token> Session<T> {
             self.blocked = true;
             return Err(SendError::WouldBlock);
         }
-        let mut packet = Packet::Data { seq: self.next_seq, ack: 0, window: 0, payload: Vec::new() }.encode();
-        packet.resize(packet_len, 0);
-        fill(&mut packet[DATA_OVERHEAD..]);
+        let mut frame = match self.pool.pop() {
+            Some(f) => {
+                self.pool_bytes -= f.capacity();
+                f
+            }
+            None => Frame::default(),
+        };
+        // A pooled buffer is held by nobody else; `make_mut` copies nothing then.
+        let buf = Arc::make_mut(&mut frame.0);
+        if buf.capacity() < len {
+            // Too small: a fresh one rather than growing (which would copy the old bytes).
+            *buf = alloc::vec![0; len];
+        } else if buf.len() >= len {
+            buf.truncate(len); // the bytes are overwritten by `fill`: no zeroing
+        } else {
+            buf.resize(len, 0);
+        }
+        fill(buf);
         self.next_seq += 1;
         self.unacked_bytes += packet_len;
-        self.unacked.push_back(packet);
+        self.unacked.push_back(frame);
         Ok(())
     }
 
@@ -360,32 +416,44 @@ impl<T: Token> Session<T> {
 
     // ----- outputs -----
 
-    /// The next packet to put on the link. Drain until `None` after every input.
+    /// The next packet to put on the link, as one buffer (a copy of the payload: a driver
+    /// that can send a head and a shared payload uses [`Session::poll_transmit_parts`]).
+    /// Drain until `None` after every input.
     #[must_use]
     pub fn poll_transmit(&mut self) -> Option<Vec<u8>> {
+        self.poll_transmit_parts().map(|o| o.to_vec())
+    }
+
+    /// The next packet to put on the link: its head and, for a data packet, the frame it
+    /// carries, shared with the retransmission buffer (put the two on the medium one after
+    /// the other, or as two parts of one message). Drain until `None` after every input.
+    #[must_use]
+    pub fn poll_transmit_parts(&mut self) -> Option<Outbound> {
         if let Some(p) = self.control.pop_front() {
-            return Some(self.sent(p));
+            return Some(self.sent(Outbound::of(&p, None)));
         }
         if self.link != Link::Up {
             return None;
         }
         if self.sent_upto < self.next_seq && self.sent_upto < self.peer_window {
             let i = (self.sent_upto - self.acked) as usize;
-            let mut p = self.unacked[i].clone();
-            self.write_ack(&mut p);
+            let frame = self.unacked.get(i).cloned()?;
+            let seq = self.sent_upto;
+            let (ack, window) = self.ack_fields();
             self.sent_upto += 1;
             self.stats.frames_sent += 1;
-            return Some(self.sent(p));
+            let head = Packet::Data { seq, ack, window, payload: Vec::new() };
+            return Some(self.sent(Outbound::of(&head, Some(frame))));
         }
         if self.phase == Phase::Closing && self.unacked.is_empty() {
             self.phase = Phase::Closed;
             self.events.push_back(SessionEvent::Closed);
-            return Some(self.sent(Packet::Bye.encode()));
+            return Some(self.sent(Outbound::of(&Packet::Bye, None)));
         }
         let window_grew = self.window() >= self.advertised + self.opts.recv_frames_max / 2;
         if window_grew || self.acks_owed >= self.ack_batch() {
-            let p = self.ack_packet();
-            return Some(self.sent(p));
+            let (ack, window) = self.ack_fields();
+            return Some(self.sent(Outbound::of(&Packet::Ack { ack, window }, None)));
         }
         if self.acks_owed > 0 && self.ack_due.is_none() {
             self.ack_due = Some(self.now + self.opts.ack_delay);
@@ -529,9 +597,17 @@ impl<T: Token> Session<T> {
     /// Drops the frames below `ack` from the retransmission buffer.
     fn release(&mut self, ack: u64) {
         while self.acked < ack {
-            let Some(p) = self.unacked.pop_front() else { break };
-            self.unacked_bytes -= p.len();
+            let Some(mut f) = self.unacked.pop_front() else { break };
+            self.unacked_bytes -= f.len() + DATA_OVERHEAD;
             self.acked += 1;
+            // Kept for the next frames if nobody else holds it and the bounds allow.
+            let cap = f.capacity();
+            let room = self.pool_bytes + cap + self.unacked_bytes <= self.opts.window_bytes_max
+                && self.pool.len() + self.unacked.len() < self.opts.window_frames_max;
+            if room && Arc::get_mut(&mut f.0).is_some() {
+                self.pool_bytes += cap;
+                self.pool.push(f);
+            }
         }
         self.sent_upto = self.sent_upto.max(self.acked);
         if self.blocked {
@@ -540,7 +616,9 @@ impl<T: Token> Session<T> {
         }
     }
 
-    fn on_data(&mut self, seq: u64, payload: Vec<u8>) {
+    /// Whether the frame `seq` is the next one in order (and within the window).
+    fn on_data(&mut self, seq: u64) -> bool {
+        let mut taken = false;
         if seq < self.next_expected {
             self.stats.duplicates_dropped += 1;
         } else if seq > self.next_expected || seq >= self.window() {
@@ -548,45 +626,35 @@ impl<T: Token> Session<T> {
             self.stats.out_of_order_dropped += 1;
         } else {
             self.next_expected += 1;
-            self.received.push_back(payload);
             self.stats.frames_received += 1;
+            taken = true;
         }
         self.acks_owed += 1;
+        taken
     }
 
-    fn write_ack(&mut self, p: &mut [u8]) {
-        let (ack, window) = (self.next_expected, self.window());
-        p[super::packet::HEADER_LEN + 8..super::packet::HEADER_LEN + 16].copy_from_slice(&ack.to_le_bytes());
-        p[super::packet::HEADER_LEN + 16..super::packet::HEADER_LEN + 24]
-            .copy_from_slice(&window.to_le_bytes());
-        self.acks_owed = 0;
-        self.ack_due = None;
-        self.advertised = window;
-    }
-
-    /// An acknowledgement of everything received, with the current window (not yet counted
-    /// as sent).
-    fn ack_packet(&mut self) -> Vec<u8> {
+    /// The acknowledgement and window to send now, counted as told.
+    fn ack_fields(&mut self) -> (u64, u64) {
         let (ack, window) = (self.next_expected, self.window());
         self.acks_owed = 0;
         self.ack_due = None;
         self.advertised = window;
-        Packet::Ack { ack, window }.encode()
+        (ack, window)
     }
 
     /// Queues an acknowledgement: a delayed one, or a heartbeat on an idle link.
     fn send_ack(&mut self) {
         self.stats.heartbeats_sent += 1;
-        let p = self.ack_packet();
-        self.control.push_back(p);
+        let (ack, window) = self.ack_fields();
+        self.control.push_back(Packet::Ack { ack, window });
     }
 
     fn push_control(&mut self, p: Packet) {
-        self.control.push_back(p.encode());
+        self.control.push_back(p);
     }
 
     /// Counts `p` as sent now.
-    fn sent(&mut self, p: Vec<u8>) -> Vec<u8> {
+    fn sent(&mut self, p: Outbound) -> Outbound {
         self.stats.packets_sent += 1;
         self.stats.bytes_sent += p.len() as u64;
         self.last_sent = self.now;
@@ -642,5 +710,79 @@ fn packet_name(p: &Packet) -> &'static str {
         Packet::Data { .. } => "Data",
         Packet::Ack { .. } => "Ack",
         Packet::Bye => "Bye",
+    }
+}
+
+/// A frame's bytes, shared between the retransmission buffer and the driver putting it on the
+/// medium (a reference count, no copy).
+#[derive(Clone, Debug, Default)]
+pub struct Frame(Arc<Vec<u8>>);
+
+impl Frame {
+    /// The frame's bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        &self.0
+    }
+    /// Bytes of the frame.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+    /// Whether the frame is empty.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+    fn capacity(&self) -> usize {
+        self.0.capacity()
+    }
+}
+
+impl AsRef<[u8]> for Frame {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+/// One packet for the medium: its head, and a data packet's frame after it.
+#[derive(Clone, Debug)]
+pub struct Outbound {
+    head: [u8; HEAD_MAX],
+    head_len: u8,
+    body: Option<Frame>,
+}
+
+impl Outbound {
+    fn of(p: &Packet, body: Option<Frame>) -> Outbound {
+        let mut head = [0u8; HEAD_MAX];
+        let n = p.encode_head(&mut head);
+        Outbound { head, head_len: n as u8, body }
+    }
+    /// The packet's head: all of a packet that is not a data packet.
+    pub fn head(&self) -> &[u8] {
+        &self.head[..usize::from(self.head_len)]
+    }
+    /// A data packet's frame, which follows the head.
+    pub fn body(&self) -> Option<&Frame> {
+        self.body.as_ref()
+    }
+    /// The frame, taken out.
+    pub fn into_body(self) -> Option<Frame> {
+        self.body
+    }
+    /// Bytes of the whole packet.
+    pub fn len(&self) -> usize {
+        usize::from(self.head_len) + self.body.as_ref().map_or(0, Frame::len)
+    }
+    /// Never: a packet has at least a header.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+    /// The whole packet as one buffer (a copy).
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(self.len());
+        v.extend_from_slice(self.head());
+        if let Some(b) = &self.body {
+            v.extend_from_slice(b.as_slice());
+        }
+        v
     }
 }

@@ -71,6 +71,10 @@ struct Pair {
     /// Per mille of packets the medium loses, and of packets it delivers twice.
     loss_per_mille: u64,
     dup_per_mille: u64,
+    /// The ends take packets in two parts and keep the frames themselves
+    /// ([`Session::handle_parts`], [`Session::frames_taken`]) instead of `handle_packet`.
+    parts: bool,
+    kept: [VecDeque<Vec<u8>>; 2],
 }
 
 impl Pair {
@@ -86,6 +90,8 @@ impl Pair {
             refusals: Vec::new(),
             loss_per_mille: 0,
             dup_per_mille: 0,
+            parts: false,
+            kept: [VecDeque::new(), VecDeque::new()],
         }
     }
 
@@ -139,6 +145,15 @@ impl Pair {
                     let nonce = self.rng.below(u64::MAX);
                     self.s[1].accept(self.now, &g, nonce)
                 })
+            } else if self.parts {
+                let (head, body) = p.split_at(head_len(&p));
+                match self.s[i].handle_parts(self.now, head, body) {
+                    Ok(true) => {
+                        self.kept[i].push_back(body.to_vec());
+                        Ok(())
+                    }
+                    r => r.map(|_| ()),
+                }
             } else {
                 self.s[i].handle_packet(self.now, &p)
             };
@@ -159,6 +174,16 @@ impl Pair {
             }
             self.drain(i);
         }
+    }
+
+    /// The next frame end `i` received, taken.
+    fn recv(&mut self, i: usize) -> Option<Vec<u8>> {
+        if !self.parts {
+            return self.s[i].poll_recv();
+        }
+        let f = self.kept[i].pop_front()?;
+        self.s[i].frames_taken(1);
+        Some(f)
     }
 
     fn check_bounds(&self) {
@@ -186,6 +211,7 @@ fn frames_arrive_once_and_in_order_whatever_the_links_do() {
         if seed % 2 == 1 {
             (p.loss_per_mille, p.dup_per_mille) = (seed % 7, 5 + seed % 11);
         }
+        p.parts = seed % 3 == 0;
         let mut sent = [0u64; 2];
         let mut got: [Vec<Vec<u8>>; 2] = [Vec::new(), Vec::new()];
         let cut_per_mille = 2 + seed % 20;
@@ -207,7 +233,7 @@ fn frames_arrive_once_and_in_order_whatever_the_links_do() {
                 p.drain(i);
                 // Receivers take frames late, sometimes not at all for a while.
                 if p.rng.below(3) > 0 || !faults {
-                    while let Some(f) = p.s[i].poll_recv() {
+                    while let Some(f) = p.recv(i) {
                         got[i].push(f);
                     }
                     p.drain(i);
@@ -524,4 +550,61 @@ fn options_that_do_not_fit_are_refused_with_a_reason() {
         assert!(std::format!("{e}").starts_with("session options: "), "{e}");
     }
     assert!(SessionOptions::default().validate().is_ok());
+}
+
+#[test]
+fn a_packet_in_two_parts_is_the_same_packet_and_its_frame_is_shared() {
+    let mut p = Pair::new([session(0, 1, 7, 1), session(1, 0, 7, 2)], 5);
+    settle(&mut p, 50);
+    assert!(p.s[0].is_up() && p.s[1].is_up());
+    p.s[0].send(&[9; 40]).unwrap();
+    let o = p.s[0].poll_transmit_parts().expect("the data packet");
+    assert_eq!(o.head().len(), DATA_OVERHEAD);
+    assert_eq!(o.body().map(Frame::as_slice), Some(&[9u8; 40][..]));
+    let whole = o.to_vec();
+    assert_eq!(head_len(&whole), DATA_OVERHEAD);
+    match Packet::decode(&whole, 1 << 10) {
+        Ok(Packet::Data { seq: 1, payload, .. }) => assert_eq!(payload, vec![9; 40]),
+        other => panic!("{other:?}"),
+    }
+    // The receiver keeps nothing itself, counts the frame as not taken until told.
+    let (head, body) = whole.split_at(DATA_OVERHEAD);
+    assert_eq!(p.s[1].handle_parts(p.now, head, body), Ok(true));
+    assert_eq!(p.s[1].received_frames(), 1);
+    assert_eq!(p.s[1].poll_recv(), None);
+    assert_eq!(p.s[1].handle_parts(p.now, head, body), Ok(false), "a duplicate");
+    p.s[1].frames_taken(5);
+    assert_eq!(p.s[1].received_frames(), 0, "taking is capped at what was delivered");
+    // A head of another kind with a body, or a data head of the wrong length, is refused.
+    let ack = Packet::Ack { ack: 1, window: 9 }.encode();
+    assert!(p.s[1].handle_parts(p.now, &ack, &[1]).is_err());
+    assert!(p.s[1].handle_parts(p.now, &whole[..DATA_OVERHEAD + 1], &whole[DATA_OVERHEAD + 1..]).is_err());
+}
+
+#[test]
+fn acknowledged_buffers_are_reused_within_the_window() {
+    let mut p = Pair::new([session(0, 1, 7, 1), session(1, 0, 7, 2)], 6);
+    settle(&mut p, 50);
+    let mut seen = Vec::new();
+    for round in 0..20u64 {
+        for n in 0..8 {
+            p.s[0].send(&frame(0, round * 8 + n)).unwrap();
+        }
+        for _ in 0..8 {
+            let o = p.s[0].poll_transmit_parts().expect("data");
+            seen.push(o.body().map_or(0, |f| f.as_slice().as_ptr() as usize));
+            let w = o.to_vec();
+            drop(o);
+            p.wire[1].push_back(w);
+        }
+        p.deliver(1, 100);
+        while p.s[1].poll_recv().is_some() {}
+        p.tick(10_000);
+        p.deliver(0, 100);
+        assert_eq!(p.s[0].unacked_frames(), 0, "round {round}");
+        p.check_bounds();
+    }
+    seen.sort_unstable();
+    seen.dedup();
+    assert!(seen.len() <= 24, "{} distinct buffers for 160 frames", seen.len());
 }

@@ -362,6 +362,8 @@ pub struct SocketOptions {
     // parma patch: the same bound for everything a connection sends up to and including its
     // first message.
     pub(crate) max_first_message_size: Option<usize>,
+    /// parma patch: most connections a bound socket keeps at once (see `max_connections`).
+    pub(crate) max_connections: Option<usize>,
 }
 
 impl Default for SocketOptions {
@@ -374,6 +376,7 @@ impl Default for SocketOptions {
             read_buffer_short_reads: 2,
             max_message_size: None,
             max_first_message_size: None,
+            max_connections: None,
         }
     }
 }
@@ -444,6 +447,14 @@ impl SocketOptions {
     /// message is small then holds little for a peer that has not yet said who it is.
     pub fn max_first_message_size(&mut self, max: usize) -> &mut Self {
         self.max_first_message_size = Some(max);
+        self
+    }
+
+    /// parma patch: a bound socket keeps at most `max` accepted connections open at once
+    /// (each holds a file descriptor and buffers until it closes); one accepted beyond that
+    /// is closed at once and reported as `SocketEvent::AcceptFailed`. Unset, unbounded.
+    pub fn max_connections(&mut self, max: usize) -> &mut Self {
+        self.max_connections = Some(max);
         self
     }
 

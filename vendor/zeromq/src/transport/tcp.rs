@@ -15,6 +15,91 @@ use crate::task_handle::TaskHandle;
 use crate::ZmqResult;
 
 use futures::{select, FutureExt};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+/// parma patch: how long the accept loop waits after the listener failed (e.g. out of file
+/// descriptors) before it accepts again.
+const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(20);
+
+/// parma patch: one accepted connection, counted in the listener's `live` count until the
+/// stream is dropped (both halves of it: the split keeps it whole until then).
+struct Slot(Arc<AtomicUsize>);
+
+impl Slot {
+    fn take(live: &Arc<AtomicUsize>) -> Slot {
+        live.fetch_add(1, Ordering::AcqRel);
+        Slot(Arc::clone(live))
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// parma patch: a stream holding its [`Slot`].
+struct Counted<T> {
+    inner: T,
+    _slot: Slot,
+}
+
+#[cfg(feature = "tokio-runtime")]
+impl<T: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Counted<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+#[cfg(feature = "tokio-runtime")]
+impl<T: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Counted<T> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
+
+#[cfg(any(feature = "async-std-runtime", feature = "async-dispatcher-runtime"))]
+impl<T: futures::AsyncRead + Unpin> futures::AsyncRead for Counted<T> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+#[cfg(any(feature = "async-std-runtime", feature = "async-dispatcher-runtime"))]
+impl<T: futures::AsyncWrite + Unpin> futures::AsyncWrite for Counted<T> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_close(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_close(cx)
+    }
+}
 
 #[cfg(feature = "tokio-runtime")]
 const TCP_SOCKET_BUFFER_SIZE: usize = 4 * 1024 * 1024;
@@ -89,12 +174,33 @@ where
     T: std::future::Future<Output = ()> + Send + 'static,
 {
     let (stop_channel, stop_callback) = futures::channel::oneshot::channel::<()>();
+    // parma patch: the connections accepted and not yet closed, against `max_connections`.
+    let live = Arc::new(AtomicUsize::new(0));
     let task_handle = async_rt::task::spawn(async move {
         let mut stop_callback = stop_callback.fuse();
         loop {
             select! {
                 incoming = listener.accept().fuse() => {
-                    let maybe_accepted: Result<_, _> = incoming
+                    let incoming = match incoming {
+                        Ok(accepted) => accepted,
+                        Err(err) => {
+                            // parma patch: out of file descriptors (or another error of the
+                            // listener), accepting again at once would spin; wait a little.
+                            async_rt::task::spawn(cback(Err(err.into())));
+                            async_rt::task::sleep(ACCEPT_ERROR_PAUSE).await;
+                            continue;
+                        }
+                    };
+                    if options.max_connections.is_some_and(|max| live.load(Ordering::Acquire) >= max) {
+                        // parma patch: over the bound, the connection is closed at once.
+                        drop(incoming);
+                        async_rt::task::spawn(cback(Err(crate::ZmqError::Other(
+                            "too many connections: closed on accept",
+                        ))));
+                        continue;
+                    }
+                    let slot = Slot::take(&live);
+                    let maybe_accepted: Result<_, _> = Ok(incoming)
                         .and_then(|(raw_socket, remote_addr)| {
                             raw_socket
                                 .set_nodelay(true)
@@ -105,11 +211,11 @@ where
                         })
                         .map(|(raw_socket, remote_addr)| {
                             (
-                                make_framed(raw_socket, Arc::clone(&options)),
+                                make_framed(Counted { inner: raw_socket, _slot: slot }, Arc::clone(&options)),
                                 Endpoint::from_tcp_addr(remote_addr),
                             )
                         })
-                        .map_err(|err| err.into());
+                        .map_err(|err: std::io::Error| err.into());
                     async_rt::task::spawn(cback(maybe_accepted));
                 }
                 _ = stop_callback => {

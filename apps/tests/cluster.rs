@@ -168,7 +168,7 @@ fn a_killed_node_fails_every_other_node_within_the_peer_timeout() {
 
 #[test]
 fn a_node_paused_for_less_than_the_peer_timeout_does_not_fail_the_run() {
-    let args = ["--batches", "20000", "--workers", "1", "--keys", "20000", "--peer-timeout-ms", "4000"];
+    let args = ["--batches", "5000", "--workers", "1", "--keys", "20000", "--peer-timeout-ms", "4000"];
     let (mut nodes, rx) = spawn_nodes(3, &args);
     let mut lines = Vec::new();
     wait_up(3, &rx, &mut lines);

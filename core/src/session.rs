@@ -59,7 +59,9 @@ mod peer;
 
 use core::fmt;
 
-pub use packet::{head_len, Greeting, Packet, PacketError, DATA_OVERHEAD, HEAD_MAX, MAGIC, PROOF_LEN, VERSION};
+pub use packet::{
+    head_len, Greeting, Packet, PacketError, DATA_OVERHEAD, HEAD_MAX, MAGIC, PROOF_LEN, VERSION,
+};
 pub use peer::{Frame, Outbound, Session};
 
 use crate::ids::NodeId;

@@ -7,11 +7,11 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures::FutureExt;
 use futures::StreamExt;
 use parma_core::session::DATA_OVERHEAD;
 use parma_core::NodeId;
 use tokio::sync::mpsc;
-use futures::FutureExt;
 use tokio::sync::oneshot;
 use zeromq::{DealerSocket, RouterSocket, Socket, SocketEvent, SocketOptions, SocketRecv, ZmqMessage};
 

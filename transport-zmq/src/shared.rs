@@ -6,12 +6,13 @@ use std::sync::{Arc, Mutex};
 use std::task::Waker;
 
 use bytes::Bytes;
+use futures::FutureExt;
 use parma_core::session::{
-    head_len, hello_of, FailCause, Frame, Identity, Outbound, Refusal, Session, SessionEvent, Token, PROOF_LEN,
+    head_len, hello_of, FailCause, Frame, Identity, Outbound, Refusal, Session, SessionEvent, Token,
+    PROOF_LEN,
 };
 use parma_core::transport::{RecvError, SendError, TransportEvent};
 use parma_core::{Instant, NodeId};
-use futures::FutureExt;
 use tokio::sync::oneshot;
 use zeromq::{DealerSendHalf, RouterSendHalf, SocketSend, ZmqMessage};
 
@@ -500,7 +501,8 @@ impl State {
         let Some(router) = self.router.clone() else { return Some(Action::Close { identity }) };
         let gen = self.gen();
         let out = Out::Router(router, identity.clone());
-        self.links[usize::from(peer.0)] = Link::Open { gen, out, identity: Some(identity.clone()), _task: None };
+        self.links[usize::from(peer.0)] =
+            Link::Open { gen, out, identity: Some(identity.clone()), _task: None };
         self.routed.insert(identity, (peer, gen));
         None
     }
@@ -687,7 +689,6 @@ impl State {
         }
     }
 }
-
 
 /// A session packet off a socket, as its head and its body: the two parts of a ZMTP message,
 /// or one part cut where the head ends. `None`: more parts than a packet has.

@@ -4,12 +4,12 @@ use alloc::sync::Arc;
 
 use hashbrown::HashSet;
 
+use crate::action_timing::TimingParams;
 use crate::error::ConfigError;
 use crate::ids::{ClusterId, Key, NodeId};
 use crate::layout::Layout;
 use crate::sampling::SamplingOptions;
 use crate::time::Duration;
-use crate::timing::TimingParams;
 
 /// The most nodes a cluster may have.
 pub const NODES_MAX: u16 = 4096;

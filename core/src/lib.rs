@@ -143,6 +143,7 @@ extern crate alloc;
 extern crate std;
 
 pub mod access;
+pub mod action_timing;
 pub mod config;
 pub mod error;
 #[cfg(any(fuzzing, test, feature = "testing"))]
@@ -155,7 +156,6 @@ pub mod sampling;
 pub mod session;
 pub mod store;
 pub mod time;
-pub mod timing;
 pub mod transport;
 pub mod wire;
 

@@ -1,6 +1,6 @@
 //! Worker intents (adapm-cikm23.txt §4.2 and Appendix B.2.1): each worker's intents wait in a
 //! heap ordered by start clock. At the start of every sync round, action timing
-//! ([`crate::timing::ActionTimer`], Algorithm 1) says which of them to act on; acted intents
+//! ([`crate::action_timing::ActionTimer`], Algorithm 1) says which of them to act on; acted intents
 //! move to a heap ordered by end clock and raise a per-key count; when a worker's clock reaches
 //! an intent's end, the count drops. Only the transitions of the count (0 to positive: "this
 //! node has intent"; back to 0: "no more") reach the key's owner, in the next round

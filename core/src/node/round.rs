@@ -20,11 +20,11 @@ use super::keymap::KeyMap;
 use super::owner::ReplyOut;
 use super::record::{Holders, Keys, ReplicaMeta, ANNOUNCED, OUTSTANDING, RESERVED};
 use super::Node;
+use crate::action_timing::ActionTimer;
 use crate::error::OpError;
 use crate::ids::{Key, NodeId, Ticket, WorkerId};
 use crate::store::Whereabouts;
 use crate::time::{Duration, Instant};
-use crate::timing::ActionTimer;
 use crate::wire::{Message, Moved, OwnerChange, Refresh, ReplicaSync};
 
 /// Bytes a sync entry may take besides its value, generously.

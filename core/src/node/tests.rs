@@ -374,7 +374,7 @@ fn a_worker_waiting_for_rounds_keeps_its_node_busy() {
 fn a_slot_reserved_for_a_failed_owners_answer_goes_back() {
     let mut c = cfg(3);
     c.technique = crate::config::Technique::Adaptive;
-    c.timing = crate::timing::TimingParams { immediate: true, ..c.timing };
+    c.timing = crate::action_timing::TimingParams { immediate: true, ..c.timing };
     let mut n = Node::new(c, NodeId(0)).unwrap();
     let key = key_homed(3, 2);
     let mut now = Instant(0);

@@ -52,7 +52,7 @@ const TINY: f64 = 1e-280;
 /// - `lambda > 1e5`: the Cornish–Fisher expansion to third order (terms up to `λ^{-3/2}`) with
 ///   Sheppard's continuity correction, rounded to the lattice; constant time.
 ///
-/// Verified in the tests (`timing::tests`), against an independent reference (the mass
+/// Verified in the tests (`action_timing::tests`), against an independent reference (the mass
 /// function summed in plain `f64`, with `ln m!` as a compensated sum of logarithms):
 /// - equal on all 600 points of a grid of 40 rates in `[0.01, 1000]` × 15 values of `p` in
 ///   `[1e-12, 1 − 1e-15]`, and in deep lower tails down to `p = 1e-300`;

@@ -142,6 +142,17 @@ extern crate alloc;
 #[cfg(any(test, feature = "std"))]
 extern crate std;
 
+/// Asserts an invariant (of the store, of a node's records) where a transition could break
+/// it: in debug builds, and in fuzzing builds always. Never about a caller's input, which gets
+/// an error instead. In other builds the condition is not evaluated (it may cost a lookup).
+macro_rules! invariant {
+    ($($t:tt)*) => {
+        if cfg!(any(debug_assertions, fuzzing)) {
+            assert!($($t)*);
+        }
+    };
+}
+
 pub mod access;
 pub mod config;
 pub mod error;

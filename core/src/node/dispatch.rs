@@ -400,7 +400,7 @@ impl Node {
             let v = &values[at..at + len];
             at += len;
             // A key this node asked for has its slot reserved since the request; the
-            // reservation belongs to the key's entry in `incoming`.
+            // reservation belongs to the key's incoming record.
             let reserved = if self.keys.is_incoming(m.key) { Reserved::Incoming } else { Reserved::No };
             if let Some(change) = self.install_moved(from, m, v, reserved) {
                 updates.push(change);
@@ -443,7 +443,7 @@ impl Node {
         match self.store.install(m.key, m.epoch, m.version, values, reserved != Reserved::No) {
             Ok(()) => {}
             Err(e) => {
-                // A sync round's reservation ended with its answer. An `incoming` entry keeps
+                // A sync round's reservation ended with its answer. An incoming record keeps
                 // its own until the entry goes (the key may still come: this copy may have
                 // been a stale or bogus one); giving it back here left the entry without one,
                 // so that more keys could be on their way than `store_keys_max`.
@@ -662,6 +662,6 @@ pub(super) enum Reserved {
     No,
     /// The sync round's entry for the key, which its answer ends.
     Round,
-    /// The key's entry in `incoming`, which keeps it while the entry stays.
+    /// The key's incoming record, which keeps it while the key is asked for.
     Incoming,
 }

@@ -6,7 +6,7 @@ use alloc::collections::{BTreeMap, BTreeSet};
 use core::fmt;
 
 use super::lifecycle::Life;
-use super::record::Place;
+use super::record::{Cold, Place};
 use super::Node;
 use crate::config::Technique;
 use crate::ids::Key;
@@ -49,7 +49,7 @@ impl Node {
             return fail("the store holds more keys than its bound", self.store.keys_held() as u64);
         }
         // What the bound counts is exactly the main copies of keys homed elsewhere plus one
-        // reserved slot per key this node waits for: a sync start's, or an `incoming` entry's.
+        // reserved slot per key this node waits for: a sync start's, or an incoming record's.
         if self.store.keys_held() != self.store.moved_in() + self.keys.reserved + self.keys.incoming {
             return fail("the store's count of keys and reservations is off", self.store.keys_held() as u64);
         }
@@ -72,14 +72,15 @@ impl Node {
         // A replica whose last intent just ended (`end_intents`) stays until the next round,
         // which sends its final delta and drops it: it must be among the round's keys.
         let ending: BTreeSet<Key> = s.touched.iter().copied().collect();
-        let mut counts = [0usize; 8];
+        let mut counts = [0usize; 16];
         let (mut reserved, mut outstanding, mut waiting, mut localizes) = (0, 0, 0, 0);
         for (k, e) in &keys.map {
             if e.is_idle() {
                 return fail("an idle key record is kept", k.0);
             }
-            let life = e.cold.as_ref().map_or(Life::Idle, |c| c.life());
-            if life != e.life || (life == Life::Idle) != e.cold.is_none() || life == Life::Invalid {
+            let cold = keys.cold(e);
+            let life = cold.map_or(Life::Idle, Cold::parts_life);
+            if life != e.life || life == Life::Invalid {
                 return fail("a key record's tag disagrees with its parts", k.0);
             }
             counts[e.life as usize] += 1;
@@ -89,7 +90,7 @@ impl Node {
             reserved += usize::from(e.reserved());
             outstanding += usize::from(e.outstanding());
             let held = self.store.holds(*k);
-            match e.cold.as_deref().map(|c| &c.place) {
+            match cold.map(|c| &c.place) {
                 Some(Place::Owned(_)) if !held => {
                     return fail("replica holders are recorded for a key not owned here", k.0);
                 }
@@ -110,7 +111,7 @@ impl Node {
                 }
                 _ => {}
             }
-            if e.pointer().is_some() && held {
+            if keys.pointer_of(e).is_some() && held {
                 return fail("a node holds a key and a forwarding pointer for it", k.0);
             }
         }
@@ -125,6 +126,9 @@ impl Node {
             )
         {
             return fail("the key records' counts by state are off", keys.pointers as u64);
+        }
+        if !keys.slab_consistent() {
+            return fail("the key records' cold parts and their slab disagree", keys.map.len() as u64);
         }
         if reserved != keys.reserved || outstanding != keys.outstanding {
             return fail("the key records' counts are off", outstanding as u64);

@@ -10,34 +10,42 @@
 //!
 //! [`decide`] is the owner's decision on one entry of a sync request for a key it holds
 //! (adapm-cikm23.txt §4.1 and Appendix B.2.4): move the key, give a replica, keep it and let
-//! the requester ask again, or refuse. It reads only its [`Ask`].
+//! the requester ask again, or refuse. It reads only the entry and what it asks of its
+//! [`Looks`].
 //!
 //! Both are tested below over every input.
 
 use super::owner::Policy;
 
-/// What a key's record holds besides its intent count and round flags.
+/// What a key's record holds besides its intent count and round flags. The discriminant is
+/// a set of bits, one per part (`POINTER`, `OWNED`, `REPLICA`, `INCOMING`), so that the hot
+/// path asks about a part with one test.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
 #[repr(u8)]
 pub(super) enum Life {
     /// Nothing (a record in this state has only a hot part, or no record exists).
     #[default]
-    Idle,
-    /// Owned here, with replicas at other nodes (the owner's list of holders).
-    Owned,
-    /// A replica is held here.
-    Replica,
-    /// This node asked for the key (a localize) and operations may wait for it.
-    Incoming,
+    Idle = 0,
     /// The key was given away; a forwarding pointer stays until the home confirms the move.
-    Away,
-    /// `Away`, and a replica from the new owner is held already.
-    AwayReplica,
-    /// `Away`, and the key was asked for again.
-    AwayIncoming,
+    Away = POINTER,
+    /// Owned here, with replicas at other nodes (the owner's list of holders).
+    Owned = OWNED,
     /// Data that no state describes (owned here and pointed away): a bug.
-    Invalid,
+    Invalid = OWNED | POINTER,
+    /// A replica is held here.
+    Replica = REPLICA,
+    /// `Away`, and a replica from the new owner is held already.
+    AwayReplica = REPLICA | POINTER,
+    /// This node asked for the key (a localize) and operations may wait for it.
+    Incoming = INCOMING,
+    /// `Away`, and the key was asked for again.
+    AwayIncoming = INCOMING | POINTER,
 }
+
+const POINTER: u8 = 1;
+const OWNED: u8 = 2;
+const REPLICA: u8 = 4;
+const INCOMING: u8 = 8;
 
 impl Life {
     /// Every tag (for the tests over every pair, and the checks' counts).
@@ -52,15 +60,36 @@ impl Life {
         Life::Invalid,
     ];
 
+    /// The tag of the parts `bits` names (`Invalid` for a set no state has).
+    #[inline]
+    pub(super) fn from_parts(pointer: bool, place: u8) -> Life {
+        match place | u8::from(pointer) {
+            0 => Life::Idle,
+            POINTER => Life::Away,
+            OWNED => Life::Owned,
+            REPLICA => Life::Replica,
+            b if b == REPLICA | POINTER => Life::AwayReplica,
+            INCOMING => Life::Incoming,
+            b if b == INCOMING | POINTER => Life::AwayIncoming,
+            _ => Life::Invalid,
+        }
+    }
+    #[inline]
     pub(super) fn has_pointer(self) -> bool {
-        matches!(self, Life::Away | Life::AwayReplica | Life::AwayIncoming)
+        self as u8 & POINTER != 0
     }
+    #[inline]
     pub(super) fn has_replica(self) -> bool {
-        matches!(self, Life::Replica | Life::AwayReplica)
+        self as u8 & REPLICA != 0
     }
+    #[inline]
     pub(super) fn is_incoming(self) -> bool {
-        matches!(self, Life::Incoming | Life::AwayIncoming)
+        self as u8 & INCOMING != 0
     }
+    /// The bit of a place (no pointer).
+    pub(super) const OWNED: u8 = OWNED;
+    pub(super) const REPLICA: u8 = REPLICA;
+    pub(super) const INCOMING: u8 = INCOMING;
     /// The tag with the pointer part taken away.
     fn without_pointer(self) -> Life {
         match self {
@@ -150,8 +179,9 @@ pub(super) struct Step {
 }
 
 /// The lifecycle: the next tag after `event` in state `life`, and what the node does, or
-/// `None` if the event cannot happen in that state.
-#[inline]
+/// `None` if the event cannot happen in that state. Inlined always: the event is a constant
+/// where the node applies a step, and the match folds to a few tests of the tag.
+#[inline(always)]
 pub(super) fn step(life: Life, event: Event) -> Option<Step> {
     use Life::*;
     let to = |next: Life, actions: Actions| Some(Step { next, actions });
@@ -212,47 +242,16 @@ pub(super) enum Entry {
     Final,
 }
 
-/// Everything the owner's decision on one entry reads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Ask {
-    pub(super) policy: Policy,
-    pub(super) entry: Entry,
-    /// The entry is this node's own (its round asked itself, as owner).
-    pub(super) from_me: bool,
-    /// This node has intent for the key.
-    pub(super) intent_here: bool,
-    /// A node other than the requester holds a replica.
-    pub(super) other_holders: bool,
-    /// The key arrived here less than a round and `relocation_hold` ago.
-    pub(super) on_hold: bool,
-    /// The table of forwarding pointers is full.
-    pointers_full: bool,
-}
-
-impl Ask {
-    pub(super) fn new(policy: Policy, entry: Entry, from_me: bool) -> Ask {
-        Ask {
-            policy,
-            entry,
-            from_me,
-            intent_here: false,
-            other_holders: false,
-            on_hold: false,
-            pointers_full: false,
-        }
-    }
-    pub(super) fn intent_here(self, v: bool) -> Ask {
-        Ask { intent_here: v, ..self }
-    }
-    pub(super) fn other_holders(self, v: bool) -> Ask {
-        Ask { other_holders: v, ..self }
-    }
-    pub(super) fn on_hold(self, v: bool) -> Ask {
-        Ask { on_hold: v, ..self }
-    }
-    pub(super) fn pointers_full(self, v: bool) -> Ask {
-        Ask { pointers_full: v, ..self }
-    }
+/// What the owner's decision may read besides the entry, each part only if the decision
+/// depends on it (each costs a look at a table).
+pub(super) trait Looks {
+    /// Whether this node has intent for the key.
+    fn intent_here(&self) -> bool;
+    /// Whether a node other than the requester holds a replica of the key.
+    fn other_holders(&self) -> bool;
+    /// Whether the key arrived here less than a round and `relocation_hold` ago, and whether
+    /// the table of forwarding pointers is full.
+    fn moving(&self) -> (bool, bool);
 }
 
 /// The owner's answer to one entry.
@@ -272,39 +271,40 @@ pub(super) enum Decision {
     Sync,
 }
 
-/// The owner's decision (adapm-cikm23.txt §4.1): under the adaptive technique, a key moves to
-/// the only node with intent (the owner has none, and no other node holds a replica), and
-/// every other node with intent gets a replica; without replication every start moves it;
-/// under the replicating techniques every start gets a replica. A key that arrived lately
-/// stays; a move without room for its pointer is refused.
+/// The owner's decision (adapm-cikm23.txt §4.1) on `entry` from a requester (this node
+/// itself if `from_me`): under the adaptive technique, a key moves to the only node with
+/// intent (the owner has none, and no other node holds a replica), and every other node with
+/// intent gets a replica; without replication every start moves it; under the replicating
+/// techniques every start gets a replica. A key that arrived lately stays; a move without room
+/// for its pointer is refused. Pure, given `looks` (which it asks only what it needs).
 #[inline]
-pub(super) fn decide(a: Ask) -> Decision {
-    let alone = !a.intent_here && !a.other_holders;
-    let wants_move = match a.entry {
-        Entry::Start if a.from_me => return Decision::Ack,
+pub(super) fn decide(policy: Policy, entry: Entry, from_me: bool, looks: &impl Looks) -> Decision {
+    let alone = || !looks.intent_here() && !looks.other_holders();
+    let wants_move = match entry {
+        Entry::Start if from_me => return Decision::Ack,
         Entry::Final => return Decision::DropHolder,
-        Entry::Sync { .. } if a.from_me => return Decision::DropHolder,
-        Entry::Start => match a.policy {
+        Entry::Sync { .. } if from_me => return Decision::DropHolder,
+        Entry::Start => match policy {
             Policy::Relocate => true,
             Policy::Replicate => false,
-            Policy::Adaptive => alone,
+            Policy::Adaptive => alone(),
         },
-        Entry::Sync { room } => a.policy == Policy::Adaptive && room && alone,
+        Entry::Sync { room } => policy == Policy::Adaptive && room && alone(),
     };
     if !wants_move {
-        return if a.entry == Entry::Start { Decision::GiveReplica } else { Decision::Sync };
+        return if entry == Entry::Start { Decision::GiveReplica } else { Decision::Sync };
     }
-    if a.on_hold {
-        Decision::Ack
-    } else if a.pointers_full {
-        Decision::RefuseMove
-    } else {
-        Decision::Relocate
+    match looks.moving() {
+        (true, _) => Decision::Ack,
+        (false, true) => Decision::RefuseMove,
+        (false, false) => Decision::Relocate,
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use core::cell::Cell;
+
     use super::*;
 
     /// Every (state, event) pair: the allowed ones lead to a valid state whose parts follow
@@ -388,41 +388,81 @@ mod tests {
         assert_eq!(allowed, 26, "the number of allowed pairs changed: review the table");
     }
 
-    /// Every decision input (policies, entries, and each flag on and off) against the rules
-    /// of DESIGN.md, stated independently of `decide`'s code.
+    /// Fixed answers to the decision's looks, counting the looks taken.
+    struct Fixed {
+        intent_here: bool,
+        other_holders: bool,
+        on_hold: bool,
+        pointers_full: bool,
+        intent_looks: Cell<u32>,
+        holder_looks: Cell<u32>,
+        moving: Cell<u32>,
+    }
+
+    impl Looks for Fixed {
+        fn intent_here(&self) -> bool {
+            self.intent_looks.set(self.intent_looks.get() + 1);
+            self.intent_here
+        }
+        fn other_holders(&self) -> bool {
+            self.holder_looks.set(self.holder_looks.get() + 1);
+            self.other_holders
+        }
+        fn moving(&self) -> (bool, bool) {
+            self.moving.set(self.moving.get() + 1);
+            (self.on_hold, self.pointers_full)
+        }
+    }
+
+    /// Every decision input (policies, entries, and each look's answers) against the rules
+    /// of DESIGN.md, stated independently of `decide`'s code; and no look is taken that the
+    /// answer does not depend on.
     #[test]
     fn every_decision_input() {
-        let entries = [Entry::Start, Entry::Sync { room: false }, Entry::Sync { room: true }, Entry::Final];
+        let entries =
+            [Entry::Start, Entry::Sync { room: false }, Entry::Sync { room: true }, Entry::Final];
         let mut n = 0;
         for policy in [Policy::Adaptive, Policy::Relocate, Policy::Replicate] {
             for entry in entries {
                 for bits in 0..32u8 {
                     let bit = |i: u8| bits & (1 << i) != 0;
-                    let a = Ask::new(policy, entry, bit(0))
-                        .intent_here(bit(1))
-                        .other_holders(bit(2))
-                        .on_hold(bit(3))
-                        .pointers_full(bit(4));
-                    let d = decide(a);
+                    let from_me = bit(0);
+                    let a = Fixed {
+                        intent_here: bit(1),
+                        other_holders: bit(2),
+                        on_hold: bit(3),
+                        pointers_full: bit(4),
+                        intent_looks: Cell::new(0),
+                        holder_looks: Cell::new(0),
+                        moving: Cell::new(0),
+                    };
+                    let d = decide(policy, entry, from_me, &a);
+                    let what = (policy, entry, bits);
                     n += 1;
+                    let looks = |a: &Fixed| a.intent_looks.get() + a.holder_looks.get() + a.moving.get();
+                    assert!(
+                        a.intent_looks.get() <= 1 && a.holder_looks.get() <= 1 && a.moving.get() <= 1,
+                        "{what:?}: a look taken twice"
+                    );
                     // A holder's last sync, or the owner's own replica entry, only drops it.
-                    if entry == Entry::Final || (matches!(entry, Entry::Sync { .. }) && a.from_me) {
-                        assert_eq!(d, Decision::DropHolder, "{a:?}");
+                    if entry == Entry::Final || (matches!(entry, Entry::Sync { .. }) && from_me) {
+                        assert_eq!(d, Decision::DropHolder, "{what:?}");
+                        assert_eq!(looks(&a), 0, "{what:?}");
                         continue;
                     }
                     // The owner's own start: the key is here already.
-                    if entry == Entry::Start && a.from_me {
-                        assert_eq!(d, Decision::Ack, "{a:?}");
+                    if entry == Entry::Start && from_me {
+                        assert_eq!(d, Decision::Ack, "{what:?}");
+                        assert_eq!(looks(&a), 0, "{what:?}");
                         continue;
                     }
+                    let alone = !a.intent_here && !a.other_holders;
                     // Whether the rules move the key, if it may move at all.
                     let moves = match (policy, entry) {
                         (Policy::Relocate, Entry::Start) => true,
                         (Policy::Replicate, _) => false,
-                        (Policy::Adaptive, Entry::Start) => !a.intent_here && !a.other_holders,
-                        (Policy::Adaptive, Entry::Sync { room }) => {
-                            room && !a.intent_here && !a.other_holders
-                        }
+                        (Policy::Adaptive, Entry::Start) => alone,
+                        (Policy::Adaptive, Entry::Sync { room }) => room && alone,
                         (Policy::Relocate, _) => false,
                         (_, Entry::Final) => unreachable!(),
                     };
@@ -433,10 +473,18 @@ mod tests {
                         (false, Entry::Start) => Decision::GiveReplica,
                         (false, _) => Decision::Sync,
                     };
-                    assert_eq!(d, expected, "{a:?}");
+                    assert_eq!(d, expected, "{what:?}");
+                    // The looks: who shares the key only under the adaptive technique (and for
+                    // a sync only with room; the holders only if the owner has no intent),
+                    // whether it may move only if it would.
+                    let needs_sharing = policy == Policy::Adaptive
+                        && (entry == Entry::Start || entry == Entry::Sync { room: true });
+                    assert_eq!(a.intent_looks.get() == 1, needs_sharing, "{what:?}");
+                    assert_eq!(a.holder_looks.get() == 1, needs_sharing && !a.intent_here, "{what:?}");
+                    assert_eq!(a.moving.get() == 1, moves, "{what:?}");
                     // Relocate only while no other replica exists and the owner has no intent.
                     if d == Decision::Relocate && policy == Policy::Adaptive {
-                        assert!(!a.other_holders && !a.intent_here);
+                        assert!(alone, "{what:?}");
                     }
                     // A replica holder's entry never gets a fresh replica.
                     assert!(!(matches!(entry, Entry::Sync { .. }) && d == Decision::GiveReplica));

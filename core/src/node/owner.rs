@@ -13,7 +13,7 @@ use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
 use super::dispatch::Budget;
-use super::lifecycle::{decide, Ask, Decision, Entry, Life};
+use super::lifecycle::{decide, Decision, Entry, Looks};
 use super::round::{SyncOut, ENTRY_BYTES};
 use super::{Node, HOPS_MAX};
 use crate::config::Technique;
@@ -26,6 +26,33 @@ pub(super) enum Policy {
     Adaptive,
     Relocate,
     Replicate,
+}
+
+/// What the owner's decision reads of this node, for one key and requester.
+struct OwnerLooks<'a> {
+    node: &'a Node,
+    key: Key,
+    origin: NodeId,
+}
+
+impl Looks for OwnerLooks<'_> {
+    #[inline]
+    fn intent_here(&self) -> bool {
+        self.node.local_count(self.key) > 0
+    }
+
+    #[inline]
+    fn other_holders(&self) -> bool {
+        !self.node.keys.holders(self.key).iter().all(|n| *n == self.origin)
+    }
+
+    #[inline]
+    fn moving(&self) -> (bool, bool) {
+        let (n, key) = (self.node, self.key);
+        let (done, now, hold) = (n.sync.rounds_done, n.sync.now, n.cfg.relocation_hold);
+        let on_hold = n.sync.arrived.get(&key).is_some_and(|(r, t)| done <= *r || now < *t + hold);
+        (on_hold, n.keys.pointers >= n.cfg.pointers_max)
+    }
 }
 
 /// One grouped answer being built for an origin.
@@ -78,7 +105,7 @@ impl Node {
             if !self.store.holds(k) {
                 fwd.starts.push(k);
             } else {
-                let d = decide(self.ask(k, Entry::Start, origin));
+                let d = self.decide(k, Entry::Start, origin);
                 self.carry_out(d, origin, k, None, &mut reply);
             }
         }
@@ -145,22 +172,10 @@ impl Node {
         }
     }
 
-    /// What the owner's decision on `entry` for `key` (held here), from `origin`, reads.
+    /// The owner's decision on `entry` for `key` (held here), from `origin`.
     #[inline]
-    pub(super) fn ask(&self, key: Key, entry: Entry, origin: NodeId) -> Ask {
-        let policy = self.policy(key);
-        let from_me = origin == self.me;
-        if from_me || entry == Entry::Final || (policy == Policy::Replicate) {
-            // Nothing else counts (see `decide`): no look at the records.
-            return Ask::new(policy, entry, from_me);
-        }
-        let e = self.keys.get(key);
-        let (done, now, hold) = (self.sync.rounds_done, self.sync.now, self.cfg.relocation_hold);
-        Ask::new(policy, entry, from_me)
-            .intent_here(e.count > 0)
-            .other_holders(e.life == Life::Owned && !self.keys.holders(key).iter().all(|n| *n == origin))
-            .on_hold(self.sync.arrived.get(&key).is_some_and(|(r, t)| done <= *r || now < *t + hold))
-            .pointers_full(self.keys.pointers >= self.cfg.pointers_max)
+    pub(super) fn decide(&self, key: Key, entry: Entry, origin: NodeId) -> Decision {
+        decide(self.policy(key), entry, origin == self.me, &OwnerLooks { node: self, key, origin })
     }
 
     /// Carries out the owner's decision `d` on an entry for `key` (held here) from `origin`;
@@ -231,7 +246,7 @@ impl Node {
             self.stats.deltas_merged += 1;
         }
         let entry = if r.is_final() { Entry::Final } else { Entry::Sync { room: r.has_room() } };
-        let d = decide(self.ask(key, entry, origin));
+        let d = self.decide(key, entry, origin);
         self.carry_out(d, origin, key, Some(r.version), reply);
     }
 

@@ -2,15 +2,18 @@
 //! ([`Keys`]), hashed without a random seed (`super::keymap`) so that a replayed run is the
 //! same run. A key has a record only while some part of it differs from the default.
 //!
-//! The record is split by how often it is touched. Its hot part, 16 bytes, is read or written
-//! on every key-intent: the intent count, the round's flags (start announced, slot reserved,
-//! entry outstanding), the owner a final delta is on its way to, and the key's lifecycle tag
-//! ([`Life`]). The parts that only some keys have, rarely, live behind one `Box` ([`Cold`]):
-//! the forwarding pointer of a key given away, the waiting operations of a key asked for, the
-//! replica's owner, the holders of the replicas of a key owned here. The tag says which of
-//! them there are without following the box; the transitions between tags are
-//! `super::lifecycle`'s pure function, which every change of the cold part goes through
-//! ([`Keys::transition`]), asserting that the data agree with the tag.
+//! The record is split by how often it is touched. Its hot part, the 12 bytes in the map, is
+//! read or written on every key-intent: the intent count, the round's flags (start announced,
+//! slot reserved, entry outstanding), the owner a final delta is on its way to, the key's
+//! lifecycle tag ([`Life`]) and the index of its cold part. The parts that only some keys
+//! have ([`Cold`]: the forwarding pointer of a key given away, the waiting operations of a key
+//! asked for, the replica's owner, the holders of the replicas of a key owned here) live in a
+//! slab beside the map, whose slots are reused: a key that moves takes and gives back a slot,
+//! never an allocation (a `Box` per record cost a moving key-intent a quarter more
+//! instructions, most of them in `malloc`). The tag says which parts there are without a
+//! look at the slab; the transitions between tags are `super::lifecycle`'s pure function,
+//! which every change of the cold part goes through ([`Keys::transition`]), asserting that the
+//! data agree with the tag.
 //!
 //! The counts the node needs of the whole map (reserved slots, outstanding entries, pointers,
 //! keys incoming, replicas, keys with holders) are kept beside it, changed only where a flag
@@ -22,20 +25,22 @@
 //! each round (the keys with intent, thousands) instead of the few that arrived lately. It is
 //! read only where the owner decides to move a key (`super::owner`), never with the rest.
 
-use alloc::boxed::Box;
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 
-use hashbrown::hash_map::Entry;
+use core::hash::BuildHasherDefault;
+
+use hashbrown::hash_map::{Entry, OccupiedEntry};
 
 use super::keymap::KeyMap;
 use super::lifecycle::{self, Actions, Event, Life};
 use super::WaitingOp;
-use crate::ids::{Epoch, Key, NodeId, RequestId};
+use crate::ids::{Epoch, Key, MixHasher, NodeId, RequestId};
 use crate::time::Instant;
 
-/// This node's protocol state for one key. The first four fields are the hot part.
+/// This node's protocol state for one key: the hot part, and where the rest is.
 #[derive(Debug, Default)]
+#[repr(C)]
 pub(super) struct KeyRecord {
     /// Acted, unexpired intents (plus one for a key replicated for the whole run).
     pub(super) count: u32,
@@ -46,12 +51,13 @@ pub(super) struct KeyRecord {
     pub(super) final_to: u16,
     /// `ANNOUNCED`, `RESERVED`, `OUTSTANDING`.
     pub(super) flags: u8,
-    /// Which of the cold parts the key has; `Idle` exactly when `cold` is `None`.
+    /// Which of the cold parts the key has; `Idle`: none, and `cold` means nothing.
     pub(super) life: Life,
-    pub(super) cold: Option<Box<Cold>>,
+    /// The key's slot in [`Keys`]'s slab of cold parts.
+    cold: u32,
 }
 
-const _: () = assert!(core::mem::size_of::<KeyRecord>() == 16, "the hot record stays 16 bytes");
+const _: () = assert!(core::mem::size_of::<KeyRecord>() == 12, "the hot record stays 12 bytes");
 
 /// The owner was told of this node's intent (a start was sent and no end since).
 pub(super) const ANNOUNCED: u8 = 1;
@@ -86,7 +92,12 @@ impl Hot {
 impl KeyRecord {
     #[inline]
     pub(super) fn is_idle(&self) -> bool {
-        self.count == 0 && self.final_to == 0 && self.flags == 0 && self.life == Life::Idle
+        // The first eight bytes, at once (`repr(C)`: they are adjacent).
+        (u64::from(self.count)
+            | u64::from(self.final_to) << 32
+            | u64::from(self.flags) << 48
+            | u64::from(self.life as u8) << 56)
+            == 0
     }
     #[inline]
     pub(super) fn hot(&self) -> Hot {
@@ -114,23 +125,16 @@ impl KeyRecord {
     pub(super) fn set_final_to(&mut self, to: Option<NodeId>) {
         self.final_to = to.map_or(0, |n| n.0.saturating_add(1));
     }
-    /// The replica held here, if one is.
-    pub(super) fn replica(&self) -> Option<&ReplicaMeta> {
-        match self.cold.as_deref() {
-            Some(Cold { place: Place::Replica(m), .. }) => Some(m),
-            _ => None,
-        }
-    }
-    /// Where the key went, and the epoch of that move, if it left and the home has not
-    /// confirmed the move yet.
-    pub(super) fn pointer(&self) -> Option<(NodeId, Epoch)> {
-        self.cold.as_ref().and_then(|c| c.pointer)
-    }
 }
 
 /// The parts of a key's record that few keys have.
 #[derive(Debug, Default)]
 pub(super) struct Cold {
+    /// The key whose parts these are (while the slot is in use).
+    pub(super) key: Key,
+    /// The record's tag, kept here too so that a walk over the slab reads it without
+    /// matching the parts (`Idle` in a free slot).
+    pub(super) life: Life,
     /// Where the key went (`Life::Away*`).
     pub(super) pointer: Option<(NodeId, Epoch)>,
     pub(super) place: Place,
@@ -150,18 +154,24 @@ pub(super) enum Place {
 }
 
 impl Cold {
-    /// The tag these parts make.
-    pub(super) fn life(&self) -> Life {
-        match (&self.place, self.pointer.is_some()) {
-            (Place::None, false) => Life::Idle,
-            (Place::None, true) => Life::Away,
-            (Place::Owned(_), false) => Life::Owned,
-            (Place::Owned(_), true) => Life::Invalid,
-            (Place::Replica(_), false) => Life::Replica,
-            (Place::Replica(_), true) => Life::AwayReplica,
-            (Place::Incoming(_), false) => Life::Incoming,
-            (Place::Incoming(_), true) => Life::AwayIncoming,
+    /// The replica, if one is held.
+    pub(super) fn replica(&self) -> Option<&ReplicaMeta> {
+        match &self.place {
+            Place::Replica(m) => Some(m),
+            _ => None,
         }
+    }
+
+    /// The tag these parts make (what `life` must say).
+    #[inline]
+    pub(super) fn parts_life(&self) -> Life {
+        let place = match self.place {
+            Place::None => 0,
+            Place::Owned(_) => Life::OWNED,
+            Place::Replica(_) => Life::REPLICA,
+            Place::Incoming(_) => Life::INCOMING,
+        };
+        Life::from_parts(self.pointer.is_some(), place)
     }
 }
 
@@ -242,10 +252,14 @@ pub(super) struct ReplicaMeta {
     pub(super) refreshed: Instant,
 }
 
-/// The per-key records, with the counts the node needs of them.
+/// The per-key records, the slab of their cold parts, and the counts the node needs of them.
 #[derive(Debug, Default)]
 pub(super) struct Keys {
     pub(super) map: KeyMap<KeyRecord>,
+    /// Cold parts; a slot is in use exactly while a record not `Idle` names it.
+    slab: Vec<Cold>,
+    /// Slots of `slab` not in use (each empty).
+    free: Vec<u32>,
     /// Records with `RESERVED`, and with `OUTSTANDING`.
     pub(super) reserved: usize,
     pub(super) outstanding: usize,
@@ -270,16 +284,43 @@ impl Keys {
     /// `key`'s record, if it has one.
     #[inline]
     pub(super) fn record(&self, key: Key) -> Option<&KeyRecord> {
-        if self.map.is_empty() {
+        self.map.get(&key)
+    }
+
+    /// The cold part of record `e`, if it has one.
+    #[inline]
+    pub(super) fn cold(&self, e: &KeyRecord) -> Option<&Cold> {
+        if e.life == Life::Idle {
             None
         } else {
-            self.map.get(&key)
+            self.slab.get(e.cold as usize)
         }
     }
 
+    /// The replica of record `e`, if one is held.
+    #[inline]
+    pub(super) fn replica_of(&self, e: &KeyRecord) -> Option<&ReplicaMeta> {
+        if !e.life.has_replica() {
+            return None;
+        }
+        match self.cold(e) {
+            Some(Cold { place: Place::Replica(m), .. }) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// The forwarding pointer of record `e`, if it has one.
+    #[inline]
+    pub(super) fn pointer_of(&self, e: &KeyRecord) -> Option<(NodeId, Epoch)> {
+        if !e.life.has_pointer() {
+            return None;
+        }
+        self.cold(e).and_then(|c| c.pointer)
+    }
+
     /// Changes `key`'s hot part with `f`, keeping the counts, and drops the record if it became
-    /// idle. Returns what `f` returns. `f` must leave the tag and the cold part alone (they
-    /// change only through [`Keys::transition`]).
+    /// idle. Returns what `f` returns. `f` must leave the tag alone (the cold part changes
+    /// only through [`Keys::transition`]).
     #[inline]
     pub(super) fn update<R>(&mut self, key: Key, f: impl FnOnce(&mut KeyRecord) -> R) -> R {
         match self.map.entry(key) {
@@ -298,10 +339,7 @@ impl Keys {
             Entry::Vacant(v) => {
                 let mut e = KeyRecord::default();
                 let r = f(&mut e);
-                invariant!(
-                    e.life == Life::Idle && e.cold.is_none(),
-                    "a new record's tag set outside a transition"
-                );
+                invariant!(e.life == Life::Idle, "a new record's tag set outside a transition");
                 let (r1, o1) = (e.reserved(), e.outstanding());
                 if !e.is_idle() {
                     v.insert(e);
@@ -314,12 +352,8 @@ impl Keys {
 
     #[inline]
     pub(super) fn recount(&mut self, r0: bool, r1: bool, o0: bool, o1: bool) {
-        if r0 != r1 {
-            self.reserved = self.reserved + usize::from(r1) - usize::from(r0);
-        }
-        if o0 != o1 {
-            self.outstanding = self.outstanding + usize::from(o1) - usize::from(o0);
-        }
+        self.reserved = self.reserved + usize::from(r1) - usize::from(r0);
+        self.outstanding = self.outstanding + usize::from(o1) - usize::from(o0);
     }
 
     /// Forgets `key`'s intent (count and announcement), keeping the rest of its record.
@@ -332,10 +366,16 @@ impl Keys {
 
     /// Clears `key`'s reservation; whether it had one.
     pub(super) fn take_reserved(&mut self, key: Key) -> bool {
-        if !self.map.get(&key).is_some_and(KeyRecord::reserved) {
+        let Entry::Occupied(mut o) = self.map.entry(key) else { return false };
+        let e = o.get_mut();
+        if !e.reserved() {
             return false;
         }
-        self.update(key, |e| e.set(RESERVED, false));
+        e.set(RESERVED, false);
+        if e.is_idle() {
+            o.remove();
+        }
+        self.reserved -= 1;
         true
     }
 
@@ -345,69 +385,51 @@ impl Keys {
     }
 
     /// `event` happens to `key`: its tag moves as [`lifecycle::step`] says, `f` changes the
-    /// cold part to match (it gets one, empty, if the key had none), and the counts follow
-    /// the tag. Returns what `f` returns and the step's actions, which the caller carries
-    /// out. A pair the lifecycle does not allow is a bug: asserted (`invariant!`), and
-    /// otherwise the data decide the tag.
+    /// cold part to match (a free slot, empty, if the key had none), and the counts follow the
+    /// tag. Returns what `f` returns and the step's actions, which the caller carries out. A
+    /// pair the lifecycle does not allow is a bug: asserted (`invariant!`), and otherwise the
+    /// data decide the tag.
+    #[inline(always)]
     pub(super) fn transition<R>(
         &mut self,
         key: Key,
         event: Event,
         f: impl FnOnce(&mut Cold) -> R,
     ) -> (R, Actions) {
-        let e = self.map.entry(key).or_default();
-        let before = e.life;
-        let step = lifecycle::step(before, event);
-        invariant!(step.is_some(), "a key's lifecycle does not allow this event in this state");
-        let cold = e.cold.get_or_insert_with(Box::default);
-        let r = f(cold);
-        let after = cold.life();
-        invariant!(
-            step.is_none_or(|s| s.next == after),
-            "a key's data disagree with its lifecycle after a transition"
-        );
-        invariant!(after != Life::Invalid, "a key owned here keeps a forwarding pointer");
-        e.life = after;
-        if after == Life::Idle {
-            e.cold = None;
-        }
-        if e.is_idle() {
-            self.map.remove(&key);
-        }
-        self.count_life(before, false);
-        self.count_life(after, true);
-        (r, step.map_or(Actions::NONE, |s| s.actions))
+        let Keys { map, slab, free, .. } = self;
+        let o = match map.entry(key) {
+            Entry::Occupied(o) => o,
+            Entry::Vacant(v) => v.insert_entry(KeyRecord::default()),
+        };
+        let (r, actions, before, after) = apply(o, slab, free, event, f);
+        self.count_life(before, after);
+        (r, actions)
     }
 
-    fn count_life(&mut self, life: Life, add: bool) {
-        let change = |n: &mut usize| {
+    #[inline(always)]
+    fn count_life(&mut self, before: Life, after: Life) {
+        if before != after {
+            self.count_one(before, false);
+            self.count_one(after, true);
+        }
+    }
+
+    #[inline(always)]
+    fn count_one(&mut self, life: Life, add: bool) {
+        let change = |n: &mut usize, on: bool| {
             if add {
-                *n += 1;
+                *n += usize::from(on);
             } else {
-                *n -= 1;
+                *n -= usize::from(on);
             }
         };
-        if life.has_pointer() {
-            change(&mut self.pointers);
-        }
-        match life {
-            Life::Incoming | Life::AwayIncoming => change(&mut self.incoming),
-            Life::Replica | Life::AwayReplica => change(&mut self.replicas),
-            Life::Owned => change(&mut self.owned),
-            Life::Idle | Life::Away | Life::Invalid => {}
-        }
+        change(&mut self.pointers, life.has_pointer());
+        change(&mut self.incoming, life.is_incoming());
+        change(&mut self.replicas, life.has_replica());
+        change(&mut self.owned, life == Life::Owned);
     }
 
     // ----- the cold parts, read -----
-
-    /// The replica of `key` held here, if one is.
-    #[inline]
-    pub(super) fn replica(&self, key: Key) -> Option<&ReplicaMeta> {
-        if self.replicas == 0 {
-            return None;
-        }
-        self.map.get(&key).and_then(KeyRecord::replica)
-    }
 
     /// Where `key` went, if it left and the home has not confirmed the move yet.
     #[inline]
@@ -415,7 +437,7 @@ impl Keys {
         if self.pointers == 0 {
             return None;
         }
-        self.map.get(&key).and_then(KeyRecord::pointer)
+        self.pointer_of(self.map.get(&key)?)
     }
 
     /// Whether this node asked for `key` and waits for it.
@@ -424,26 +446,64 @@ impl Keys {
         self.incoming > 0 && self.map.get(&key).is_some_and(|e| e.life.is_incoming())
     }
 
-    /// As owner: the nodes holding replicas of `key`.
-    pub(super) fn holders(&self, key: Key) -> &[NodeId] {
-        if self.owned == 0 {
+    /// As owner: the nodes holding replicas of the key of record `e`.
+    #[inline]
+    pub(super) fn holders_of(&self, e: &KeyRecord) -> &[NodeId] {
+        if e.life != Life::Owned {
             return &[];
         }
-        match self.map.get(&key).and_then(|e| e.cold.as_deref()) {
+        match self.cold(e) {
             Some(Cold { place: Place::Owned(h), .. }) => h.as_slice(),
             _ => &[],
         }
     }
 
-    /// Every record with a cold part of tag `pred`, in the map's order.
-    pub(super) fn with_life(&self, pred: impl Fn(Life) -> bool) -> impl Iterator<Item = (Key, &KeyRecord)> {
-        self.map.iter().filter(move |(_, e)| pred(e.life)).map(|(k, e)| (*k, e))
+    /// As owner: the nodes holding replicas of `key`.
+    pub(super) fn holders(&self, key: Key) -> &[NodeId] {
+        if self.owned == 0 {
+            return &[];
+        }
+        self.map.get(&key).map_or(&[], |e| self.holders_of(e))
+    }
+
+    /// Every key with a cold part whose tag passes `pred`, with that part, in the slab's
+    /// order: a walk over the cold parts only (the keys with a replica, say), not the map.
+    pub(super) fn with_life(&self, pred: impl Fn(Life) -> bool) -> impl Iterator<Item = (Key, &Cold)> {
+        self.slab.iter().filter(move |c| {
+            c.life != Life::Idle && pred(c.life)
+        })
+        .map(|c| (c.key, c))
+    }
+
+    /// Whether the slab agrees with the map: every record with a tag names a slot of its own
+    /// that names its key back, and every other slot is free and empty (for checks).
+    pub(super) fn slab_consistent(&self) -> bool {
+        let mut used: Vec<bool> = alloc::vec![false; self.slab.len()];
+        for (k, e) in &self.map {
+            if e.life == Life::Idle {
+                continue;
+            }
+            match (self.slab.get(e.cold as usize), used.get_mut(e.cold as usize)) {
+                (Some(c), Some(u)) if c.key == *k && c.life == e.life && !*u => *u = true,
+                _ => return false,
+            }
+        }
+        let free = used.iter().filter(|u| !**u).count();
+        free == self.free.len()
+            && self.free.iter().all(|i| {
+                let i = *i as usize;
+                // Each free slot once: marked as it is met.
+                let ok = !used[i] && self.slab[i].parts_life() == Life::Idle && self.slab[i].life == Life::Idle;
+                used[i] = true;
+                ok
+            })
     }
 
     // ----- the cold parts, changed: each a transition -----
 
     /// The main copy of `key` was taken from here and sent to `to` in epoch `epoch`: a
     /// forwarding pointer stays, and the replica holders (if any) are forgotten.
+    #[inline]
     pub(super) fn departed(&mut self, key: Key, to: NodeId, epoch: Epoch) {
         self.transition(key, Event::Departed, |c| {
             c.place = Place::None;
@@ -452,26 +512,41 @@ impl Keys {
     }
 
     /// The home confirmed `key`'s move of `epoch`: its pointer goes, if it is that move's.
+    #[inline]
     pub(super) fn release_pointer(&mut self, key: Key, epoch: Epoch) {
-        if self.pointer(key).is_some_and(|(_, e)| e == epoch) {
-            self.transition(key, Event::Released, |c| c.pointer = None);
+        if self.pointers == 0 {
+            return;
         }
+        let Keys { map, slab, free, .. } = self;
+        let Entry::Occupied(o) = map.entry(key) else { return };
+        let e = o.get();
+        if !e.life.has_pointer() || slab[e.cold as usize].pointer.is_none_or(|(_, x)| x != epoch) {
+            return;
+        }
+        let (_, _, before, after) = apply(o, slab, free, Event::Released, |c| c.pointer = None);
+        self.count_life(before, after);
     }
 
     /// The main copy of `key` was installed here: its pointer and its replica (which the main
     /// copy replaced) go; what waits for it stays, for [`Keys::take_incoming`].
+    #[inline]
     pub(super) fn installed(&mut self, key: Key) -> Actions {
-        let life = self.record(key).map_or(Life::Idle, |e| e.life);
-        if life == Life::Idle {
+        if self.pointers + self.replicas + self.incoming == 0 {
             return Actions::NONE;
         }
-        self.transition(key, Event::Installed, |c| {
+        let Keys { map, slab, free, .. } = self;
+        let Entry::Occupied(o) = map.entry(key) else { return Actions::NONE };
+        if o.get().life == Life::Idle {
+            return Actions::NONE;
+        }
+        let (_, actions, before, after) = apply(o, slab, free, Event::Installed, |c| {
             c.pointer = None;
             if matches!(c.place, Place::Replica(_)) {
                 c.place = Place::None;
             }
-        })
-        .1
+        });
+        self.count_life(before, after);
+        actions
     }
 
     /// This node asked for `key`; `f` adds what waits for it.
@@ -480,8 +555,10 @@ impl Keys {
             if !matches!(c.place, Place::Incoming(_)) {
                 c.place = Place::Incoming(Incoming::default());
             }
-            let Place::Incoming(inc) = &mut c.place else { unreachable!() };
-            f(inc)
+            match &mut c.place {
+                Place::Incoming(inc) => f(inc),
+                _ => f(&mut Incoming::default()),
+            }
         })
         .0
     }
@@ -491,7 +568,11 @@ impl Keys {
         if self.incoming == 0 {
             return None;
         }
-        match self.map.get_mut(&key).and_then(|e| e.cold.as_deref_mut()) {
+        let e = self.map.get(&key)?;
+        if !e.life.is_incoming() {
+            return None;
+        }
+        match self.slab.get_mut(e.cold as usize) {
             Some(Cold { place: Place::Incoming(inc), .. }) => Some(inc),
             _ => None,
         }
@@ -499,6 +580,7 @@ impl Keys {
 
     /// `key` is no longer asked for (`event` says why: it arrived, or the wait ended): what
     /// waited for it, if anything, and the actions of the step.
+    #[inline]
     pub(super) fn take_incoming(&mut self, key: Key, event: Event) -> Option<(Incoming, Actions)> {
         if !self.is_incoming(key) {
             return None;
@@ -516,15 +598,33 @@ impl Keys {
     }
 
     /// A replica of `key` from `meta.owner` was installed here.
+    #[inline]
     pub(super) fn add_replica(&mut self, key: Key, meta: ReplicaMeta) {
         self.transition(key, Event::ReplicaMade, |c| c.place = Place::Replica(meta));
     }
 
     /// The replica of `key` left the store: forget it. Its meta, if it was held.
+    #[inline]
     pub(super) fn remove_replica(&mut self, key: Key) -> Option<ReplicaMeta> {
-        let meta = *self.replica(key)?;
-        self.transition(key, Event::ReplicaGone, |c| c.place = Place::None);
-        Some(meta)
+        if self.replicas == 0 {
+            return None;
+        }
+        let Keys { map, slab, free, .. } = self;
+        let Entry::Occupied(o) = map.entry(key) else { return None };
+        if !o.get().life.has_replica() {
+            return None;
+        }
+        let (meta, _, before, after) = apply(o, slab, free, Event::ReplicaGone, |c| {
+            match core::mem::take(&mut c.place) {
+                Place::Replica(m) => Some(m),
+                other => {
+                    c.place = other;
+                    None
+                }
+            }
+        });
+        self.count_life(before, after);
+        meta
     }
 
     /// The replica of `key`, to refresh in place.
@@ -532,42 +632,121 @@ impl Keys {
         if self.replicas == 0 {
             return None;
         }
-        match self.map.get_mut(&key).and_then(|e| e.cold.as_deref_mut()) {
+        let e = self.map.get(&key)?;
+        if !e.life.has_replica() {
+            return None;
+        }
+        match self.slab.get_mut(e.cold as usize) {
             Some(Cold { place: Place::Replica(m), .. }) => Some(m),
             _ => None,
         }
     }
 
     /// As owner: `node` holds a replica of `key`.
+    #[inline]
     pub(super) fn add_holder(&mut self, key: Key, node: NodeId) {
-        if self.holders(key).contains(&node) {
-            return;
-        }
-        self.transition(key, Event::HolderAdded, |c| match &mut c.place {
-            Place::Owned(h) => h.insert(node),
-            place => {
-                let mut h = Holders::default();
-                h.insert(node);
-                *place = Place::Owned(h);
+        let Keys { map, slab, free, .. } = self;
+        let o = match map.entry(key) {
+            Entry::Occupied(o) => {
+                let e = o.get();
+                if e.life == Life::Owned {
+                    if let Some(Cold { place: Place::Owned(h), .. }) = slab.get_mut(e.cold as usize) {
+                        // Owned with holders already: no change of state, one more (or the
+                        // same) holder.
+                        h.insert(node);
+                        return;
+                    }
+                }
+                o
             }
+            Entry::Vacant(v) => v.insert_entry(KeyRecord::default()),
+        };
+        let (_, _, before, after) = apply(o, slab, free, Event::HolderAdded, |c| {
+            let mut h = Holders::default();
+            h.insert(node);
+            c.place = Place::Owned(h);
         });
+        self.count_life(before, after);
     }
 
     /// As owner: `node` holds no replica of `key` any more.
+    #[inline]
     pub(super) fn remove_holder(&mut self, key: Key, node: NodeId) {
-        let holders = self.holders(key);
-        if !holders.contains(&node) {
+        if self.owned == 0 {
             return;
         }
-        let event = if holders.len() == 1 { Event::HoldersGone } else { Event::HolderGone };
-        self.transition(key, event, |c| {
+        let Keys { map, slab, free, .. } = self;
+        let Entry::Occupied(o) = map.entry(key) else { return };
+        let e = o.get();
+        if e.life != Life::Owned {
+            return;
+        }
+        let event = match slab.get(e.cold as usize) {
+            Some(Cold { place: Place::Owned(h), .. }) if h.as_slice().contains(&node) => {
+                if h.as_slice().len() == 1 {
+                    Event::HoldersGone
+                } else {
+                    Event::HolderGone
+                }
+            }
+            _ => return,
+        };
+        let (_, _, before, after) = apply(o, slab, free, event, |c| {
             if let Place::Owned(h) = &mut c.place {
                 if h.remove(node) {
                     c.place = Place::None;
                 }
             }
         });
+        self.count_life(before, after);
     }
+}
+
+/// [`Keys::transition`] on the record `o`, with the slab and its free list: the result of `f`,
+/// the actions, and the tags before and after (for the counts, which the caller updates).
+#[inline(always)]
+fn apply<R>(
+    mut o: OccupiedEntry<'_, Key, KeyRecord, BuildHasherDefault<MixHasher>>,
+    slab: &mut Vec<Cold>,
+    free: &mut Vec<u32>,
+    event: Event,
+    f: impl FnOnce(&mut Cold) -> R,
+) -> (R, Actions, Life, Life) {
+    let key = *o.key();
+    let e = o.get_mut();
+    let before = e.life;
+    let step = lifecycle::step(before, event);
+    invariant!(step.is_some(), "a key's lifecycle does not allow this event in this state");
+    if before == Life::Idle {
+        e.cold = free.pop().unwrap_or_else(|| {
+            slab.push(Cold::default());
+            (slab.len() - 1) as u32
+        });
+        slab[e.cold as usize].key = key;
+    }
+    let cold = &mut slab[e.cold as usize];
+    let r = f(cold);
+    // The step says what the tag is now; the data must agree (checked where asserts run;
+    // elsewhere the tag is not computed from them a second time).
+    let after = match step {
+        Some(s) => {
+            invariant!(cold.parts_life() == s.next, "a key's data disagree with its lifecycle after a transition");
+            s.next
+        }
+        None => cold.parts_life(),
+    };
+    cold.life = after;
+    invariant!(after != Life::Invalid, "a key owned here keeps a forwarding pointer");
+    e.life = after;
+    if after == Life::Idle {
+        // The slot is empty again (`Cold::life` is `Idle` only then).
+        free.push(e.cold);
+        e.cold = 0;
+        if e.is_idle() {
+            o.remove();
+        }
+    }
+    (r, step.map_or(Actions::NONE, |s| s.actions), before, after)
 }
 
 #[cfg(test)]

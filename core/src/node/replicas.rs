@@ -52,7 +52,7 @@ impl Node {
         let mut gone: Vec<Key> = self
             .keys
             .with_life(Life::has_replica)
-            .filter(|(_, e)| e.replica().is_some_and(|m| self.failed_peers.contains(&m.owner)))
+            .filter(|(_, c)| c.replica().is_some_and(|m| self.failed_peers.contains(&m.owner)))
             .map(|(k, _)| k)
             .collect();
         gone.sort_unstable();
@@ -96,6 +96,6 @@ impl Node {
     #[inline]
     pub(super) fn replica_owner(&self, key: Key) -> Option<NodeId> {
         let e = self.keys.record(key)?;
-        e.replica().map(|m| m.owner).or_else(|| e.final_to())
+        self.keys.replica_of(e).map(|m| m.owner).or_else(|| e.final_to())
     }
 }

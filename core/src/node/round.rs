@@ -236,7 +236,7 @@ impl Node {
 
         // Staleness of every replica, sampled at the start of the round.
         if self.keys.replicas > 0 {
-            for meta in self.keys.with_life(Life::has_replica).filter_map(|(_, e)| e.replica()) {
+            for meta in self.keys.with_life(Life::has_replica).filter_map(|(_, c)| c.replica()) {
                 let age = now.saturating_since(meta.refreshed).as_micros();
                 self.stats.staleness_sum_us += age;
                 self.stats.staleness_samples += 1;
@@ -314,7 +314,7 @@ impl Node {
         } else {
             self.keys
                 .with_life(Life::has_replica)
-                .filter_map(|(k, e)| e.replica().map(|m| (k, m.owner)))
+                .filter_map(|(k, c)| c.replica().map(|m| (k, m.owner)))
                 .collect()
         };
         replicas.sort_unstable_by_key(|(k, _)| *k);

@@ -488,7 +488,15 @@ impl Node {
     }
 
     /// `key` is held here now: complete local localizes and run what waited for it, in order.
-    pub(super) fn arrived(&mut self, _now: Instant, key: Key) {
+    #[inline]
+    pub(super) fn arrived(&mut self, now: Instant, key: Key) {
+        // Only a localize makes a key incoming (`Technique::Relocation`): most nodes have none.
+        if self.keys.incoming > 0 {
+            self.run_waiting(now, key);
+        }
+    }
+
+    fn run_waiting(&mut self, _now: Instant, key: Key) {
         let Some((inc, actions)) = self.keys.take_incoming(key, KeyEvent::Arrived) else { return };
         invariant!(actions.contains(Actions::RUN_WAITING), "a key arrived without running what waited");
         for req in inc.localizes {
@@ -529,6 +537,7 @@ impl Node {
         }
     }
 
+    #[inline]
     fn release_pointer(&mut self, key: Key, epoch: Epoch) {
         self.keys.release_pointer(key, epoch);
     }

@@ -419,8 +419,7 @@ mod tests {
     /// answer does not depend on.
     #[test]
     fn every_decision_input() {
-        let entries =
-            [Entry::Start, Entry::Sync { room: false }, Entry::Sync { room: true }, Entry::Final];
+        let entries = [Entry::Start, Entry::Sync { room: false }, Entry::Sync { room: true }, Entry::Final];
         let mut n = 0;
         for policy in [Policy::Adaptive, Policy::Relocate, Policy::Replicate] {
             for entry in entries {

@@ -469,10 +469,7 @@ impl Keys {
     /// Every key with a cold part whose tag passes `pred`, with that part, in the slab's
     /// order: a walk over the cold parts only (the keys with a replica, say), not the map.
     pub(super) fn with_life(&self, pred: impl Fn(Life) -> bool) -> impl Iterator<Item = (Key, &Cold)> {
-        self.slab.iter().filter(move |c| {
-            c.life != Life::Idle && pred(c.life)
-        })
-        .map(|c| (c.key, c))
+        self.slab.iter().filter(move |c| c.life != Life::Idle && pred(c.life)).map(|c| (c.key, c))
     }
 
     /// Whether the slab agrees with the map: every record with a tag names a slot of its own
@@ -493,7 +490,8 @@ impl Keys {
             && self.free.iter().all(|i| {
                 let i = *i as usize;
                 // Each free slot once: marked as it is met.
-                let ok = !used[i] && self.slab[i].parts_life() == Life::Idle && self.slab[i].life == Life::Idle;
+                let ok =
+                    !used[i] && self.slab[i].parts_life() == Life::Idle && self.slab[i].life == Life::Idle;
                 used[i] = true;
                 ok
             })
@@ -614,15 +612,14 @@ impl Keys {
         if !o.get().life.has_replica() {
             return None;
         }
-        let (meta, _, before, after) = apply(o, slab, free, Event::ReplicaGone, |c| {
-            match core::mem::take(&mut c.place) {
+        let (meta, _, before, after) =
+            apply(o, slab, free, Event::ReplicaGone, |c| match core::mem::take(&mut c.place) {
                 Place::Replica(m) => Some(m),
                 other => {
                     c.place = other;
                     None
                 }
-            }
-        });
+            });
         self.count_life(before, after);
         meta
     }
@@ -730,7 +727,10 @@ fn apply<R>(
     // elsewhere the tag is not computed from them a second time).
     let after = match step {
         Some(s) => {
-            invariant!(cold.parts_life() == s.next, "a key's data disagree with its lifecycle after a transition");
+            invariant!(
+                cold.parts_life() == s.next,
+                "a key's data disagree with its lifecycle after a transition"
+            );
             s.next
         }
         None => cold.parts_life(),

@@ -103,19 +103,24 @@ pub(super) fn release_intent(
 ) {
     for k in keys {
         // Only the count changes: the record's counts of reserved and outstanding keys hold.
-        let Entry::Occupied(mut e) = records.map.entry(*k) else { continue };
-        let l = e.get_mut();
-        l.count = l.count.saturating_sub(1);
-        if l.count == 0 {
-            stats.intent_ends += 1;
-            // With no start sent and no replica, there is nothing to tell the owner (the round
-            // would find the same): the intent is forgotten at once.
-            if l.announced() || l.life.has_replica() {
-                touched.push(*k);
+        let announced = {
+            let Entry::Occupied(mut e) = records.map.entry(*k) else { continue };
+            let l = e.get_mut();
+            l.count = l.count.saturating_sub(1);
+            if l.count > 0 {
+                continue;
             }
+            let announced = l.announced();
             if l.is_idle() {
                 e.remove();
             }
+            announced
+        };
+        stats.intent_ends += 1;
+        // With no start sent and no replica, there is nothing to tell the owner (the round
+        // would find the same): the intent is forgotten at once.
+        if announced || records.has_replica(*k) {
+            touched.push(*k);
         }
     }
 }

@@ -6,7 +6,7 @@ use alloc::collections::{BTreeMap, BTreeSet};
 use core::fmt;
 
 use super::lifecycle::Life;
-use super::record::{Cold, Place};
+use super::record::Place;
 use super::Node;
 use crate::config::Technique;
 use crate::ids::Key;
@@ -72,37 +72,40 @@ impl Node {
         // A replica whose last intent just ended (`end_intents`) stays until the next round,
         // which sends its final delta and drops it: it must be among the round's keys.
         let ending: BTreeSet<Key> = s.touched.iter().copied().collect();
-        let mut counts = [0usize; 16];
-        let (mut reserved, mut outstanding, mut waiting, mut localizes) = (0, 0, 0, 0);
+        let (mut reserved, mut outstanding) = (0, 0);
         for (k, e) in &keys.map {
             if e.is_idle() {
                 return fail("an idle key record is kept", k.0);
             }
-            let cold = keys.cold(e);
-            let life = cold.map_or(Life::Idle, Cold::parts_life);
-            if life != e.life || life == Life::Invalid {
-                return fail("a key record's tag disagrees with its parts", k.0);
-            }
-            counts[e.life as usize] += 1;
             if e.final_to().is_some() && !e.outstanding() {
                 return fail("a final delta is on its way without an outstanding entry", k.0);
             }
             reserved += usize::from(e.reserved());
             outstanding += usize::from(e.outstanding());
-            let held = self.store.holds(*k);
-            match cold.map(|c| &c.place) {
-                Some(Place::Owned(_)) if !held => {
+        }
+        // The cold parts: each tag is what its parts make (asserted at every transition too),
+        // the counts by tag hold, and the parts agree with the store.
+        if !keys.cold_consistent() {
+            return fail("a key record's tag disagrees with its parts", keys.pointers as u64);
+        }
+        let mut counts = [0usize; 16];
+        let (mut waiting, mut localizes) = (0, 0);
+        for (k, c) in keys.with_life(|_| true) {
+            counts[c.life as usize] += 1;
+            let held = self.store.holds(k);
+            match &c.place {
+                Place::Owned(_) if !held => {
                     return fail("replica holders are recorded for a key not owned here", k.0);
                 }
-                Some(Place::Replica(_)) => {
-                    if !self.store.has_replica(*k) {
+                Place::Replica(_) => {
+                    if !self.store.has_replica(k) {
                         return fail("a replica in the records is not in the store", k.0);
                     }
-                    if e.count == 0 && !ending.contains(k) {
+                    if keys.get(k).count == 0 && !ending.contains(&k) {
                         return fail("a replica is held without intent", k.0);
                     }
                 }
-                Some(Place::Incoming(inc)) => {
+                Place::Incoming(inc) => {
                     if held {
                         return fail("a key held here is still marked incoming", k.0);
                     }
@@ -111,7 +114,7 @@ impl Node {
                 }
                 _ => {}
             }
-            if keys.pointer_of(e).is_some() && held {
+            if c.pointer.is_some() && held {
                 return fail("a node holds a key and a forwarding pointer for it", k.0);
             }
         }
@@ -126,9 +129,6 @@ impl Node {
             )
         {
             return fail("the key records' counts by state are off", keys.pointers as u64);
-        }
-        if !keys.slab_consistent() {
-            return fail("the key records' cold parts and their slab disagree", keys.map.len() as u64);
         }
         if reserved != keys.reserved || outstanding != keys.outstanding {
             return fail("the key records' counts are off", outstanding as u64);

@@ -277,7 +277,7 @@ pub(super) enum Decision {
 /// intent gets a replica; without replication every start moves it; under the replicating
 /// techniques every start gets a replica. A key that arrived lately stays; a move without room
 /// for its pointer is refused. Pure, given `looks` (which it asks only what it needs).
-#[inline]
+#[inline(always)]
 pub(super) fn decide(policy: Policy, entry: Entry, from_me: bool, looks: &impl Looks) -> Decision {
     let alone = || !looks.intent_here() && !looks.other_holders();
     let wants_move = match entry {

@@ -1,19 +1,27 @@
-//! One record per key: everything this node's protocol knows about a key, in one map
-//! ([`Keys`]), hashed without a random seed (`super::keymap`) so that a replayed run is the
-//! same run. A key has a record only while some part of it differs from the default.
+//! One record per key: everything this node's protocol knows about a key, hashed without a
+//! random seed (`super::keymap`) so that a replayed run is the same run. A key has a record
+//! only while some part of it differs from the default.
 //!
-//! The record is split by how often it is touched. Its hot part, the 12 bytes in the map, is
-//! read or written on every key-intent: the intent count, the round's flags (start announced,
-//! slot reserved, entry outstanding), the owner a final delta is on its way to, the key's
-//! lifecycle tag ([`Life`]) and the index of its cold part. The parts that only some keys
-//! have ([`Cold`]: the forwarding pointer of a key given away, the waiting operations of a key
-//! asked for, the replica's owner, the holders of the replicas of a key owned here) live in a
-//! slab beside the map, whose slots are reused: a key that moves takes and gives back a slot,
-//! never an allocation (a `Box` per record cost a moving key-intent a quarter more
-//! instructions, most of them in `malloc`). The tag says which parts there are without a
-//! look at the slab; the transitions between tags are `super::lifecycle`'s pure function,
-//! which every change of the cold part goes through ([`Keys::transition`]), asserting that the
-//! data agree with the tag.
+//! The record is split by how often it is touched, into two parts under the same key, each in
+//! one map of [`Keys`]:
+//! - the hot part ([`KeyRecord`], 8 bytes), read or written on every key-intent: the intent
+//!   count, the round's flags (start announced, slot reserved, entry outstanding) and the
+//!   owner a final delta is on its way to;
+//! - the cold part ([`Cold`]), which few keys have: the key's lifecycle tag ([`Life`]) and
+//!   what the tag says it has, a forwarding pointer of a key given away, the waiting
+//!   operations of a key asked for, a replica's owner, the replica holders of a key owned here.
+//!
+//! Why two maps and not one: the hot part must stay small and must not be looked up twice.
+//! With the cold part in the same map (behind a slab index or a `Box`), every key-intent's
+//! record grew by half, and every change of a rare part cost a probe of both the big map and
+//! the slab, with the tag kept in both: a moving key-intent took 9 % more instructions and a
+//! replicated one 9 % more, against one probe of one map here, as before the record was
+//! merged. The two parts share no field: the hot part says nothing about the cold one and
+//! the cold part nothing about intents or rounds, so there is nothing to keep in step
+//! between them. What merging fixed stays fixed: the four maps of rare parts (pointers, keys
+//! incoming, replicas, holders) that had to agree with each other are one record with one tag,
+//! and every change of it is a step of `super::lifecycle`'s pure function
+//! ([`Keys::transition`]), which asserts that the data agree with the tag.
 //!
 //! The counts the node needs of the whole map (reserved slots, outstanding entries, pointers,
 //! keys incoming, replicas, keys with holders) are kept beside it, changed only where a flag
@@ -21,9 +29,9 @@
 //!
 //! One part of a key's state is kept apart, on purpose: when a key last arrived (`arrived`
 //! in `super::round`'s `SyncState`). It is a timer, not a state: every round expires the
-//! entries one round and `relocation_hold` old, and in this map that would visit every record
-//! each round (the keys with intent, thousands) instead of the few that arrived lately. It is
-//! read only where the owner decides to move a key (`super::owner`), never with the rest.
+//! entries one round and `relocation_hold` old, and in a map of records that would visit
+//! every record each round instead of the few that arrived lately. It is read only where the
+//! owner decides to move a key (`super::owner`), never with the rest.
 
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
@@ -38,9 +46,8 @@ use super::WaitingOp;
 use crate::ids::{Epoch, Key, MixHasher, NodeId, RequestId};
 use crate::time::Instant;
 
-/// This node's protocol state for one key: the hot part, and where the rest is.
-#[derive(Debug, Default)]
-#[repr(C)]
+/// This node's protocol state for one key that every key-intent touches (the hot part).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(super) struct KeyRecord {
     /// Acted, unexpired intents (plus one for a key replicated for the whole run).
     pub(super) count: u32,
@@ -51,13 +58,9 @@ pub(super) struct KeyRecord {
     pub(super) final_to: u16,
     /// `ANNOUNCED`, `RESERVED`, `OUTSTANDING`.
     pub(super) flags: u8,
-    /// Which of the cold parts the key has; `Idle`: none, and `cold` means nothing.
-    pub(super) life: Life,
-    /// The key's slot in [`Keys`]'s slab of cold parts.
-    cold: u32,
 }
 
-const _: () = assert!(core::mem::size_of::<KeyRecord>() == 12, "the hot record stays 12 bytes");
+const _: () = assert!(core::mem::size_of::<KeyRecord>() == 8, "the hot record stays 8 bytes");
 
 /// The owner was told of this node's intent (a start was sent and no end since).
 pub(super) const ANNOUNCED: u8 = 1;
@@ -68,40 +71,10 @@ pub(super) const RESERVED: u8 = 2;
 /// delta is never in flight twice.
 pub(super) const OUTSTANDING: u8 = 4;
 
-/// A copy of a record's hot part, to look at without holding the map.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(super) struct Hot {
-    pub(super) count: u32,
-    pub(super) final_to: u16,
-    pub(super) flags: u8,
-    pub(super) life: Life,
-}
-
-impl Hot {
-    pub(super) fn announced(&self) -> bool {
-        self.flags & ANNOUNCED != 0
-    }
-    pub(super) fn reserved(&self) -> bool {
-        self.flags & RESERVED != 0
-    }
-    pub(super) fn outstanding(&self) -> bool {
-        self.flags & OUTSTANDING != 0
-    }
-}
-
 impl KeyRecord {
     #[inline]
     pub(super) fn is_idle(&self) -> bool {
-        // The first eight bytes, at once (`repr(C)`: they are adjacent).
-        (u64::from(self.count)
-            | u64::from(self.final_to) << 32
-            | u64::from(self.flags) << 48
-            | u64::from(self.life as u8) << 56)
-            == 0
-    }
-    #[inline]
-    pub(super) fn hot(&self) -> Hot {
-        Hot { count: self.count, final_to: self.final_to, flags: self.flags, life: self.life }
+        *self == KeyRecord::default()
     }
     pub(super) fn announced(&self) -> bool {
         self.flags & ANNOUNCED != 0
@@ -127,13 +100,10 @@ impl KeyRecord {
     }
 }
 
-/// The parts of a key's record that few keys have.
+/// The parts of a key's record that few keys have, with the tag that says which.
 #[derive(Debug, Default)]
 pub(super) struct Cold {
-    /// The key whose parts these are (while the slot is in use).
-    pub(super) key: Key,
-    /// The record's tag, kept here too so that a walk over the slab reads it without
-    /// matching the parts (`Idle` in a free slot).
+    /// Which parts there are (never `Idle` in the map: a key with none has no cold part).
     pub(super) life: Life,
     /// Where the key went (`Life::Away*`).
     pub(super) pointer: Option<(NodeId, Epoch)>,
@@ -149,8 +119,9 @@ pub(super) enum Place {
     Owned(Holders),
     /// A replica.
     Replica(ReplicaMeta),
-    /// The key was asked for and what waits for it.
-    Incoming(Incoming),
+    /// The key was asked for and what waits for it (boxed: only `Technique::Relocation`
+    /// localizes, and the other parts stay small).
+    Incoming(alloc::boxed::Box<Incoming>),
 }
 
 impl Cold {
@@ -252,18 +223,17 @@ pub(super) struct ReplicaMeta {
     pub(super) refreshed: Instant,
 }
 
-/// The per-key records, the slab of their cold parts, and the counts the node needs of them.
+/// The per-key records: hot parts and cold parts, each in one map, and the counts the node
+/// needs of them.
 #[derive(Debug, Default)]
 pub(super) struct Keys {
     pub(super) map: KeyMap<KeyRecord>,
-    /// Cold parts; a slot is in use exactly while a record not `Idle` names it.
-    slab: Vec<Cold>,
-    /// Slots of `slab` not in use (each empty).
-    free: Vec<u32>,
+    /// The cold parts, by key; each entry's tag is not `Idle`.
+    cold: KeyMap<Cold>,
     /// Records with `RESERVED`, and with `OUTSTANDING`.
     pub(super) reserved: usize,
     pub(super) outstanding: usize,
-    /// Records by tag: with a forwarding pointer, incoming, with a replica, owned with
+    /// Cold parts by tag: with a forwarding pointer, incoming, with a replica, owned with
     /// holders.
     pub(super) pointers: usize,
     pub(super) incoming: usize,
@@ -275,60 +245,43 @@ pub(super) struct Keys {
 }
 
 impl Keys {
-    /// `key`'s hot part (the default if it has no record).
+    /// `key`'s hot part (the default if it has none).
     #[inline]
-    pub(super) fn get(&self, key: Key) -> Hot {
-        self.map.get(&key).map(KeyRecord::hot).unwrap_or_default()
+    pub(super) fn get(&self, key: Key) -> KeyRecord {
+        self.map.get(&key).copied().unwrap_or_default()
     }
 
-    /// `key`'s record, if it has one.
-    #[inline]
-    pub(super) fn record(&self, key: Key) -> Option<&KeyRecord> {
-        self.map.get(&key)
-    }
-
-    /// The cold part of record `e`, if it has one.
-    #[inline]
-    pub(super) fn cold(&self, e: &KeyRecord) -> Option<&Cold> {
-        if e.life == Life::Idle {
+    /// `key`'s cold part, if it has one (without hashing the key when no key has one).
+    #[cfg(test)]
+    pub(super) fn cold(&self, key: Key) -> Option<&Cold> {
+        if self.cold.is_empty() {
             None
         } else {
-            self.slab.get(e.cold as usize)
+            self.cold.get(&key)
         }
     }
 
-    /// The replica of record `e`, if one is held.
+    /// `key`'s lifecycle tag.
+    #[cfg(test)]
+    pub(super) fn life(&self, key: Key) -> Life {
+        self.cold(key).map_or(Life::Idle, |c| c.life)
+    }
+
+    /// Whether a replica of `key` is held here.
     #[inline]
-    pub(super) fn replica_of(&self, e: &KeyRecord) -> Option<&ReplicaMeta> {
-        if !e.life.has_replica() {
-            return None;
-        }
-        match self.cold(e) {
-            Some(Cold { place: Place::Replica(m), .. }) => Some(m),
-            _ => None,
-        }
+    pub(super) fn has_replica(&self, key: Key) -> bool {
+        self.replicas > 0 && self.cold.get(&key).is_some_and(|c| c.life.has_replica())
     }
 
-    /// The forwarding pointer of record `e`, if it has one.
-    #[inline]
-    pub(super) fn pointer_of(&self, e: &KeyRecord) -> Option<(NodeId, Epoch)> {
-        if !e.life.has_pointer() {
-            return None;
-        }
-        self.cold(e).and_then(|c| c.pointer)
-    }
-
-    /// Changes `key`'s hot part with `f`, keeping the counts, and drops the record if it became
-    /// idle. Returns what `f` returns. `f` must leave the tag alone (the cold part changes
-    /// only through [`Keys::transition`]).
+    /// Changes `key`'s hot part with `f`, keeping the counts, and drops it if it became idle.
+    /// Returns what `f` returns.
     #[inline]
     pub(super) fn update<R>(&mut self, key: Key, f: impl FnOnce(&mut KeyRecord) -> R) -> R {
         match self.map.entry(key) {
             Entry::Occupied(mut o) => {
                 let e = o.get_mut();
-                let (r0, o0, life) = (e.reserved(), e.outstanding(), e.life);
+                let (r0, o0) = (e.reserved(), e.outstanding());
                 let r = f(e);
-                invariant!(e.life == life, "a record's tag changed outside a transition");
                 let (r1, o1) = (e.reserved(), e.outstanding());
                 if e.is_idle() {
                     o.remove();
@@ -339,12 +292,10 @@ impl Keys {
             Entry::Vacant(v) => {
                 let mut e = KeyRecord::default();
                 let r = f(&mut e);
-                invariant!(e.life == Life::Idle, "a new record's tag set outside a transition");
-                let (r1, o1) = (e.reserved(), e.outstanding());
                 if !e.is_idle() {
                     v.insert(e);
                 }
-                self.recount(false, r1, false, o1);
+                self.recount(false, e.reserved(), false, e.outstanding());
                 r
             }
         }
@@ -366,17 +317,11 @@ impl Keys {
 
     /// Clears `key`'s reservation; whether it had one.
     pub(super) fn take_reserved(&mut self, key: Key) -> bool {
-        let Entry::Occupied(mut o) = self.map.entry(key) else { return false };
-        let e = o.get_mut();
-        if !e.reserved() {
-            return false;
-        }
-        e.set(RESERVED, false);
-        if e.is_idle() {
-            o.remove();
-        }
-        self.reserved -= 1;
-        true
+        self.update(key, |e| {
+            let had = e.reserved();
+            e.set(RESERVED, false);
+            had
+        })
     }
 
     /// Marks an entry for `key` outstanding in the open round.
@@ -385,28 +330,40 @@ impl Keys {
     }
 
     /// `event` happens to `key`: its tag moves as [`lifecycle::step`] says, `f` changes the
-    /// cold part to match (a free slot, empty, if the key had none), and the counts follow the
-    /// tag. Returns what `f` returns and the step's actions, which the caller carries out. A
-    /// pair the lifecycle does not allow is a bug: asserted (`invariant!`), and otherwise the
-    /// data decide the tag.
-    #[inline(always)]
+    /// cold part to match (an empty one if the key had none), and the counts follow the tag.
+    /// Returns what `f` returns and the step's actions, which the caller carries out. A pair
+    /// the lifecycle does not allow is a bug: asserted (`invariant!`), and otherwise the data
+    /// decide the tag.
+    #[inline]
     pub(super) fn transition<R>(
         &mut self,
         key: Key,
         event: Event,
         f: impl FnOnce(&mut Cold) -> R,
     ) -> (R, Actions) {
-        let Keys { map, slab, free, .. } = self;
-        let o = match map.entry(key) {
+        let o = match self.cold.entry(key) {
             Entry::Occupied(o) => o,
-            Entry::Vacant(v) => v.insert_entry(KeyRecord::default()),
+            Entry::Vacant(v) => v.insert_entry(Cold::default()),
         };
-        let (r, actions, before, after) = apply(o, slab, free, event, f);
+        let (r, actions, before, after) = apply(o, event, f);
         self.count_life(before, after);
         (r, actions)
     }
 
-    #[inline(always)]
+    /// `key`'s cold part, to change with [`apply`] if `pred` says so: one probe of the map.
+    #[inline]
+    fn occupied_if(
+        &mut self,
+        key: Key,
+        pred: impl FnOnce(&Cold) -> bool,
+    ) -> Option<OccupiedEntry<'_, Key, Cold, BuildHasherDefault<MixHasher>>> {
+        match self.cold.entry(key) {
+            Entry::Occupied(o) if pred(o.get()) => Some(o),
+            _ => None,
+        }
+    }
+
+    #[inline]
     fn count_life(&mut self, before: Life, after: Life) {
         if before != after {
             self.count_one(before, false);
@@ -414,7 +371,7 @@ impl Keys {
         }
     }
 
-    #[inline(always)]
+    #[inline]
     fn count_one(&mut self, life: Life, add: bool) {
         let change = |n: &mut usize, on: bool| {
             if add {
@@ -431,70 +388,50 @@ impl Keys {
 
     // ----- the cold parts, read -----
 
+    /// The replica of `key` held here, if one is.
+    #[inline]
+    pub(super) fn replica(&self, key: Key) -> Option<&ReplicaMeta> {
+        if self.replicas == 0 {
+            return None;
+        }
+        self.cold.get(&key).and_then(Cold::replica)
+    }
+
     /// Where `key` went, if it left and the home has not confirmed the move yet.
     #[inline]
     pub(super) fn pointer(&self, key: Key) -> Option<(NodeId, Epoch)> {
         if self.pointers == 0 {
             return None;
         }
-        self.pointer_of(self.map.get(&key)?)
+        self.cold.get(&key).and_then(|c| c.pointer)
     }
 
     /// Whether this node asked for `key` and waits for it.
     #[inline]
     pub(super) fn is_incoming(&self, key: Key) -> bool {
-        self.incoming > 0 && self.map.get(&key).is_some_and(|e| e.life.is_incoming())
+        self.incoming > 0 && self.cold.get(&key).is_some_and(|c| c.life.is_incoming())
     }
 
-    /// As owner: the nodes holding replicas of the key of record `e`.
+    /// As owner: the nodes holding replicas of `key`.
     #[inline]
-    pub(super) fn holders_of(&self, e: &KeyRecord) -> &[NodeId] {
-        if e.life != Life::Owned {
+    pub(super) fn holders(&self, key: Key) -> &[NodeId] {
+        if self.owned == 0 {
             return &[];
         }
-        match self.cold(e) {
+        match self.cold.get(&key) {
             Some(Cold { place: Place::Owned(h), .. }) => h.as_slice(),
             _ => &[],
         }
     }
 
-    /// As owner: the nodes holding replicas of `key`.
-    pub(super) fn holders(&self, key: Key) -> &[NodeId] {
-        if self.owned == 0 {
-            return &[];
-        }
-        self.map.get(&key).map_or(&[], |e| self.holders_of(e))
-    }
-
-    /// Every key with a cold part whose tag passes `pred`, with that part, in the slab's
-    /// order: a walk over the cold parts only (the keys with a replica, say), not the map.
+    /// Every key with a cold part whose tag passes `pred`, with that part, in the map's order.
     pub(super) fn with_life(&self, pred: impl Fn(Life) -> bool) -> impl Iterator<Item = (Key, &Cold)> {
-        self.slab.iter().filter(move |c| c.life != Life::Idle && pred(c.life)).map(|c| (c.key, c))
+        self.cold.iter().filter(move |(_, c)| pred(c.life)).map(|(k, c)| (*k, c))
     }
 
-    /// Whether the slab agrees with the map: every record with a tag names a slot of its own
-    /// that names its key back, and every other slot is free and empty (for checks).
-    pub(super) fn slab_consistent(&self) -> bool {
-        let mut used: Vec<bool> = alloc::vec![false; self.slab.len()];
-        for (k, e) in &self.map {
-            if e.life == Life::Idle {
-                continue;
-            }
-            match (self.slab.get(e.cold as usize), used.get_mut(e.cold as usize)) {
-                (Some(c), Some(u)) if c.key == *k && c.life == e.life && !*u => *u = true,
-                _ => return false,
-            }
-        }
-        let free = used.iter().filter(|u| !**u).count();
-        free == self.free.len()
-            && self.free.iter().all(|i| {
-                let i = *i as usize;
-                // Each free slot once: marked as it is met.
-                let ok =
-                    !used[i] && self.slab[i].parts_life() == Life::Idle && self.slab[i].life == Life::Idle;
-                used[i] = true;
-                ok
-            })
+    /// Whether every cold part's tag is what its parts make, and none is `Idle` (for checks).
+    pub(super) fn cold_consistent(&self) -> bool {
+        self.cold.values().all(|c| c.life != Life::Idle && c.life == c.parts_life())
     }
 
     // ----- the cold parts, changed: each a transition -----
@@ -504,7 +441,9 @@ impl Keys {
     #[inline]
     pub(super) fn departed(&mut self, key: Key, to: NodeId, epoch: Epoch) {
         self.transition(key, Event::Departed, |c| {
-            c.place = Place::None;
+            if !matches!(c.place, Place::None) {
+                c.place = Place::None;
+            }
             c.pointer = Some((to, epoch));
         });
     }
@@ -515,13 +454,8 @@ impl Keys {
         if self.pointers == 0 {
             return;
         }
-        let Keys { map, slab, free, .. } = self;
-        let Entry::Occupied(o) = map.entry(key) else { return };
-        let e = o.get();
-        if !e.life.has_pointer() || slab[e.cold as usize].pointer.is_none_or(|(_, x)| x != epoch) {
-            return;
-        }
-        let (_, _, before, after) = apply(o, slab, free, Event::Released, |c| c.pointer = None);
+        let Some(o) = self.occupied_if(key, |c| c.pointer.is_some_and(|(_, e)| e == epoch)) else { return };
+        let (_, _, before, after) = apply(o, Event::Released, |c| c.pointer = None);
         self.count_life(before, after);
     }
 
@@ -529,18 +463,14 @@ impl Keys {
     /// copy replaced) go; what waits for it stays, for [`Keys::take_incoming`].
     #[inline]
     pub(super) fn installed(&mut self, key: Key) -> Actions {
-        if self.pointers + self.replicas + self.incoming == 0 {
+        if self.cold.is_empty() {
             return Actions::NONE;
         }
-        let Keys { map, slab, free, .. } = self;
-        let Entry::Occupied(o) = map.entry(key) else { return Actions::NONE };
-        if o.get().life == Life::Idle {
-            return Actions::NONE;
-        }
-        let (_, actions, before, after) = apply(o, slab, free, Event::Installed, |c| {
+        let Some(o) = self.occupied_if(key, |_| true) else { return Actions::NONE };
+        let (_, actions, before, after) = apply(o, Event::Installed, |c| {
             c.pointer = None;
-            if matches!(c.place, Place::Replica(_)) {
-                c.place = Place::None;
+            if let Place::Replica(_) = c.place {
+                set_place(c, Place::None);
             }
         });
         self.count_life(before, after);
@@ -551,7 +481,7 @@ impl Keys {
     pub(super) fn ask<R>(&mut self, key: Key, f: impl FnOnce(&mut Incoming) -> R) -> R {
         self.transition(key, Event::Asked, |c| {
             if !matches!(c.place, Place::Incoming(_)) {
-                c.place = Place::Incoming(Incoming::default());
+                c.place = Place::Incoming(alloc::boxed::Box::default());
             }
             match &mut c.place {
                 Place::Incoming(inc) => f(inc),
@@ -566,11 +496,7 @@ impl Keys {
         if self.incoming == 0 {
             return None;
         }
-        let e = self.map.get(&key)?;
-        if !e.life.is_incoming() {
-            return None;
-        }
-        match self.slab.get_mut(e.cold as usize) {
+        match self.cold.get_mut(&key) {
             Some(Cold { place: Place::Incoming(inc), .. }) => Some(inc),
             _ => None,
         }
@@ -578,13 +504,12 @@ impl Keys {
 
     /// `key` is no longer asked for (`event` says why: it arrived, or the wait ended): what
     /// waited for it, if anything, and the actions of the step.
-    #[inline]
     pub(super) fn take_incoming(&mut self, key: Key, event: Event) -> Option<(Incoming, Actions)> {
         if !self.is_incoming(key) {
             return None;
         }
         let (inc, actions) = self.transition(key, event, |c| match core::mem::take(&mut c.place) {
-            Place::Incoming(inc) => inc,
+            Place::Incoming(inc) => *inc,
             other => {
                 c.place = other;
                 Incoming::default()
@@ -598,7 +523,7 @@ impl Keys {
     /// A replica of `key` from `meta.owner` was installed here.
     #[inline]
     pub(super) fn add_replica(&mut self, key: Key, meta: ReplicaMeta) {
-        self.transition(key, Event::ReplicaMade, |c| c.place = Place::Replica(meta));
+        self.transition(key, Event::ReplicaMade, |c| set_place(c, Place::Replica(meta)));
     }
 
     /// The replica of `key` left the store: forget it. Its meta, if it was held.
@@ -607,19 +532,14 @@ impl Keys {
         if self.replicas == 0 {
             return None;
         }
-        let Keys { map, slab, free, .. } = self;
-        let Entry::Occupied(o) = map.entry(key) else { return None };
-        if !o.get().life.has_replica() {
-            return None;
-        }
-        let (meta, _, before, after) =
-            apply(o, slab, free, Event::ReplicaGone, |c| match core::mem::take(&mut c.place) {
-                Place::Replica(m) => Some(m),
-                other => {
-                    c.place = other;
-                    None
-                }
-            });
+        let o = self.occupied_if(key, |c| c.life.has_replica())?;
+        let (meta, _, before, after) = apply(o, Event::ReplicaGone, |c| match c.place {
+            Place::Replica(m) => {
+                set_place(c, Place::None);
+                Some(m)
+            }
+            _ => None,
+        });
         self.count_life(before, after);
         meta
     }
@@ -629,41 +549,25 @@ impl Keys {
         if self.replicas == 0 {
             return None;
         }
-        let e = self.map.get(&key)?;
-        if !e.life.has_replica() {
-            return None;
-        }
-        match self.slab.get_mut(e.cold as usize) {
+        match self.cold.get_mut(&key) {
             Some(Cold { place: Place::Replica(m), .. }) => Some(m),
             _ => None,
         }
     }
 
     /// As owner: `node` holds a replica of `key`.
-    #[inline]
+    #[inline(always)]
     pub(super) fn add_holder(&mut self, key: Key, node: NodeId) {
-        let Keys { map, slab, free, .. } = self;
-        let o = match map.entry(key) {
-            Entry::Occupied(o) => {
-                let e = o.get();
-                if e.life == Life::Owned {
-                    if let Some(Cold { place: Place::Owned(h), .. }) = slab.get_mut(e.cold as usize) {
-                        // Owned with holders already: no change of state, one more (or the
-                        // same) holder.
-                        h.insert(node);
-                        return;
-                    }
-                }
-                o
-            }
-            Entry::Vacant(v) => v.insert_entry(KeyRecord::default()),
-        };
-        let (_, _, before, after) = apply(o, slab, free, Event::HolderAdded, |c| {
+        if let Some(Cold { place: Place::Owned(h), .. }) = self.cold.get_mut(&key) {
+            // Owned with holders already: no change of state, one more (or the same) holder.
+            h.insert(node);
+            return;
+        }
+        self.transition(key, Event::HolderAdded, |c| {
             let mut h = Holders::default();
             h.insert(node);
-            c.place = Place::Owned(h);
+            set_place(c, Place::Owned(h));
         });
-        self.count_life(before, after);
     }
 
     /// As owner: `node` holds no replica of `key` any more.
@@ -672,26 +576,21 @@ impl Keys {
         if self.owned == 0 {
             return;
         }
-        let Keys { map, slab, free, .. } = self;
-        let Entry::Occupied(o) = map.entry(key) else { return };
-        let e = o.get();
-        if e.life != Life::Owned {
-            return;
-        }
-        let event = match slab.get(e.cold as usize) {
-            Some(Cold { place: Place::Owned(h), .. }) if h.as_slice().contains(&node) => {
-                if h.as_slice().len() == 1 {
-                    Event::HoldersGone
-                } else {
-                    Event::HolderGone
-                }
+        let mut last = false;
+        let Some(o) = self.occupied_if(key, |c| match &c.place {
+            Place::Owned(h) if h.as_slice().contains(&node) => {
+                last = h.as_slice().len() == 1;
+                true
             }
-            _ => return,
+            _ => false,
+        }) else {
+            return;
         };
-        let (_, _, before, after) = apply(o, slab, free, event, |c| {
+        let event = if last { Event::HoldersGone } else { Event::HolderGone };
+        let (_, _, before, after) = apply(o, event, |c| {
             if let Place::Owned(h) = &mut c.place {
                 if h.remove(node) {
-                    c.place = Place::None;
+                    set_place(c, Place::None);
                 }
             }
         });
@@ -699,52 +598,47 @@ impl Keys {
     }
 }
 
-/// [`Keys::transition`] on the record `o`, with the slab and its free list: the result of `f`,
-/// the actions, and the tags before and after (for the counts, which the caller updates).
+/// Sets `c`'s place to `p`, where the old place is usually `None` (dropped without a call).
+#[inline]
+fn set_place(c: &mut Cold, p: Place) {
+    let old = core::mem::replace(&mut c.place, p);
+    match old {
+        // Nothing to drop: no call.
+        Place::None | Place::Replica(_) => core::mem::forget(old),
+        _ => drop(old),
+    }
+}
+
+/// [`Keys::transition`] on the cold part `o`: the result of `f`, the actions, and the tags
+/// before and after (for the counts, which the caller updates).
 #[inline(always)]
 fn apply<R>(
-    mut o: OccupiedEntry<'_, Key, KeyRecord, BuildHasherDefault<MixHasher>>,
-    slab: &mut Vec<Cold>,
-    free: &mut Vec<u32>,
+    mut o: OccupiedEntry<'_, Key, Cold, BuildHasherDefault<MixHasher>>,
     event: Event,
     f: impl FnOnce(&mut Cold) -> R,
 ) -> (R, Actions, Life, Life) {
-    let key = *o.key();
-    let e = o.get_mut();
-    let before = e.life;
+    let c = o.get_mut();
+    let before = c.life;
     let step = lifecycle::step(before, event);
     invariant!(step.is_some(), "a key's lifecycle does not allow this event in this state");
-    if before == Life::Idle {
-        e.cold = free.pop().unwrap_or_else(|| {
-            slab.push(Cold::default());
-            (slab.len() - 1) as u32
-        });
-        slab[e.cold as usize].key = key;
-    }
-    let cold = &mut slab[e.cold as usize];
-    let r = f(cold);
+    let r = f(c);
     // The step says what the tag is now; the data must agree (checked where asserts run;
     // elsewhere the tag is not computed from them a second time).
     let after = match step {
         Some(s) => {
             invariant!(
-                cold.parts_life() == s.next,
+                c.parts_life() == s.next,
                 "a key's data disagree with its lifecycle after a transition"
             );
             s.next
         }
-        None => cold.parts_life(),
+        None => c.parts_life(),
     };
-    cold.life = after;
     invariant!(after != Life::Invalid, "a key owned here keeps a forwarding pointer");
-    e.life = after;
+    c.life = after;
     if after == Life::Idle {
-        // The slot is empty again (`Cold::life` is `Idle` only then).
-        free.push(e.cold);
-        e.cold = 0;
-        if e.is_idle() {
-            o.remove();
-        }
+        // An idle cold part holds nothing to drop (no place, no pointer): no call.
+        core::mem::forget(o.remove());
     }
     (r, step.map_or(Actions::NONE, |s| s.actions), before, after)
 }
@@ -784,24 +678,24 @@ mod tests {
         let k = Key(7);
         keys.update(k, |e| e.count += 1);
         keys.departed(k, NodeId(2), Epoch(3));
-        assert_eq!(keys.get(k).life, Life::Away);
+        assert_eq!(keys.life(k), Life::Away);
         assert_eq!(keys.pointer(k), Some((NodeId(2), Epoch(3))));
         keys.add_replica(k, ReplicaMeta { owner: NodeId(2), refreshed: Instant(0) });
-        assert_eq!((keys.get(k).life, keys.pointers, keys.replicas), (Life::AwayReplica, 1, 1));
+        assert_eq!((keys.life(k), keys.pointers, keys.replicas), (Life::AwayReplica, 1, 1));
         keys.release_pointer(k, Epoch(2));
         assert_eq!(keys.pointers, 1, "another epoch's release leaves the pointer");
         keys.release_pointer(k, Epoch(3));
-        assert_eq!((keys.get(k).life, keys.pointers), (Life::Replica, 0));
+        assert_eq!((keys.life(k), keys.pointers), (Life::Replica, 0));
         let actions = keys.installed(k);
         assert!(actions.contains(Actions::REPLICA_UPGRADED));
-        assert_eq!((keys.get(k).life, keys.replicas), (Life::Idle, 0));
+        assert_eq!((keys.life(k), keys.replicas), (Life::Idle, 0));
         keys.add_holder(k, NodeId(1));
         keys.add_holder(k, NodeId(3));
         assert_eq!(keys.holders(k), [NodeId(1), NodeId(3)]);
         keys.remove_holder(k, NodeId(1));
-        assert_eq!((keys.get(k).life, keys.owned), (Life::Owned, 1));
+        assert_eq!((keys.life(k), keys.owned), (Life::Owned, 1));
         keys.remove_holder(k, NodeId(3));
-        assert_eq!((keys.get(k).life, keys.owned), (Life::Idle, 0));
+        assert_eq!((keys.life(k), keys.owned), (Life::Idle, 0));
         keys.update(k, |e| e.count = 0);
         assert!(keys.map.is_empty(), "an idle record is dropped");
     }

@@ -95,7 +95,9 @@ impl Node {
     /// Where this node's sync entries and requests for a replicated key go: its owner.
     #[inline]
     pub(super) fn replica_owner(&self, key: Key) -> Option<NodeId> {
-        let e = self.keys.record(key)?;
-        self.keys.replica_of(e).map(|m| m.owner).or_else(|| e.final_to())
+        match self.keys.replica(key) {
+            Some(m) => Some(m.owner),
+            None => self.keys.map.get(&key).and_then(|e| e.final_to()),
+        }
     }
 }

@@ -383,7 +383,7 @@ impl Node {
             if l.count > 0 {
                 let Some(w) = self.store.whereabouts_if_remote(k) else { continue };
                 kept.push(Kept { key: k, to: Some(self.route_with(k, w)) });
-            } else if !l.life.has_replica() {
+            } else if !self.keys.has_replica(k) {
                 if l.announced() {
                     let w = self.store.whereabouts(k);
                     if !matches!(w, Whereabouts::Here(_)) {

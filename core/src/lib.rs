@@ -97,16 +97,17 @@
 //!
 //! ## A key's state at a node
 //!
-//! Everything a node's protocol knows about one key is one record in one map
-//! (`node/record.rs`): a 12-byte hot part touched on every key-intent (intent count, the sync
-//! round's flags, where a final delta went, a lifecycle tag) and, for the few keys that have
-//! them, a cold part in a slab (a forwarding pointer, operations waiting for the key to
-//! arrive, a replica's owner, an owner's replica holders). The tag's transitions are one pure
-//! function, `node/lifecycle.rs`'s `step`, and the owner's decision to move a key, replicate
-//! it or wait is another, `decide`; both are tested over every input, and every change of a
-//! record goes through `Keys::transition`, which asserts that the record's data agree with
-//! the step (`invariant!`: in debug and fuzzing builds). Only when a key last arrived is
-//! kept apart, as a timer (see `node/record.rs`).
+//! Everything a node's protocol knows about one key is one record (`node/record.rs`), in two
+//! parts under the key: an 8-byte hot part touched on every key-intent (intent count, the
+//! sync round's flags, where a final delta went), and, for the few keys that have one, a cold
+//! part with the key's lifecycle tag and what the tag says it has (a forwarding pointer,
+//! operations waiting for the key to arrive, a replica's owner, an owner's replica holders).
+//! The tag's transitions are one pure function, `node/lifecycle.rs`'s `step`, and the owner's
+//! decision to move a key, replicate it or wait is another, `decide`; both are tested over
+//! every input, and every change of a cold part goes through `Keys::transition`, which
+//! asserts that the data agree with the step (`invariant!`: in debug and fuzzing builds).
+//! Why the parts are two maps, and why when a key last arrived is kept apart as a timer, is
+//! argued in `node/record.rs`.
 //!
 //! ## Invariants, and where they are kept
 //!

@@ -12,11 +12,12 @@
 //!   operations of a key asked for, a replica's owner, the replica holders of a key owned here.
 //!
 //! Why two maps and not one: the hot part must stay small and must not be looked up twice.
-//! With the cold part in the same map (behind a slab index or a `Box`), every key-intent's
-//! record grew by half, and every change of a rare part cost a probe of both the big map and
-//! the slab, with the tag kept in both: a moving key-intent took 9 % more instructions and a
-//! replicated one 9 % more, against one probe of one map here, as before the record was
-//! merged. The two parts share no field: the hot part says nothing about the cold one and
+//! With the cold part in the same map (behind a slab index; a `Box` per record was worse, its
+//! `malloc` alone cost a moving key-intent a quarter more instructions), every key-intent's
+//! record grew by half, and every change of a rare part went through the big map and the
+//! slab: a local key-intent took 2.6 % more instructions than before the merge, a moving one
+//! 8.9 % and a replicated one 9.4 % (callgrind, `core/benches/intents.rs`), against 0.8, 3.6
+//! and 7.5 % here, where a change of a rare part is one probe of one map, as it was before. The two parts share no field: the hot part says nothing about the cold one and
 //! the cold part nothing about intents or rounds, so there is nothing to keep in step
 //! between them. What merging fixed stays fixed: the four maps of rare parts (pointers, keys
 //! incoming, replicas, holders) that had to agree with each other are one record with one tag,

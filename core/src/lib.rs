@@ -95,6 +95,20 @@
 //! assert_eq!(result, Ok(Completion::Pull(vec![0.0; 400])));
 //! ```
 //!
+//! ## A key's state at a node
+//!
+//! Everything a node's protocol knows about one key is one record (`node/record.rs`), in two
+//! parts under the key: an 8-byte hot part touched on every key-intent (intent count, the
+//! sync round's flags, where a final delta went), and, for the few keys that have one, a cold
+//! part with the key's lifecycle tag and what the tag says it has (a forwarding pointer,
+//! operations waiting for the key to arrive, a replica's owner, an owner's replica holders).
+//! The tag's transitions are one pure function, `node/lifecycle.rs`'s `step`, and the owner's
+//! decision to move a key, replicate it or wait is another, `decide`; both are tested over
+//! every input, and every change of a cold part goes through `Keys::transition`, which
+//! asserts that the data agree with the step (`invariant!`: in debug and fuzzing builds).
+//! Why the parts are two maps, and why when a key last arrived is kept apart as a timer, is
+//! argued in `node/record.rs`.
+//!
 //! ## Invariants, and where they are kept
 //!
 //! `DESIGN.md`'s invariants, with the code that keeps each and the checks that watch it
@@ -106,7 +120,9 @@
 //!    moves it), and only the receiver's `Store::install` creates it again; a key is sent only
 //!    to a node that reserved a slot for it (`Store::reserve_slots`, [`wire::ReplicaSync::ROOM`]).
 //!    The home keeps the newest ownership epoch (`Store::record_owner`), so a late update
-//!    cannot name a former owner. Checked: no key both held and pointed away
+//!    cannot name a former owner. A forwarding pointer exists only in a record whose key
+//!    departed (`lifecycle::step`: only `Departed` makes one, `Installed` drops it), asserted
+//!    at every transition. Checked: no key both held and pointed away
 //!    ([`Node::check_invariants`]); the simulator's `exactly_one_copy`; the fuzzer counts
 //!    holders plus relocation frames in flight after every step.
 //! 2. **No update lost or applied twice.** A remote write is one request applied once by the
@@ -132,7 +148,7 @@
 //! 6. **A replica only while its node has intent** (plus one round). The round in which a
 //!    node's intent for a key ends drops its replica and sends the final delta
 //!    ([`wire::ReplicaSync::FINAL`]); an owner gives replicas only to nodes that told it of
-//!    intent. Checked: the simulator's `no_replicas` and the fuzzer's heal.
+//!    intent, and moves a key only while no other replica exists (`lifecycle::decide`). Checked: the simulator's `no_replicas` and the fuzzer's heal.
 //! 7. **Decoding never panics.** [`wire::decode`] reads through a checked reader: the kind by
 //!    [`wire::Kind`]'s `TryFrom<u8>`, every count bounded by the bytes left
 //!    ([`wire::size`]). Checked: the `wire_decode` and `wire_round_trip` fuzz targets, whose
@@ -141,6 +157,17 @@
 extern crate alloc;
 #[cfg(any(test, feature = "std"))]
 extern crate std;
+
+/// Asserts an invariant (of the store, of a node's records) where a transition could break
+/// it: in debug builds, and in fuzzing builds always. Never about a caller's input, which gets
+/// an error instead. In other builds the condition is not evaluated (it may cost a lookup).
+macro_rules! invariant {
+    ($($t:tt)*) => {
+        if cfg!(any(debug_assertions, fuzzing)) {
+            assert!($($t)*);
+        }
+    };
+}
 
 pub mod access;
 pub mod action_timing;

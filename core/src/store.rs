@@ -59,17 +59,6 @@ use page::page_of;
 use page::{PAGES_PER_SHARD_MAX, PAGE_FLOATS, PAGE_KEYS_MAX};
 use table::{Latched, Shard, SlotMap};
 
-/// Asserts an invariant of the store where a transition could break it: in debug builds, and
-/// in fuzzing builds always. Never about a caller's input, which gets an error instead. In
-/// other builds the condition is not evaluated (it may cost a lookup).
-macro_rules! invariant {
-    ($($t:tt)*) => {
-        if cfg!(any(debug_assertions, fuzzing)) {
-            assert!($($t)*);
-        }
-    };
-}
-
 mod access;
 mod enumerate;
 mod kernels;

@@ -12,8 +12,7 @@
 
 use alloc::vec::Vec;
 
-use hashbrown::hash_map::Entry;
-
+use super::lifecycle::{Actions, Event as KeyEvent};
 use super::{Node, WaitingOp, HOPS_MAX};
 use crate::ids::{Epoch, Key, NodeId, RequestId};
 use crate::store::{InstallError, Whereabouts};
@@ -175,9 +174,9 @@ impl Node {
         match w {
             Whereabouts::Away(owner, _) => owner,
             _ => self
-                .pointers
-                .get(&key)
-                .map(|(to, _)| *to)
+                .keys
+                .pointer(key)
+                .map(|(to, _)| to)
                 // A cached location on a failed node is no lead: ask the home node.
                 .or_else(|| self.cache.get(key).filter(|n| !self.failed_peers.contains(n)))
                 .unwrap_or_else(|| self.home(key)),
@@ -188,7 +187,7 @@ impl Node {
     pub(super) fn next_hop(&self, key: Key) -> NodeId {
         match self.store.whereabouts(key) {
             Whereabouts::Away(owner, _) => owner,
-            _ => self.pointers.get(&key).map(|(to, _)| *to).unwrap_or_else(|| self.home(key)),
+            _ => self.keys.pointer(key).map(|(to, _)| to).unwrap_or_else(|| self.home(key)),
         }
     }
 
@@ -228,13 +227,13 @@ impl Node {
     /// and two nodes that queued each other's requests would wait forever. With pointers and
     /// per-pair FIFO, no request of another node can arrive here before the key itself.
     pub(super) fn can_wait(&self, origin: NodeId, key: Key) -> bool {
-        origin == self.me && self.incoming.contains_key(&key) && self.waiting_ops < self.cfg.waiting_ops_max
+        origin == self.me && self.keys.waiting_ops < self.cfg.waiting_ops_max && self.keys.is_incoming(key)
     }
 
     pub(super) fn wait_for(&mut self, key: Key, op: WaitingOp) {
-        if let Some(inc) = self.incoming.get_mut(&key) {
+        if let Some(inc) = self.keys.incoming_mut(key) {
             inc.ops.push_back(op);
-            self.waiting_ops += 1;
+            self.keys.waiting_ops += 1;
             self.stats.keys_waited += 1;
         }
     }
@@ -362,7 +361,7 @@ impl Node {
                 // Our own request found the key already here: nothing to move.
                 continue;
             }
-            if self.pointers.len() >= self.cfg.pointers_max && self.store.holds(k) {
+            if self.keys.pointers >= self.cfg.pointers_max && self.store.holds(k) {
                 // No room to remember where the key went: it stays (the requester's localize
                 // times out).
                 self.stats.moves_refused += 1;
@@ -370,7 +369,7 @@ impl Node {
             }
             if let Some((epoch, version)) = self.store.take(k, origin, &mut values) {
                 moved.push(Moved { key: k, epoch, version });
-                self.pointers.insert(k, (origin, epoch));
+                self.keys.departed(k, origin, epoch);
                 self.cache.put(k, origin);
                 self.stats.relocations_out += 1;
             } else {
@@ -401,8 +400,8 @@ impl Node {
             let v = &values[at..at + len];
             at += len;
             // A key this node asked for has its slot reserved since the request; the
-            // reservation belongs to the key's entry in `incoming`.
-            let reserved = if self.incoming.contains_key(&m.key) { Reserved::Incoming } else { Reserved::No };
+            // reservation belongs to the key's incoming record.
+            let reserved = if self.keys.is_incoming(m.key) { Reserved::Incoming } else { Reserved::No };
             if let Some(change) = self.install_moved(from, m, v, reserved) {
                 updates.push(change);
                 arrived.push(m.key);
@@ -444,7 +443,7 @@ impl Node {
         match self.store.install(m.key, m.epoch, m.version, values, reserved != Reserved::No) {
             Ok(()) => {}
             Err(e) => {
-                // A sync round's reservation ended with its answer. An `incoming` entry keeps
+                // A sync round's reservation ended with its answer. An incoming record keeps
                 // its own until the entry goes (the key may still come: this copy may have
                 // been a stale or bogus one); giving it back here left the entry without one,
                 // so that more keys could be on their way than `store_keys_max`.
@@ -460,7 +459,6 @@ impl Node {
             }
         }
         self.stats.relocations_in += 1;
-        self.pointers.remove(&m.key);
         self.cache.forget(m.key);
         self.sync_key_installed(m.key);
         Some((self.home(m.key), OwnerChange { key: m.key, epoch: m.epoch, prev: from }))
@@ -490,13 +488,21 @@ impl Node {
     }
 
     /// `key` is held here now: complete local localizes and run what waited for it, in order.
-    pub(super) fn arrived(&mut self, _now: Instant, key: Key) {
-        let Some(inc) = super::keymap::remove(&mut self.incoming, &key) else { return };
+    #[inline]
+    pub(super) fn arrived(&mut self, now: Instant, key: Key) {
+        // Only a localize makes a key incoming (`Technique::Relocation`): most nodes have none.
+        if self.keys.incoming > 0 {
+            self.run_waiting(now, key);
+        }
+    }
+
+    fn run_waiting(&mut self, _now: Instant, key: Key) {
+        let Some((inc, actions)) = self.keys.take_incoming(key, KeyEvent::Arrived) else { return };
+        invariant!(actions.contains(Actions::RUN_WAITING), "a key arrived without running what waited");
         for req in inc.localizes {
             self.answer(req, key, &[]);
         }
         for op in inc.ops {
-            self.waiting_ops -= 1;
             match op {
                 WaitingOp::Pull { origin, req, hops } => self.serve_pull(origin, req, hops, &[key]),
                 WaitingOp::Write { origin, req, hops, write, values } => {
@@ -531,12 +537,9 @@ impl Node {
         }
     }
 
+    #[inline]
     fn release_pointer(&mut self, key: Key, epoch: Epoch) {
-        if let Entry::Occupied(e) = self.pointers.entry(key) {
-            if e.get().1 == epoch {
-                e.remove();
-            }
-        }
+        self.keys.release_pointer(key, epoch);
     }
 
     // ----- building messages within the frame and key-count bounds -----
@@ -668,6 +671,6 @@ pub(super) enum Reserved {
     No,
     /// The sync round's entry for the key, which its answer ends.
     Round,
-    /// The key's entry in `incoming`, which keeps it while the entry stays.
+    /// The key's incoming record, which keeps it while the key is asked for.
     Incoming,
 }

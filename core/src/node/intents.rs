@@ -12,8 +12,7 @@ use core::cmp::Ordering;
 
 use hashbrown::hash_map::Entry;
 
-use super::keymap::KeyMap;
-use super::record::{Keys, ReplicaMeta};
+use super::record::Keys;
 use super::Node;
 use crate::config::Technique;
 use crate::error::OpError;
@@ -99,25 +98,29 @@ pub(super) struct WorkerIntents {
 pub(super) fn release_intent(
     records: &mut Keys,
     touched: &mut Vec<Key>,
-    replicas: &KeyMap<ReplicaMeta>,
     stats: &mut super::Stats,
     keys: &[Key],
 ) {
     for k in keys {
         // Only the count changes: the record's counts of reserved and outstanding keys hold.
-        let Entry::Occupied(mut e) = records.map.entry(*k) else { continue };
-        let l = e.get_mut();
-        l.count = l.count.saturating_sub(1);
-        if l.count == 0 {
-            stats.intent_ends += 1;
-            // With no start sent and no replica, there is nothing to tell the owner (the round
-            // would find the same): the intent is forgotten at once.
-            if l.announced() || replicas.contains_key(k) {
-                touched.push(*k);
+        let announced = {
+            let Entry::Occupied(mut e) = records.map.entry(*k) else { continue };
+            let l = e.get_mut();
+            l.count = l.count.saturating_sub(1);
+            if l.count > 0 {
+                continue;
             }
+            let announced = l.announced();
             if l.is_idle() {
                 e.remove();
             }
+            announced
+        };
+        stats.intent_ends += 1;
+        // With no start sent and no replica, there is nothing to tell the owner (the round
+        // would find the same): the intent is forgotten at once.
+        if announced || records.has_replica(*k) {
+            touched.push(*k);
         }
     }
 }
@@ -182,13 +185,14 @@ impl Node {
     /// other intent of this node needs, with their final deltas.
     pub fn end_intents(&mut self, _now: Instant, worker: WorkerId) -> Result<(), OpError> {
         let s = &mut self.sync;
+        let records = &mut self.keys;
         let wi = s.workers.get_mut(worker.index()).ok_or(OpError::InvalidArgument)?;
         for f in core::mem::take(&mut wi.signaled) {
             s.intents -= 1;
             s.intent_keys -= f.keys.len();
         }
         for a in core::mem::take(&mut wi.active) {
-            release_intent(&mut s.keys, &mut s.touched, &s.replicas, &mut self.stats, &a.keys);
+            release_intent(records, &mut s.touched, &mut self.stats, &a.keys);
             s.intents -= 1;
             s.intent_keys -= a.keys.len();
         }
@@ -202,7 +206,7 @@ impl Node {
 
     /// Whether this node has (acted-on, unexpired) intent for `key`.
     pub fn has_intent(&self, key: Key) -> bool {
-        self.sync.keys.get(key).count > 0
+        self.keys.get(key).count > 0
     }
 
     /// Intents kept (waiting or acted on), and the keys in them.
@@ -211,7 +215,7 @@ impl Node {
     }
 
     pub(super) fn local_count(&self, key: Key) -> u32 {
-        self.sync.keys.get(key).count
+        self.keys.get(key).count
     }
 
     /// Keys this node keeps a replica of for the whole run (full replication, NuPS's hot keys).
@@ -228,7 +232,7 @@ impl Node {
         };
         for k in keys {
             if self.home(k) != self.me {
-                self.sync.keys.update(k, |e| e.count += 1);
+                self.keys.update(k, |e| e.count += 1);
                 self.sync.touched.push(k);
             }
         }
@@ -242,10 +246,11 @@ impl Node {
         for (w, &clock) in clocks.iter().enumerate() {
             let horizon = self.sync.timer.horizon(w);
             let s = &mut self.sync;
+            let records = &mut self.keys;
             let wi = &mut s.workers[w];
             while wi.active.peek().is_some_and(|a| a.end <= clock) {
                 let Some(a) = wi.active.pop() else { break };
-                release_intent(&mut s.keys, &mut s.touched, &s.replicas, &mut self.stats, &a.keys);
+                release_intent(records, &mut s.touched, &mut self.stats, &a.keys);
                 s.intents -= 1;
                 s.intent_keys -= a.keys.len();
             }
@@ -259,7 +264,7 @@ impl Node {
                 }
                 for k in &f.keys {
                     // Only the count changes: the records' counts hold.
-                    let l = s.keys.map.entry(*k).or_default();
+                    let l = records.map.entry(*k).or_default();
                     l.count += 1;
                     if l.count == 1 {
                         self.stats.intent_starts += 1;

@@ -13,18 +13,6 @@ use crate::ids::{Key, MixHasher};
 /// A map from keys, hashed with [`crate::ids::mix`].
 pub(crate) type KeyMap<V> = HashMap<Key, V, BuildHasherDefault<MixHasher>>;
 
-/// `map.remove(key)`, without hashing the key when the map is empty: hashbrown's `get`
-/// skips an empty map at once, its `remove` does not, and several of the node's maps are
-/// empty most of the time (replicas under a moving workload, holders, incoming keys).
-#[inline]
-pub(crate) fn remove<V>(map: &mut KeyMap<V>, key: &Key) -> Option<V> {
-    if map.is_empty() {
-        None
-    } else {
-        map.remove(key)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,6 +7,7 @@ mod event;
 mod intents;
 mod invariants;
 mod keymap;
+mod lifecycle;
 mod origin;
 mod owner;
 mod peers;
@@ -21,7 +22,8 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 
 use hashbrown::HashSet;
-use keymap::KeyMap;
+use lifecycle::{Actions, Event as KeyEvent, Life};
+use record::Keys;
 
 pub use event::{Completion, Event, Transmit};
 pub use intents::IntentKind;
@@ -31,7 +33,7 @@ pub use stats::{Stats, KINDS};
 
 use crate::config::Config;
 use crate::error::{ConfigError, OpError, WireError};
-use crate::ids::{ClusterId, Epoch, Key, NodeId, RequestId, Ticket, WorkerId};
+use crate::ids::{ClusterId, Key, NodeId, RequestId, Ticket, WorkerId};
 use crate::store::Store;
 use crate::time::Instant;
 use crate::wire::{self, Message, WriteKind};
@@ -51,17 +53,9 @@ const LOOPBACK_STEPS_MAX: usize = 1 << 16;
 /// An operation of this node's workers on a key this node asked for; it runs, in order, when
 /// the key arrives.
 #[derive(Debug)]
-enum WaitingOp {
+pub(super) enum WaitingOp {
     Pull { origin: NodeId, req: RequestId, hops: u8 },
     Write { origin: NodeId, req: RequestId, hops: u8, write: WriteKind, values: Vec<f32> },
-}
-
-/// A key this node asked to have moved here, and what waits for it.
-#[derive(Debug, Default)]
-struct Incoming {
-    /// Local `localize` requests that complete when the key arrives.
-    localizes: Vec<RequestId>,
-    ops: VecDeque<WaitingOp>,
 }
 
 /// One node: ownership, routing, relocation and the requests of its workers.
@@ -77,10 +71,8 @@ pub struct Node {
     me: NodeId,
     store: Arc<Store>,
     cache: LocationCache,
-    /// Keys this node gave away: where to, and the epoch the move created.
-    pointers: KeyMap<(NodeId, Epoch)>,
-    incoming: KeyMap<Incoming>,
-    waiting_ops: usize,
+    /// Everything the protocol knows about each key (`record`): one map.
+    keys: Keys,
     pending: PendingMap,
     /// When pending requests are next scanned for expired deadlines (while any are pending).
     next_scan: Option<Instant>,
@@ -120,9 +112,7 @@ impl Node {
             cfg,
             me,
             store,
-            pointers: KeyMap::default(),
-            incoming: KeyMap::default(),
-            waiting_ops: 0,
+            keys: Keys::default(),
             pending: PendingMap::default(),
             next_scan: None,
             next_req: 0,
@@ -160,15 +150,15 @@ impl Node {
     }
     /// Operations waiting here for keys on their way.
     pub fn waiting_ops(&self) -> usize {
-        self.waiting_ops
+        self.keys.waiting_ops
     }
     /// Keys this node gave away and still keeps a forwarding pointer for.
     pub fn forwarding_pointers(&self) -> usize {
-        self.pointers.len()
+        self.keys.pointers
     }
     /// Keys this node asked to have moved here that have not arrived.
     pub fn keys_incoming(&self) -> usize {
-        self.incoming.len()
+        self.keys.incoming
     }
     /// False while the outbox is over its bound: worker commands get `Busy` until the driver
     /// has sent more. Frames from peers must still be read (see the crate docs).
@@ -181,7 +171,8 @@ impl Node {
     /// for ever).
     pub fn is_idle(&self) -> bool {
         self.pending.is_empty()
-            && self.incoming.values().all(|i| i.localizes.is_empty() && i.ops.is_empty())
+            && self.keys.waiting_ops == 0
+            && self.keys.localizes == 0
             && self.outbox.is_empty()
             && self.events.is_empty()
             && self.loopback.is_empty()
@@ -299,10 +290,10 @@ impl Node {
     /// the failure (then that node holds it, and the home learns so).
     pub fn keys_maybe_lost(&self) -> Vec<(Key, NodeId)> {
         let mut maybe: Vec<(Key, NodeId)> = self
-            .pointers
-            .iter()
-            .filter(|(_, (to, _))| self.failed_peers.contains(to))
-            .map(|(k, (to, _))| (*k, *to))
+            .keys
+            .with_life(Life::has_pointer)
+            .filter_map(|(k, c)| c.pointer.map(|(to, _)| (k, to)))
+            .filter(|(_, to)| self.failed_peers.contains(to))
             .collect();
         maybe.sort_unstable();
         maybe
@@ -354,9 +345,14 @@ impl Node {
         }
         // What waited for keys may wait forever now; its requests have just failed. A key that
         // still arrives is installed all the same, if there is room.
-        self.store.unreserve_slots(self.incoming.len());
-        self.incoming.clear();
-        self.waiting_ops = 0;
+        let incoming: Vec<Key> = self.keys.with_life(Life::is_incoming).map(|(k, _)| k).collect();
+        for k in incoming {
+            if let Some((_, actions)) = self.keys.take_incoming(k, KeyEvent::WaitEnded) {
+                if actions.contains(Actions::UNRESERVE) {
+                    self.store.unreserve_slots(1);
+                }
+            }
+        }
     }
 
     // ----- worker commands -----
@@ -470,8 +466,7 @@ impl Node {
         keys: &[Key],
         kind: PendingKind,
     ) -> Result<(), OpError> {
-        let wanted =
-            keys.iter().filter(|k| !self.store.holds(**k) && !self.incoming.contains_key(*k)).count();
+        let wanted = keys.iter().filter(|k| !self.store.holds(**k) && !self.keys.is_incoming(**k)).count();
         // Room for every key on its way is reserved now, so that it can always be installed.
         if !self.store.reserve_slots(wanted) {
             return Err(OpError::StoreFull);
@@ -485,11 +480,15 @@ impl Node {
                 self.answer(req, k, &[]);
                 continue;
             }
-            let inc = self.incoming.entry(k).or_default();
-            if inc.localizes.is_empty() && inc.ops.is_empty() {
+            let first = self.keys.ask(k, |inc| {
+                let first = inc.localizes.is_empty() && inc.ops.is_empty();
+                inc.localizes.push(req);
+                first
+            });
+            self.keys.localizes += 1;
+            if first {
                 ask.push(k);
             }
-            inc.localizes.push(req);
         }
         let me = self.me;
         for (to, ks) in self.group_by_route(&ask) {
@@ -592,13 +591,15 @@ impl Node {
             // an access waiting for a key on its way here). An entry keeps its reserved slot:
             // the key may still arrive, and is then installed.
             for k in &p.keys {
-                if let Some(inc) = self.incoming.get_mut(k) {
+                if let Some(inc) = self.keys.incoming_mut(*k) {
+                    let (ops, localizes) = (inc.ops.len(), inc.localizes.len());
                     inc.localizes.retain(|r| *r != req);
-                    let before = inc.ops.len();
                     inc.ops.retain(|op| match op {
                         WaitingOp::Pull { req: r, .. } | WaitingOp::Write { req: r, .. } => *r != req,
                     });
-                    self.waiting_ops -= before - inc.ops.len();
+                    let (ops, localizes) = (ops - inc.ops.len(), localizes - inc.localizes.len());
+                    self.keys.waiting_ops -= ops;
+                    self.keys.localizes -= localizes;
                 }
             }
             self.stats.ops_failed += 1;
@@ -642,9 +643,12 @@ impl Node {
             msg @ Message::Sync { .. } => self.sync_undeliverable(&msg),
             Message::Localize { origin, keys, .. } if origin == self.me => {
                 for k in keys {
-                    let Some(inc) = self.incoming.remove(&k) else { continue };
-                    self.store.unreserve_slots(1);
-                    self.waiting_ops -= inc.ops.len();
+                    let Some((inc, actions)) = self.keys.take_incoming(k, KeyEvent::WaitEnded) else {
+                        continue;
+                    };
+                    if actions.contains(Actions::UNRESERVE) {
+                        self.store.unreserve_slots(1);
+                    }
                     let reqs = inc.ops.iter().map(|op| match op {
                         WaitingOp::Pull { req, .. } | WaitingOp::Write { req, .. } => *req,
                     });

@@ -12,14 +12,12 @@
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
-use hashbrown::hash_map::Entry;
-
 use super::dispatch::Budget;
-use super::keymap;
+use super::lifecycle::{decide, Decision, Entry, Looks};
 use super::round::{SyncOut, ENTRY_BYTES};
 use super::{Node, HOPS_MAX};
 use crate::config::Technique;
-use crate::ids::{Key, NodeId};
+use crate::ids::{Key, NodeId, Version};
 use crate::wire::{Message, Moved, OwnerChange, Refresh, ReplicaSync};
 
 /// What a decision does with a start or sync entry at the owner.
@@ -28,6 +26,33 @@ pub(super) enum Policy {
     Adaptive,
     Relocate,
     Replicate,
+}
+
+/// What the owner's decision reads of this node, for one key and requester.
+struct OwnerLooks<'a> {
+    node: &'a Node,
+    key: Key,
+    origin: NodeId,
+}
+
+impl Looks for OwnerLooks<'_> {
+    #[inline]
+    fn intent_here(&self) -> bool {
+        self.node.local_count(self.key) > 0
+    }
+
+    #[inline]
+    fn other_holders(&self) -> bool {
+        !self.node.keys.holders(self.key).iter().all(|n| *n == self.origin)
+    }
+
+    #[inline]
+    fn moving(&self) -> (bool, bool) {
+        let (n, key) = (self.node, self.key);
+        let (done, now, hold) = (n.sync.rounds_done, n.sync.now, n.cfg.relocation_hold);
+        let on_hold = n.sync.arrived.get(&key).is_some_and(|(r, t)| done <= *r || now < *t + hold);
+        (on_hold, n.keys.pointers >= n.cfg.pointers_max)
+    }
 }
 
 /// One grouped answer being built for an origin.
@@ -44,7 +69,7 @@ pub(super) struct ReplyOut {
 impl Node {
     /// As owner: the nodes holding replicas of `key` (adaptive technique only).
     pub fn replica_holders(&self, key: Key) -> Vec<NodeId> {
-        self.sync.holders.get(&key).map_or_else(Vec::new, |h| h.as_slice().to_vec())
+        self.keys.holders(key).to_vec()
     }
 
     pub(super) fn policy(&self, key: Key) -> Policy {
@@ -79,10 +104,9 @@ impl Node {
         for &k in starts {
             if !self.store.holds(k) {
                 fwd.starts.push(k);
-            } else if origin == self.me {
-                reply.acks.push(k);
             } else {
-                self.owner_start(origin, k, &mut reply);
+                let d = self.decide(k, Entry::Start, origin);
+                self.carry_out(d, origin, k, None, &mut reply);
             }
         }
         for &k in ends {
@@ -148,33 +172,53 @@ impl Node {
         }
     }
 
-    /// `origin` has intent for `key`, held here.
-    pub(super) fn owner_start(&mut self, origin: NodeId, key: Key, reply: &mut ReplyOut) {
-        let relocate = match self.policy(key) {
-            Policy::Relocate => true,
-            Policy::Replicate => false,
-            Policy::Adaptive => self.local_count(key) == 0 && self.only_holder_is(key, origin),
-        };
-        if relocate {
-            self.relocate_to(origin, key, reply);
-        } else {
-            self.give_replica(origin, key, reply);
-        }
+    /// The owner's decision on `entry` for `key` (held here), from `origin`.
+    #[inline(always)]
+    pub(super) fn decide(&self, key: Key, entry: Entry, origin: NodeId) -> Decision {
+        decide(self.policy(key), entry, origin == self.me, &OwnerLooks { node: self, key, origin })
     }
 
-    /// Whether no node other than `node` holds a replica of `key` (as far as this owner knows).
-    pub(super) fn only_holder_is(&self, key: Key, node: NodeId) -> bool {
-        self.sync.holders.get(&key).is_none_or(|h| h.as_slice().iter().all(|n| *n == node))
+    /// Carries out the owner's decision `d` on an entry for `key` (held here) from `origin`;
+    /// `version` is the version of the origin's replica, for a sync entry.
+    #[inline(always)]
+    pub(super) fn carry_out(
+        &mut self,
+        d: Decision,
+        origin: NodeId,
+        key: Key,
+        version: Option<Version>,
+        reply: &mut ReplyOut,
+    ) {
+        match d {
+            Decision::Ack => reply.acks.push(key),
+            Decision::DropHolder => {
+                self.holder_gone(key, origin);
+                reply.acks.push(key);
+            }
+            Decision::RefuseMove => {
+                // No room to remember where the key went: it stays; the requester asks again.
+                self.stats.moves_refused += 1;
+                reply.failed.push(key);
+            }
+            Decision::Relocate => self.relocate_to(origin, key, reply),
+            Decision::GiveReplica => {
+                let Some(version) = self.store.read_versioned(key, &mut reply.refreshed_values) else {
+                    reply.failed.push(key);
+                    return;
+                };
+                reply.refreshed.push(Refresh { key, version });
+                self.stats.replicas_served += 1;
+                if self.policy(key) == Policy::Adaptive {
+                    self.keys.add_holder(key, origin);
+                }
+            }
+            Decision::Sync => self.sync_replica(origin, key, version, reply),
+        }
     }
 
     pub(super) fn holder_gone(&mut self, key: Key, node: NodeId) {
-        if self.sync.holders.is_empty() {
-            return;
-        }
-        if let Entry::Occupied(mut h) = self.sync.holders.entry(key) {
-            if h.get_mut().remove(node) {
-                h.remove();
-            }
+        if self.keys.owned > 0 {
+            self.keys.remove_holder(key, node);
         }
     }
 
@@ -190,25 +234,23 @@ impl Node {
         if r.has_delta() && self.store.add_owned(key, delta) {
             self.stats.deltas_merged += 1;
         }
-        if r.is_final() || origin == self.me {
-            self.holder_gone(key, origin);
-            reply.acks.push(key);
-            return;
+        let entry = if r.is_final() { Entry::Final } else { Entry::Sync { room: r.has_room() } };
+        match self.decide(key, entry, origin) {
+            // The usual answer to a replica's sync, here rather than through `carry_out`
+            // (one call less per replica and round).
+            Decision::Sync => self.sync_replica(origin, key, Some(r.version), reply),
+            d => self.carry_out(d, origin, key, Some(r.version), reply),
         }
-        if self.policy(key) == Policy::Adaptive
-            && r.has_room()
-            && self.local_count(key) == 0
-            && self.only_holder_is(key, origin)
-        {
-            // The holder is the only node left with intent, and has room for the key: its
-            // replica becomes the main copy.
-            self.relocate_to(origin, key, reply);
-            return;
-        }
+    }
+
+    /// Keeps `origin`'s replica of `key` (held here) in sync: acknowledges its `version` or
+    /// refreshes it.
+    #[inline(always)]
+    fn sync_replica(&mut self, origin: NodeId, key: Key, version: Option<Version>, reply: &mut ReplyOut) {
         if self.policy(key) == Policy::Adaptive {
-            self.sync.holders.entry(key).or_default().insert(origin);
+            self.keys.add_holder(key, origin);
         }
-        if self.store.version(key) == Some(r.version) {
+        if self.store.version(key) == version {
             reply.acks.push(key);
         } else if let Some(version) = self.store.read_versioned(key, &mut reply.refreshed_values) {
             reply.refreshed.push(Refresh { key, version });
@@ -218,39 +260,15 @@ impl Node {
         }
     }
 
-    pub(super) fn give_replica(&mut self, origin: NodeId, key: Key, reply: &mut ReplyOut) {
-        let Some(version) = self.store.read_versioned(key, &mut reply.refreshed_values) else {
-            reply.failed.push(key);
-            return;
-        };
-        reply.refreshed.push(Refresh { key, version });
-        self.stats.replicas_served += 1;
-        if self.policy(key) == Policy::Adaptive {
-            self.sync.holders.entry(key).or_default().insert(origin);
-        }
-    }
-
+    /// Moves `key` (held here) to `to` in `reply`, as the owner decided.
     pub(super) fn relocate_to(&mut self, to: NodeId, key: Key, reply: &mut ReplyOut) {
-        let (done, now, hold) = (self.sync.rounds_done, self.sync.now, self.cfg.relocation_hold);
-        if self.sync.arrived.get(&key).is_some_and(|(r, t)| done <= *r || now < *t + hold) {
-            // Just arrived: it stays a round and `relocation_hold`; the requester asks again.
-            reply.acks.push(key);
-            return;
-        }
-        if self.pointers.len() >= self.cfg.pointers_max {
-            // No room to remember where the key went: it stays; the requester asks again.
-            self.stats.moves_refused += 1;
-            reply.failed.push(key);
-            return;
-        }
         let Some((epoch, version)) = self.store.take(key, to, &mut reply.relocated_values) else {
             reply.failed.push(key);
             return;
         };
         reply.relocated.push(Moved { key, epoch, version });
-        self.pointers.insert(key, (to, epoch));
+        self.keys.departed(key, to, epoch);
         self.cache.put(key, to);
-        keymap::remove(&mut self.sync.holders, &key);
         self.stats.relocations_out += 1;
         if self.local_count(key) > 0 {
             // Without replication a node that still has intent asks for the key again.

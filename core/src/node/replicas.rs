@@ -7,7 +7,7 @@
 
 use alloc::vec::Vec;
 
-use super::keymap;
+use super::lifecycle::{Actions, Life};
 use super::owner::Policy;
 use super::record::RESERVED;
 use super::round::sorted;
@@ -18,7 +18,7 @@ use crate::wire::ReplicaSync;
 impl Node {
     /// Replicas this node holds, in key order.
     pub fn replica_keys(&self) -> Vec<Key> {
-        sorted(self.sync.replicas.keys().copied().collect())
+        sorted(self.keys.with_life(Life::has_replica).map(|(k, _)| k).collect())
     }
 
     /// [`ReplicaSync::ROOM`] if the owner may upgrade this node's replica of `key` to the main
@@ -30,7 +30,7 @@ impl Node {
             return 0;
         }
         let store = &self.store;
-        let room = self.sync.keys.update(key, |e| {
+        let room = self.keys.update(key, |e| {
             if e.count > 0 && !e.reserved() && store.reserve_slots(1) {
                 e.set(RESERVED, true);
             }
@@ -50,16 +50,15 @@ impl Node {
             return;
         }
         let mut gone: Vec<Key> = self
-            .sync
-            .replicas
-            .iter()
-            .filter(|(_, m)| self.failed_peers.contains(&m.owner))
-            .map(|(k, _)| *k)
+            .keys
+            .with_life(Life::has_replica)
+            .filter(|(_, c)| c.replica().is_some_and(|m| self.failed_peers.contains(&m.owner)))
+            .map(|(k, _)| k)
             .collect();
         gone.sort_unstable();
         let mut scratch = Vec::new();
         for k in gone {
-            self.sync.replicas.remove(&k);
+            self.keys.remove_replica(k);
             // Its owner can no longer hand the key over: the slot kept for that goes back.
             self.release_reservation(k);
             scratch.clear();
@@ -75,7 +74,8 @@ impl Node {
     /// moves on (without the hold, a key bounced to its home for want of room could be handed
     /// straight back by a stale entry, again and again, with requests chasing it).
     pub(super) fn sync_key_installed(&mut self, key: Key) {
-        if keymap::remove(&mut self.sync.replicas, &key).is_some() {
+        let actions = self.keys.installed(key);
+        if actions.contains(Actions::REPLICA_UPGRADED) {
             self.stats.replicas_upgraded += 1;
         }
         if self.cfg.technique.uses_rounds() {
@@ -86,15 +86,18 @@ impl Node {
     /// The replica of `key` left the store (its main copy passed through here on its way to
     /// the key's home): forget it; a round asks again while intent remains.
     pub(super) fn sync_forget_replica(&mut self, key: Key) {
-        self.sync.replicas.remove(&key);
+        self.keys.remove_replica(key);
         if self.local_count(key) > 0 {
             self.sync.touched.push(key);
         }
     }
 
     /// Where this node's sync entries and requests for a replicated key go: its owner.
+    #[inline]
     pub(super) fn replica_owner(&self, key: Key) -> Option<NodeId> {
-        let records = &self.sync.keys.map;
-        self.sync.replicas.get(&key).map(|m| m.owner).or_else(|| records.get(&key).and_then(|e| e.final_to()))
+        match self.keys.replica(key) {
+            Some(m) => Some(m.owner),
+            None => self.keys.map.get(&key).and_then(|e| e.final_to()),
+        }
     }
 }

@@ -17,8 +17,9 @@ use alloc::vec::Vec;
 use super::dispatch::Budget;
 use super::intents::WorkerIntents;
 use super::keymap::KeyMap;
+use super::lifecycle::Life;
 use super::owner::ReplyOut;
-use super::record::{Holders, Keys, ReplicaMeta, ANNOUNCED, OUTSTANDING, RESERVED};
+use super::record::{ReplicaMeta, ANNOUNCED, OUTSTANDING, RESERVED};
 use super::Node;
 use crate::action_timing::ActionTimer;
 use crate::error::OpError;
@@ -68,16 +69,11 @@ pub(super) struct SyncState {
     pub(super) seq: u64,
     pub(super) intents: usize,
     pub(super) intent_keys: usize,
-    /// Every key with intent here, a reserved slot, or an entry in the open round.
-    pub(super) keys: Keys,
     /// Keys whose aggregated intent changed, or that need another try, at the next round. A key
     /// may be in it more than once; the round sorts it and drops the repeats.
     pub(super) touched: Vec<Key>,
     /// The touched keys a round makes entries for (a buffer kept from round to round).
     pub(super) kept: Vec<Kept>,
-    pub(super) replicas: KeyMap<ReplicaMeta>,
-    /// As owner, under the adaptive technique: the other nodes holding replicas of each key.
-    pub(super) holders: KeyMap<Holders>,
     /// Keys that moved here, with the number of rounds this node had completed then. A key
     /// moves on only after one more round here: requests that trail it (forwarded along its
     /// path, at most about a round behind) then catch it instead of chasing it from node to
@@ -109,13 +105,10 @@ impl SyncState {
             seq: 0,
             intents: 0,
             intent_keys: 0,
-            keys: Keys::default(),
             touched: Vec::new(),
             kept: Vec::new(),
-            replicas: KeyMap::default(),
             arrived: KeyMap::default(),
             now: Instant(0),
-            holders: KeyMap::default(),
             owner_updates: Vec::new(),
             round: 0,
             open: false,
@@ -183,13 +176,7 @@ impl Node {
 
     /// The keys of this node's open sync round still waiting for an answer, in key order.
     pub fn sync_outstanding(&self) -> Vec<Key> {
-        sorted(self.sync.keys.map.iter().filter(|(_, e)| e.outstanding()).map(|(k, _)| *k).collect())
-    }
-
-    /// Store slots reserved for keys this node's sync starts asked for (counted from the
-    /// records, for checks).
-    pub(super) fn sync_reserved(&self) -> usize {
-        self.sync.keys.map.values().filter(|e| e.reserved()).count()
+        sorted(self.keys.map.iter().filter(|(_, e)| e.outstanding()).map(|(k, _)| *k).collect())
     }
 
     pub(super) fn sync_timeout(&mut self, now: Instant) {
@@ -222,16 +209,16 @@ impl Node {
             return;
         }
         self.stats.sync_rounds_abandoned += 1;
-        let s = &mut self.sync;
-        s.keys.map.retain(|k, e| {
+        let touched = &mut self.sync.touched;
+        self.keys.map.retain(|k, e| {
             if e.outstanding() {
-                s.touched.push(*k);
+                touched.push(*k);
             }
             e.set(OUTSTANDING, false);
             e.set_final_to(None);
             !e.is_idle()
         });
-        s.keys.outstanding = 0;
+        self.keys.outstanding = 0;
         self.finish_round(now, true);
     }
 
@@ -248,11 +235,13 @@ impl Node {
         self.act_on_intents();
 
         // Staleness of every replica, sampled at the start of the round.
-        for meta in self.sync.replicas.values() {
-            let age = now.saturating_since(meta.refreshed).as_micros();
-            self.stats.staleness_sum_us += age;
-            self.stats.staleness_samples += 1;
-            self.stats.staleness_max_us = self.stats.staleness_max_us.max(age);
+        if self.keys.replicas > 0 {
+            for meta in self.keys.with_life(Life::has_replica).filter_map(|(_, c)| c.replica()) {
+                let age = now.saturating_since(meta.refreshed).as_micros();
+                self.stats.staleness_sum_us += age;
+                self.stats.staleness_samples += 1;
+                self.stats.staleness_max_us = self.stats.staleness_max_us.max(age);
+            }
         }
 
         let mut out: BTreeMap<NodeId, SyncOut> = BTreeMap::new();
@@ -261,7 +250,7 @@ impl Node {
         let kept = self.settle_quiet(&touched);
         recycle(&mut self.sync.touched, touched);
         for &Kept { key: k, to } in &kept {
-            let l = self.sync.keys.get(k);
+            let l = self.keys.get(k);
             if l.count > 0 {
                 // Not here: `settle_quiet` took the keys that are, and nothing in this loop
                 // brings a key here. The answer may be the key itself: make sure there is
@@ -282,7 +271,7 @@ impl Node {
                     continue;
                 }
                 out.entry(to).or_default().starts.push(k);
-                self.sync.keys.update(k, |e| {
+                self.keys.update(k, |e| {
                     e.flags |= OUTSTANDING | ANNOUNCED | (if reserve { RESERVED } else { 0 });
                 });
                 continue;
@@ -290,7 +279,7 @@ impl Node {
             // The intent ended: the replica goes with its final delta, or the owner hears of
             // the end; either entry is outstanding until answered.
             let (mut outstanding, mut final_to) = (false, None);
-            if let Some(meta) = self.sync.replicas.remove(&k) {
+            if let Some(meta) = self.keys.remove_replica(k) {
                 let o = out.entry(meta.owner).or_default();
                 if let Some(t) = self.store.drop_replica(k, &mut o.deltas) {
                     let flags = ReplicaSync::FINAL | if t.nonzero { ReplicaSync::DELTA } else { 0 };
@@ -308,7 +297,7 @@ impl Node {
                     self.release_reservation(k);
                 }
             }
-            self.sync.keys.update(k, |e| {
+            self.keys.update(k, |e| {
                 e.count = 0;
                 e.set(ANNOUNCED, false);
                 if outstanding {
@@ -320,11 +309,17 @@ impl Node {
             });
         }
         recycle(&mut self.sync.kept, kept);
-        let mut replicas: Vec<(Key, NodeId)> =
-            self.sync.replicas.iter().map(|(k, m)| (*k, m.owner)).collect();
+        let mut replicas: Vec<(Key, NodeId)> = if self.keys.replicas == 0 {
+            Vec::new()
+        } else {
+            self.keys
+                .with_life(Life::has_replica)
+                .filter_map(|(k, c)| c.replica().map(|m| (k, m.owner)))
+                .collect()
+        };
         replicas.sort_unstable_by_key(|(k, _)| *k);
         for (k, owner) in replicas {
-            if self.sync.keys.get(k).outstanding() {
+            if self.keys.get(k).outstanding() {
                 continue;
             }
             let room = self.room_for_upgrade(k);
@@ -332,11 +327,11 @@ impl Node {
             if let Some(t) = self.store.take_delta(k, &mut o.deltas) {
                 let flags = if t.nonzero { ReplicaSync::DELTA } else { 0 } | room;
                 o.replicas.push(ReplicaSync { key: k, version: t.version, flags });
-                self.sync.keys.set_outstanding(k);
+                self.keys.set_outstanding(k);
                 self.stats.deltas_sent += u64::from(t.nonzero);
             } else {
                 // The store lost the replica (it became the main copy): forget it.
-                self.sync.replicas.remove(&k);
+                self.keys.remove_replica(k);
             }
         }
         let updates = core::mem::take(&mut self.sync.owner_updates);
@@ -358,7 +353,7 @@ impl Node {
         for (to, o) in out {
             self.send_sync(to, round, me, 0, o);
         }
-        if self.sync.keys.outstanding == 0 {
+        if self.keys.outstanding == 0 {
             self.finish_round(now, sent_any);
         } else {
             self.sync.open = true;
@@ -368,7 +363,7 @@ impl Node {
     /// Gives back the store slot reserved for `key`'s main copy, if one is. A key that comes
     /// after all is installed without it, or sent on to its home (see `install_moved`).
     pub(super) fn release_reservation(&mut self, key: Key) {
-        if self.sync.keys.take_reserved(key) {
+        if self.keys.take_reserved(key) {
             self.store.unreserve_slots(1);
         }
     }
@@ -384,11 +379,11 @@ impl Node {
     pub(super) fn settle_quiet(&mut self, touched: &[Key]) -> Vec<Kept> {
         let mut kept = core::mem::take(&mut self.sync.kept);
         for &k in touched {
-            let l = self.sync.keys.get(k);
+            let l = self.keys.get(k);
             if l.count > 0 {
                 let Some(w) = self.store.whereabouts_if_remote(k) else { continue };
                 kept.push(Kept { key: k, to: Some(self.route_with(k, w)) });
-            } else if !self.sync.replicas.contains_key(&k) {
+            } else if !self.keys.has_replica(k) {
                 if l.announced() {
                     let w = self.store.whereabouts(k);
                     if !matches!(w, Whereabouts::Here(_)) {
@@ -400,7 +395,7 @@ impl Node {
                     // after a trip to the key's home and back.
                     self.holder_gone(k, self.me);
                 }
-                self.sync.keys.forget_intent(k);
+                self.keys.forget_intent(k);
             } else {
                 // Its replica goes, to the replica's owner.
                 kept.push(Kept { key: k, to: None });
@@ -514,7 +509,7 @@ impl Node {
             let len = self.cfg.layout.len_of(m.key).unwrap_or(0);
             let v = values.get(at..at + len).unwrap_or(&[]);
             at += len;
-            let reserved = if self.sync.keys.take_reserved(m.key) {
+            let reserved = if self.keys.take_reserved(m.key) {
                 super::dispatch::Reserved::Round
             } else {
                 super::dispatch::Reserved::No
@@ -535,13 +530,13 @@ impl Node {
             if self.store.holds(f.key) {
                 continue;
             }
-            if let Some(meta) = self.sync.replicas.get_mut(&f.key) {
+            if let Some(meta) = self.keys.replica_mut(f.key) {
                 meta.refreshed = now;
                 self.store.refresh_replica(f.key, f.version, v);
             } else if self.local_count(f.key) > 0 {
                 match self.store.install_replica(f.key, from, f.version, v) {
                     Ok(()) => {
-                        self.sync.replicas.insert(f.key, ReplicaMeta { owner: from, refreshed: now });
+                        self.keys.add_replica(f.key, ReplicaMeta { owner: from, refreshed: now });
                         self.stats.replicas_created += 1;
                     }
                     Err(_) => {
@@ -556,7 +551,7 @@ impl Node {
         }
         for &k in acks {
             answered.push((k, false));
-            if let Some(meta) = self.sync.replicas.get_mut(&k) {
+            if let Some(meta) = self.keys.replica_mut(k) {
                 meta.refreshed = now;
             }
             if from != self.me {
@@ -572,7 +567,7 @@ impl Node {
             // One look at the key's record: its reservation goes back, and an answer in this
             // round settles its entry.
             let current = round == self.sync.round;
-            let (unreserve, count) = self.sync.keys.update(k, |e| {
+            let (unreserve, count) = self.keys.update(k, |e| {
                 let had = e.reserved();
                 e.set(RESERVED, false);
                 if current {
@@ -590,7 +585,7 @@ impl Node {
                 self.sync.touched.push(k);
             }
         }
-        if self.sync.open && self.sync.keys.outstanding == 0 {
+        if self.sync.open && self.keys.outstanding == 0 {
             self.finish_round(now, true);
         }
     }

@@ -4,7 +4,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use super::*;
-use crate::ids::{Clock, ClusterId, Version};
+use crate::ids::{Clock, ClusterId, Epoch, Version};
 use crate::layout::Layout;
 use crate::time::Duration;
 use crate::wire::Moved;

@@ -143,6 +143,7 @@ pub(crate) fn run(shared: Arc<Shared>) {
     let mut next_beat = Instant::now() + hb;
     let mut idle: u32 = 0;
     let mut closing_since: Option<Instant> = None;
+    let mut last_work = Instant::now();
     loop {
         let now = Instant::now();
         let beat_due = now >= next_beat;
@@ -154,10 +155,17 @@ pub(crate) fn run(shared: Arc<Shared>) {
             return;
         }
         let s = step(&mut st, now, beat_due);
+        if s.worked {
+            last_work = now;
+        }
         if st.closed {
+            // Frames accepted before the close go out while they make progress: a peer that
+            // takes nothing for a heartbeat interval is not waited for (it may be closing
+            // too, or gone), and nothing is waited for longer than `linger`.
             let since = *closing_since.get_or_insert(now);
-            if st.drained() || now.saturating_duration_since(since) > linger {
-                goodbye(&mut st, linger);
+            let stalled = now.saturating_duration_since(last_work.max(since)) > hb;
+            if st.drained() || stalled || now.saturating_duration_since(since) > linger {
+                goodbye(&mut st, hb.min(linger));
                 return;
             }
         }
@@ -201,11 +209,11 @@ pub(crate) fn run(shared: Arc<Shared>) {
     }
 }
 
-/// Writes the goodbye into every live peer's mailbox and waits (up to `linger`) for the
+/// Writes the goodbye into every live peer's mailbox and waits (up to `wait`) for the
 /// writes to complete.
-fn goodbye(st: &mut State, linger: Duration) {
+fn goodbye(st: &mut State, wait: Duration) {
     let n = st.peers.len();
-    let until = Instant::now() + linger;
+    let until = Instant::now() + wait;
     for p in 0..n {
         if p == st.me || st.peers[p].link == Link::Failed {
             continue;

@@ -90,8 +90,13 @@ fn pull<T: Transport + Send + 'static>(mut nodes: Vec<T>, pulls: usize) -> (f64,
     (lat[lat.len() / 2], mean)
 }
 
+/// `RBENCH_COMPLETION=poll` measures the polling progress thread instead of the channel.
 fn rdma_opts() -> RdmaOptions {
-    RdmaOptions::loopback()
+    let mut o = RdmaOptions::loopback();
+    if std::env::var("RBENCH_COMPLETION").is_ok_and(|v| v == "poll") {
+        o.completion = parma_transport_rdma::Completion::Poll;
+    }
+    o
 }
 
 fn main() {

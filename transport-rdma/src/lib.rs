@@ -310,6 +310,7 @@ impl Transport for RdmaTransport {
                 return Err(RecvError::Closed);
             }
             progress::poll_cq(&mut st);
+            st.heartbeat(std::time::Instant::now());
             st.take(max_frames, &mut lent);
         }
         let n = lent.len();

@@ -29,7 +29,7 @@ pub(crate) struct Stepped {
 
 /// Takes completions, reads the mailboxes, posts what credits allow, sends heartbeats and
 /// credit returns, and fails silent peers.
-pub(crate) fn step(st: &mut State, now: Instant, beat_due: bool) -> Stepped {
+pub(crate) fn step(st: &mut State, now: Instant) -> Stepped {
     let worked = poll_cq(st);
     let n = st.peers.len();
     let mut waiting = false;
@@ -57,14 +57,11 @@ pub(crate) fn step(st: &mut State, now: Instant, beat_due: bool) -> Stepped {
         }
         st.pump(p);
         waiting |= st.peers[p].has_queued();
-        if beat_due && !st.closed {
-            st.peers[p].beat += 1;
-            st.peers[p].write_wanted = true;
-        }
         if st.peers[p].write_wanted && !st.closed {
             st.write_mailbox(p, false);
         }
     }
+    st.heartbeat(now);
     Stepped { worked, waiting }
 }
 
@@ -140,21 +137,17 @@ pub(crate) fn run(shared: Arc<Shared>) {
         let o = &st.opts;
         (o.heartbeat_interval, o.completion, o.credit_poll, o.poll_sleep_max, o.linger)
     };
-    let mut next_beat = Instant::now() + hb;
     let mut idle: u32 = 0;
     let mut closing_since: Option<Instant> = None;
     let mut last_work = Instant::now();
     loop {
         let now = Instant::now();
-        let beat_due = now >= next_beat;
-        if beat_due {
-            next_beat = now + hb;
-        }
         let mut st = lock(&shared.state);
         if st.killed {
             return;
         }
-        let s = step(&mut st, now, beat_due);
+        let s = step(&mut st, now);
+        let next_beat = st.next_beat;
         if s.worked {
             last_work = now;
         }

@@ -178,6 +178,8 @@ pub(crate) struct State {
     pub killed: bool,
     pub stats: TransportCounters,
     pub wcs: Vec<ffi::ibv_wc>,
+    /// When the next heartbeat is due (whichever thread holds the lock then sends it).
+    pub next_beat: Instant,
 }
 
 impl State {
@@ -203,6 +205,7 @@ impl State {
             killed: false,
             stats: TransportCounters::default(),
             wcs: vec![ffi::ibv_wc::default(); 64],
+            next_beat: Instant::now(),
         })
     }
 
@@ -276,15 +279,17 @@ impl State {
         if len > self.opts.frame_len_max {
             return Err(SendError::TooLarge);
         }
-        let r = if to == self.me {
-            self.send_own(len, fill)
-        } else if self.peers[to].link != Link::Up {
-            Err(SendError::PeerFailed)
-        } else if len <= self.opts.slot_len {
-            self.send_slot(to, len, fill)
-        } else {
-            self.send_large(to, len, fill)
-        };
+        let mut r = self.send_once(to, len, fill);
+        if r == Err(SendError::WouldBlock) && to != self.me && self.peers[to].link == Link::Up {
+            // The sender drives itself rather than wait for the progress thread: take
+            // completions (they free slots), post what returned credits allow, try again.
+            // Only then is it blocked: a completion after this point wakes it.
+            crate::progress::poll_cq(self);
+            self.pump(to);
+            if self.peers[to].link == Link::Up {
+                r = self.send_once(to, len, fill);
+            }
+        }
         match r {
             Ok(()) => {
                 self.stats.frames_sent += 1;
@@ -300,6 +305,18 @@ impl State {
             Err(_) => {}
         }
         r
+    }
+
+    fn send_once(&mut self, to: usize, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> Result<(), SendError> {
+        if to == self.me {
+            self.send_own(len, fill)
+        } else if self.peers[to].link != Link::Up {
+            Err(SendError::PeerFailed)
+        } else if len <= self.opts.slot_len {
+            self.send_slot(to, len, fill)
+        } else {
+            self.send_large(to, len, fill)
+        }
     }
 
     fn send_own(&mut self, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> Result<(), SendError> {
@@ -567,6 +584,29 @@ impl State {
 
     fn count_received(&mut self, len: usize) {
         self.stats.bytes_received += len as u64;
+    }
+
+    /// Whether a heartbeat is due now; if so, the next one is scheduled.
+    pub fn beat_due(&mut self, now: Instant) -> bool {
+        if now < self.next_beat {
+            return false;
+        }
+        self.next_beat = now + self.opts.heartbeat_interval;
+        true
+    }
+
+    /// Sends the heartbeats if they are due: called by the progress thread and by the
+    /// driver's calls, so that a starved progress thread does not silence the node.
+    pub fn heartbeat(&mut self, now: Instant) {
+        if self.closed || !self.beat_due(now) {
+            return;
+        }
+        for p in 0..self.peers.len() {
+            if p != self.me && self.peers[p].link == Link::Up {
+                self.peers[p].beat += 1;
+                self.write_mailbox(p, false);
+            }
+        }
     }
 
     /// Whether every accepted frame went out (or can no longer go).

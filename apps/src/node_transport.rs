@@ -150,3 +150,40 @@ fn start_rdma(
             .into(),
     ))
 }
+
+/// A conformance agent's node over RDMA (`parma conformance-agent --transport rdma`), with
+/// the suite's timers: a `kill` is noticed within about a second.
+#[cfg(feature = "rdma")]
+pub fn start_agent_node_rdma(
+    launch: &Launch,
+    cfg: Config,
+    digest: u64,
+    token: ClusterToken,
+) -> Result<parma_conformance::trace::HostedNode, String> {
+    use parma_conformance::process::agent::STARTUP_TIMEOUT;
+    use parma_transport_rdma::{Bound as RdmaBound, RdmaOptions};
+
+    let mut o = RdmaOptions::loopback();
+    o.heartbeat_interval = std::time::Duration::from_millis(100);
+    o.peer_timeout = std::time::Duration::from_millis(1000);
+    o.linger = std::time::Duration::from_millis(500);
+    o.frame_len_max = o.frame_len_max.max(cfg.frame_len_max);
+    let bound = RdmaBound::bind(o).map_err(|e| e.to_string())?;
+    let table =
+        establish(launch, bound.endpoint(), digest, &token, STARTUP_TIMEOUT).map_err(|e| e.to_string())?;
+    let me = table.me().ok_or("the start-up made this agent no node")?;
+    let endpoints: Vec<String> = table.iter().map(|(_, e)| e.to_string()).collect();
+    let transport = bound.start(me, endpoints, digest, Arc::new(token)).map_err(|e| e.to_string())?;
+    parma_conformance::trace::HostedNode::start(cfg, me, transport)
+}
+
+/// Without the `rdma` feature: an error that says how to build it.
+#[cfg(not(feature = "rdma"))]
+pub fn start_agent_node_rdma(
+    _launch: &Launch,
+    _cfg: Config,
+    _digest: u64,
+    _token: ClusterToken,
+) -> Result<parma_conformance::trace::HostedNode, String> {
+    Err("this parma was built without RDMA: cargo build --release -p parma-apps --features rdma".into())
+}

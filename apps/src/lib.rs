@@ -30,6 +30,7 @@ pub mod demo;
 pub mod fetch;
 pub mod metrics;
 pub mod node;
+pub mod node_transport;
 pub mod sampling;
 pub mod techniques;
 pub mod train;

@@ -56,10 +56,19 @@ enum Command {
     /// Print what the launcher told this process and exit as asked (tests of `launch`).
     #[command(hide = true)]
     LaunchProbe(launch::ProbeArgs),
-    /// Serve as one node of the conformance suite's `zmq-processes` transport, which starts
+    /// Serve as one node of the conformance suite's `zmq-processes` transport (or its RDMA
+    /// twin, `--transport rdma`, run by transport-rdma's tests), which starts
     /// it: the trace's setup and the calls on stdin, the answers on stdout, one JSON line each.
     #[command(hide = true)]
-    ConformanceAgent,
+    ConformanceAgent(ConformanceAgentArgs),
+}
+
+/// The agent's transport.
+#[derive(clap::Args, Debug)]
+struct ConformanceAgentArgs {
+    /// zmq (the `zmq-processes` transport), or rdma (a `parma` built with `--features rdma`).
+    #[arg(long, value_parser = parma_apps::node_transport::parse_node_transport, default_value = "zmq")]
+    transport: parma_apps::node_transport::NodeTransport,
 }
 
 #[derive(Subcommand, Debug)]
@@ -467,8 +476,15 @@ fn run_conformance(args: &ConformanceArgs) -> Result<bool, String> {
     verify::conformance(&transports, &dir, args.seeds, args.rewrite)
 }
 
-fn conformance_agent() -> ExitCode {
-    match parma_conformance::process::agent::serve(std::io::stdin().lock(), std::io::stdout().lock()) {
+fn conformance_agent(args: &ConformanceAgentArgs) -> ExitCode {
+    use parma_apps::node_transport::{start_agent_node_rdma, NodeTransport};
+    use parma_conformance::process::agent;
+    let (input, output) = (std::io::stdin().lock(), std::io::stdout().lock());
+    let served = match args.transport {
+        NodeTransport::Zmq => agent::serve(input, output),
+        NodeTransport::Rdma => agent::serve_with(input, output, &mut start_agent_node_rdma),
+    };
+    match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("parma conformance-agent: {e}");
@@ -499,7 +515,7 @@ fn main() -> ExitCode {
         Command::Node(args) => node_cli::run(args).map(|()| true),
         Command::Launch(args) => return launch::run(args),
         Command::LaunchProbe(args) => return launch::probe(args),
-        Command::ConformanceAgent => return conformance_agent(),
+        Command::ConformanceAgent(args) => return conformance_agent(args),
     };
     match ok {
         Ok(true) => ExitCode::SUCCESS,

@@ -1,4 +1,5 @@
-//! `parma node`: one node of a cluster of processes over ZeroMQ, and the workload it runs.
+//! `parma node`: one node of a cluster of processes over ZeroMQ (or RDMA, `node_transport`),
+//! and the workload it runs.
 //!
 //! A node learns its rank, the world size and the rendezvous from its launcher's environment
 //! (`parma_runtime::startup`; `parma launch` sets parma's own variables), binds its
@@ -15,14 +16,13 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use parma_core::{Clock, Config, Key, Layout, NodeId, OpError, Technique};
-use parma_runtime::startup::{establish, ClusterToken, Launch, Role, StartupError};
-use parma_runtime::{NodeRuntime, Options, Stats, Ticket, Worker};
-use parma_transport_zmq::{Bound, ZmqOptions};
+use parma_runtime::startup::{ClusterToken, Launch, Role, StartupError};
+use parma_runtime::{Stats, Ticket, Worker};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 
@@ -120,6 +120,8 @@ pub enum NodeError {
     Startup(StartupError),
     /// The transport could not be set up.
     Transport(parma_transport_zmq::ZmqError),
+    /// The RDMA transport could not be set up (or this `parma` was built without it).
+    Rdma(String),
     /// The runtime did not start.
     Start(parma_runtime::Error),
     /// A worker operation failed: worker `worker` of node `node`, in batch `batch`, doing `op`.
@@ -144,6 +146,7 @@ impl fmt::Display for NodeError {
             NodeError::Options(s) => write!(f, "bad options: {s}"),
             NodeError::Startup(e) => write!(f, "start-up failed: {e}"),
             NodeError::Transport(e) => write!(f, "transport: {e}"),
+            NodeError::Rdma(e) => write!(f, "RDMA transport: {e}"),
             NodeError::Start(e) => write!(f, "the node did not start: {e}"),
             NodeError::Worker { node, worker, batch, op, error } => {
                 write!(f, "worker {worker} of node {}: {op} of batch {batch} failed: {error}", node.0)
@@ -399,6 +402,8 @@ pub struct NodeOptions {
     pub sums: SumsOptions,
     /// Rank, world size and rendezvous given explicitly (else from the launcher's environment).
     pub explicit: Option<(u16, u16, String)>,
+    /// Which transport carries the frames.
+    pub transport: crate::node_transport::NodeTransport,
     /// Where the transport listens; `None`: 127.0.0.1 when the rendezvous is on this machine's
     /// loopback, every address otherwise.
     pub bind: Option<String>,
@@ -465,7 +470,7 @@ impl fmt::Display for NodeReport {
 
 /// The address of this machine that reaches `host` (no packet is sent: a UDP socket is only
 /// connected, so the kernel picks the route).
-fn local_address_towards(host: &str, port: u16) -> Option<std::net::IpAddr> {
+pub(crate) fn local_address_towards(host: &str, port: u16) -> Option<std::net::IpAddr> {
     use std::net::{ToSocketAddrs, UdpSocket};
     let target = (host, port).to_socket_addrs().ok()?.next()?;
     let any = if target.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" };
@@ -491,40 +496,9 @@ pub fn run_node(opts: &NodeOptions) -> Result<Option<NodeReport>, NodeError> {
     let digest = u64::from(cfg.wire_cluster().0);
     let token = ClusterToken::from_process_env().map_err(NodeError::Startup)?;
 
-    let mut zopts = ZmqOptions::loopback();
-    let rv = launch.rendezvous();
-    let rv_loopback =
-        rv.host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback()) || rv.host == "localhost";
-    zopts.bind = match &opts.bind {
-        Some(b) => b.clone(),
-        None if rv_loopback => "tcp://127.0.0.1:0".into(),
-        None => "tcp://0.0.0.0:0".into(),
+    let Some((me, node, workers)) = crate::node_transport::start(opts, &launch, cfg, digest, token)? else {
+        return Ok(None);
     };
-    zopts.advertise =
-        opts.advertise.clone().or_else(|| launch.advertised_host().map(str::to_string)).or_else(|| {
-            (!rv_loopback)
-                .then(|| local_address_towards(&rv.host, rv.port))
-                .flatten()
-                .map(|ip| ip.to_string())
-        });
-    let timeout_us = opts.peer_timeout.as_micros() as u64;
-    if timeout_us < 100_000 {
-        return Err(NodeError::Options("--peer-timeout-ms must be at least 100".into()));
-    }
-    zopts.session.peer_timeout = parma_core::Duration(timeout_us);
-    zopts.session.heartbeat_interval = parma_core::Duration(timeout_us / 10);
-    zopts.session.retransmit_timeout = parma_core::Duration((timeout_us / 5).min(1_000_000));
-    zopts.session.handshake_timeout = parma_core::Duration((timeout_us / 5).min(1_000_000));
-
-    let bound = Bound::bind(zopts).map_err(NodeError::Transport)?;
-    let table = establish(&launch, bound.endpoint(), digest, &token, opts.startup_timeout)
-        .map_err(NodeError::Startup)?;
-    let Some(me) = table.me() else { return Ok(None) };
-    let endpoints: Vec<String> = table.iter().map(|(_, e)| e.to_string()).collect();
-    let transport = bound.start(me, endpoints, digest, Arc::new(token)).map_err(NodeError::Transport)?;
-    let mut ropts = Options::default();
-    ropts.barrier_timeout = Duration::from_secs(600);
-    let (node, workers) = NodeRuntime::start_with(cfg, me, transport, ropts).map_err(NodeError::Start)?;
     println!(
         "node {} of {world}: up, running the sums workload ({} batches per worker, {} workers)",
         me.0, opts.sums.batches, opts.sums.workers

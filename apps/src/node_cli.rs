@@ -48,7 +48,10 @@ pub struct NodeArgs {
     /// host:port of the rendezvous (rank 0 listens there), instead of the environment.
     #[arg(long, requires_all = ["rank", "world"])]
     rendezvous: Option<String>,
-    /// Where the transport listens, tcp://host:port (default: 127.0.0.1 with a free port when
+    /// The transport: zmq, or rdma (a `parma` built with `--features rdma`; docs/deploy.md).
+    #[arg(long, value_parser = parma_apps::node_transport::parse_node_transport, default_value = "zmq")]
+    transport: parma_apps::node_transport::NodeTransport,
+    /// Where the transport listens, tcp://host:port (rdma: host:port) (default: 127.0.0.1 with a free port when
     /// the rendezvous is on loopback, every address otherwise).
     #[arg(long)]
     bind: Option<String>,
@@ -85,6 +88,7 @@ impl NodeArgs {
                 (Some(r), Some(w), Some(a)) => Some((r, w, a.clone())),
                 _ => None,
             },
+            transport: self.transport,
             bind: self.bind.clone(),
             advertise: self.advertise.clone(),
             peer_timeout: Duration::from_millis(self.peer_timeout_ms),

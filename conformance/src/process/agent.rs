@@ -5,7 +5,7 @@ use std::io::{BufRead, Write};
 use std::sync::Arc;
 use std::time::Duration;
 
-use parma_core::{Clock, DistId, SampleHandle, WorkerId};
+use parma_core::{Clock, Config, DistId, SampleHandle, WorkerId};
 use parma_runtime::startup::{establish, ClusterToken, Launch};
 use parma_transport_zmq::Bound;
 
@@ -16,7 +16,12 @@ use super::wire::{
 use crate::trace::HostedNode;
 
 /// Longest wait at the rendezvous for the other agents.
-const STARTUP_TIMEOUT: Duration = Duration::from_secs(20);
+pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Starts an agent's node on some transport: the launch, the trace's configuration, its
+/// digest and the cluster token in; the node out. [`serve`] uses ZeroMQ ([`start_zmq`]);
+/// another transport's crate (RDMA, outside this workspace) passes its own to [`serve_with`].
+pub type StartNode<'a> = dyn FnMut(&Launch, Config, u64, ClusterToken) -> Result<HostedNode, String> + 'a;
 
 /// Runs one agent: reads the trace's setup (the first line of `input`), meets the other
 /// agents (rank, world size, rendezvous and token from the environment, as `parma launch`
@@ -25,8 +30,17 @@ const STARTUP_TIMEOUT: Duration = Duration::from_secs(20);
 /// `Shutdown` (the node shuts down cleanly) or the end of `input` (the executor is gone:
 /// the node stops at once). Errs if the node could not start (after answering why) or a
 /// line could not be read or written.
-pub fn serve(mut input: impl BufRead, mut output: impl Write) -> Result<(), String> {
-    let mut node = match start(&mut input) {
+pub fn serve(input: impl BufRead, output: impl Write) -> Result<(), String> {
+    serve_with(input, output, &mut start_zmq)
+}
+
+/// [`serve`], with the node started by `start_node`.
+pub fn serve_with(
+    mut input: impl BufRead,
+    mut output: impl Write,
+    start_node: &mut StartNode<'_>,
+) -> Result<(), String> {
+    let mut node = match start(&mut input, start_node) {
         Ok((node, setup)) => {
             answer(&mut output, &Ok(Reply::Ready { setup }))?;
             node
@@ -57,7 +71,10 @@ pub fn serve(mut input: impl BufRead, mut output: impl Write) -> Result<(), Stri
 }
 
 /// Reads the setup and starts the node; returns it with the setup as understood here.
-fn start(input: &mut impl BufRead) -> Result<(HostedNode, WireSetup), String> {
+fn start(
+    input: &mut impl BufRead,
+    start_node: &mut StartNode<'_>,
+) -> Result<(HostedNode, WireSetup), String> {
     let line = read_line(input)?.ok_or("the input ended before the setup")?;
     let wire: WireSetup =
         serde_json::from_str(&line).map_err(|e| format!("a setup this agent cannot read: {e}"))?;
@@ -69,14 +86,24 @@ fn start(input: &mut impl BufRead) -> Result<(HostedNode, WireSetup), String> {
     let token = ClusterToken::from_process_env().map_err(|e| e.to_string())?;
     let cfg = setup.config();
     let digest = u64::from(cfg.wire_cluster().0);
+    let node = start_node(&launch, cfg, digest, token)?;
+    Ok((node, WireSetup::from_setup(&setup)?))
+}
+
+/// An agent's node over ZeroMQ on 127.0.0.1 with the suite's timers.
+pub fn start_zmq(
+    launch: &Launch,
+    cfg: Config,
+    digest: u64,
+    token: ClusterToken,
+) -> Result<HostedNode, String> {
     let bound = Bound::bind(crate::zmq::options()).map_err(|e| e.to_string())?;
     let table =
-        establish(&launch, bound.endpoint(), digest, &token, STARTUP_TIMEOUT).map_err(|e| e.to_string())?;
+        establish(launch, bound.endpoint(), digest, &token, STARTUP_TIMEOUT).map_err(|e| e.to_string())?;
     let me = table.me().ok_or("the start-up made this agent no node")?;
     let endpoints: Vec<String> = table.iter().map(|(_, e)| e.to_string()).collect();
     let transport = bound.start(me, endpoints, digest, Arc::new(token)).map_err(|e| e.to_string())?;
-    let node = HostedNode::start(cfg, me, transport)?;
-    Ok((node, WireSetup::from_setup(&setup)?))
+    HostedNode::start(cfg, me, transport)
 }
 
 fn answer(output: &mut impl Write, r: &Response) -> Result<(), String> {

@@ -1,0 +1,135 @@
+//! The RDMA transport's benchmark, for the VM (or a host with an RDMA device); its numbers
+//! are read by people (`docs/performance.md`), never asserted.
+//!
+//! - `rbench oneway <rdma|zmq> <frame bytes> <frames>`: node 0 sends frames to node 1 as fast
+//!   as back-pressure lets it, node 1 takes them; MB/s (10^6 bytes per second, as perftest
+//!   prints) from the first send to the last frame taken. Both transports in this process.
+//! - `rbench pull <rdma|zmq> <pulls>`: two `NodeRuntime`s under static partitioning, node 0's
+//!   worker pulls one key homed on node 1 (16 `f32`s), synchronously; the median and mean
+//!   round trip in µs.
+//! - `rbench --test` (as `cargo bench -- --test` passes): each part once, small.
+//!
+//! `transport-rdma/benches/vm-bench.sh` runs them beside `ib_send_bw` and `ib_send_lat` in
+//! one VM boot.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parma_core::placement::Homes;
+use parma_core::transport::SendError;
+use parma_core::{Config, Key, Layout, NodeId, Technique, Transport};
+use parma_runtime::startup::ClusterToken;
+use parma_runtime::NodeRuntime;
+use parma_transport_rdma::{local_cluster as rdma_cluster, RdmaOptions};
+use parma_transport_zmq::{local_cluster as zmq_cluster, ZmqOptions};
+
+const DEADLINE: Duration = Duration::from_secs(300);
+
+fn token() -> Arc<ClusterToken> {
+    Arc::new(ClusterToken::generate())
+}
+
+fn oneway<T: Transport + Send + 'static>(mut nodes: Vec<T>, len: usize, frames: u64) -> f64 {
+    let mut rx = nodes.pop().expect("node 1");
+    let mut tx = nodes.pop().expect("node 0");
+    let start = Instant::now();
+    let sender = std::thread::spawn(move || {
+        let mut sent = 0u64;
+        while sent < frames && start.elapsed() < DEADLINE {
+            match tx.try_send(NodeId(1), len, &mut |b| b[..8.min(len)].fill(sent as u8)) {
+                Ok(()) => sent += 1,
+                Err(SendError::WouldBlock) => std::thread::yield_now(),
+                Err(e) => panic!("send: {e:?}"),
+            }
+        }
+        tx
+    });
+    let mut got = 0u64;
+    while got < frames {
+        assert!(start.elapsed() < DEADLINE, "only {got} of {frames} frames in {DEADLINE:?}");
+        let n = rx.poll_recv(256, &mut |_, f| assert_eq!(f.len(), len)).expect("receive");
+        if n == 0 {
+            std::thread::yield_now();
+        }
+        got += n as u64;
+    }
+    let secs = start.elapsed().as_secs_f64();
+    drop(sender.join());
+    (len as u64 * frames) as f64 / secs / 1e6
+}
+
+fn pull_config() -> Config {
+    let mut cfg = Config::new(2, 1, Layout::uniform(1000, 16).expect("a layout"));
+    cfg.technique = Technique::StaticPartitioning;
+    cfg
+}
+
+fn pull<T: Transport + Send + 'static>(mut nodes: Vec<T>, pulls: usize) -> (f64, f64) {
+    let cfg = pull_config();
+    let homes = Homes::new(cfg.placement, cfg.nodes, cfg.layout.key_end());
+    let key = (0..1000).map(Key).find(|k| homes.home(*k) == NodeId(1)).expect("a key on node 1");
+    let t1 = nodes.pop().expect("node 1");
+    let t0 = nodes.pop().expect("node 0");
+    let (n0, mut w0) = NodeRuntime::start(cfg.clone(), NodeId(0), t0).expect("node 0");
+    let (n1, mut w1) = NodeRuntime::start(cfg, NodeId(1), t1).expect("node 1");
+    let (mut a, b) = (w0.pop().expect("worker"), w1.pop().expect("worker"));
+    let holder = std::thread::spawn(move || b.finalize().map_err(|e| e.to_string()));
+    let mut vals = vec![0.0f32; 16];
+    let mut lat = Vec::with_capacity(pulls);
+    for _ in 0..pulls {
+        let t = Instant::now();
+        a.pull(&[key], &mut vals).expect("pull");
+        lat.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    a.finalize().expect("node 0's worker");
+    holder.join().expect("holder").expect("node 1's worker");
+    n0.shutdown().expect("node 0 stops");
+    n1.shutdown().expect("node 1 stops");
+    let mean = lat.iter().sum::<f64>() / lat.len() as f64;
+    lat.sort_by(f64::total_cmp);
+    (lat[lat.len() / 2], mean)
+}
+
+/// `RBENCH_COMPLETION=poll` measures the polling progress thread instead of the channel.
+fn rdma_opts() -> RdmaOptions {
+    let mut o = RdmaOptions::loopback();
+    if std::env::var("RBENCH_COMPLETION").is_ok_and(|v| v == "poll") {
+        o.completion = parma_transport_rdma::Completion::Poll;
+    }
+    o
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let a: Vec<&str> = args.iter().map(String::as_str).filter(|s| *s != "--bench").collect();
+    let digest = u64::from(pull_config().wire_cluster().0);
+    match a.as_slice() {
+        ["--test", ..] | [] => {
+            if std::env::var_os("RDMA_VM").is_none() && a.is_empty() {
+                println!("rbench: see the file's docs (runs in the rdma-vm: benches/vm-bench.sh)");
+                return;
+            }
+            let mb = oneway(zmq_cluster(2, &ZmqOptions::loopback(), 1, token()).expect("zmq"), 1024, 100);
+            println!("oneway zmq 1024: {mb:.1} MB/s (smoke)");
+        }
+        ["oneway", t, len, frames] => {
+            let (len, frames): (usize, u64) = (len.parse().expect("bytes"), frames.parse().expect("frames"));
+            let mb = match *t {
+                "rdma" => oneway(rdma_cluster(2, &rdma_opts(), 1, token()).expect("rdma"), len, frames),
+                _ => oneway(zmq_cluster(2, &ZmqOptions::loopback(), 1, token()).expect("zmq"), len, frames),
+            };
+            println!("oneway {t} {len}: {mb:.1} MB/s ({frames} frames)");
+        }
+        ["pull", t, pulls] => {
+            let pulls: usize = pulls.parse().expect("pulls");
+            let (median, mean) = match *t {
+                "rdma" => pull(rdma_cluster(2, &rdma_opts(), digest, token()).expect("rdma"), pulls),
+                _ => pull(zmq_cluster(2, &ZmqOptions::loopback(), digest, token()).expect("zmq"), pulls),
+            };
+            println!("pull {t}: median {median:.1} µs, mean {mean:.1} µs ({pulls} pulls)");
+        }
+        other => panic!(
+            "usage: rbench oneway <rdma|zmq> <bytes> <frames> | pull <rdma|zmq> <pulls>; got {other:?}"
+        ),
+    }
+}

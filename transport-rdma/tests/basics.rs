@@ -1,0 +1,108 @@
+//! A few direct checks on the RDMA device (in CI: inside the VM), with the reason of any
+//! failure printed.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parma_core::transport::{Transport, TransportEvent};
+use parma_core::NodeId;
+use parma_runtime::startup::ClusterToken;
+use parma_transport_rdma::{local_cluster, RdmaOptions, RdmaTransport};
+
+fn opts() -> RdmaOptions {
+    let mut o = RdmaOptions::loopback();
+    o.slot_len = 4096;
+    o.recv_slots = 8;
+    o.send_slots = 8;
+    o.frame_len_max = 1 << 20;
+    o.heartbeat_interval = Duration::from_millis(100);
+    o.peer_timeout = Duration::from_secs(1);
+    o.linger = Duration::from_millis(300);
+    o
+}
+
+fn cluster(n: u16) -> Vec<RdmaTransport> {
+    local_cluster(n, &opts(), 7, Arc::new(ClusterToken::generate())).expect("a cluster on the RDMA device")
+}
+
+fn failures(ts: &[RdmaTransport]) -> String {
+    let mut s = String::new();
+    for t in ts {
+        for p in 0..4 {
+            if let Some(f) = t.failure(NodeId(p)) {
+                s += &format!("node {} sees node {p} failed: {f}\n", t.local_id().0);
+            }
+        }
+    }
+    s
+}
+
+/// Sends `frames` of the given lengths from 0 to 1 and checks they arrive intact, in order.
+fn round(ts: &mut [RdmaTransport], lens: &[usize]) {
+    let mut sent = 0;
+    let mut got: Vec<Vec<u8>> = Vec::new();
+    let until = Instant::now() + Duration::from_secs(30);
+    while got.len() < lens.len() {
+        assert!(Instant::now() < until, "frames missing: {} of {}\n{}", got.len(), lens.len(), failures(ts));
+        while sent < lens.len() {
+            let len = lens[sent];
+            let r = ts[0].try_send(NodeId(1), len, &mut |b| {
+                for (i, x) in b.iter_mut().enumerate() {
+                    *x = (i as u8).wrapping_add(sent as u8);
+                }
+            });
+            match r {
+                Ok(()) => sent += 1,
+                Err(parma_core::transport::SendError::WouldBlock) => break,
+                Err(e) => panic!("send: {e:?}\n{}", failures(ts)),
+            }
+        }
+        ts[1]
+            .poll_recv(64, &mut |from, f| {
+                assert_eq!(from, NodeId(0));
+                got.push(f.to_vec());
+            })
+            .expect("receiving");
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    for (k, (f, &len)) in got.iter().zip(lens).enumerate() {
+        assert_eq!(f.len(), len, "frame {k}");
+        assert!(
+            f.iter().enumerate().all(|(i, &x)| x == (i as u8).wrapping_add(k as u8)),
+            "frame {k} garbled"
+        );
+    }
+}
+
+#[test]
+fn frames_of_every_shape_arrive_intact() {
+    let mut ts = cluster(2);
+    round(&mut ts, &[0, 1, 4095, 4096, 4097, 10_000, 65_536, 1 << 20]);
+    // More than the credits, so that they must come back.
+    let many: Vec<usize> = (0..200).map(|i| (i * 37) % 9000).collect();
+    round(&mut ts, &many);
+    assert_eq!(failures(&ts), "");
+}
+
+#[test]
+fn a_killed_node_is_reported_within_the_peer_timeout() {
+    let mut ts = cluster(3);
+    let kill = ts[2].kill_switch();
+    let t0 = Instant::now();
+    kill.kill();
+    let mut seen = [false; 2];
+    while !(seen[0] && seen[1]) {
+        assert!(
+            t0.elapsed() < opts().peer_timeout + Duration::from_secs(1),
+            "not reported in time: {seen:?}"
+        );
+        for (i, t) in ts.iter_mut().take(2).enumerate() {
+            while let Some(ev) = t.poll_event() {
+                assert_eq!(ev, TransportEvent::PeerFailed(NodeId(2)));
+                seen[i] = true;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    eprintln!("reported after {:?}: {}", t0.elapsed(), failures(&ts[..2]));
+}

@@ -1,0 +1,131 @@
+//! Clusters of `parma node --transport rdma` processes on the RDMA device (in CI: inside the
+//! rdma-vm): four nodes started by `parma launch` summing exactly, and a node killed with
+//! SIGKILL, which every other node must name within the peer timeout plus a second.
+//!
+//! `parma` comes from `PARMA_BIN` (built with `--features rdma`; `.ci/run` sets it). Without
+//! it these tests fail with a message that says so: they are never passed silently.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// Longest any process of these tests may run.
+const DEADLINE: Duration = Duration::from_secs(240);
+
+fn parma() -> String {
+    std::env::var("PARMA_BIN").unwrap_or_else(|_| {
+        panic!("set PARMA_BIN to a parma built with --features rdma (cargo build --release -p parma-apps --features rdma)")
+    })
+}
+
+#[test]
+fn four_node_processes_started_by_parma_launch_sum_exactly_over_rdma() {
+    let t0 = Instant::now();
+    let out = Command::new(parma())
+        .args([
+            "launch",
+            "--nodes",
+            "4",
+            "--",
+            "node",
+            "--transport",
+            "rdma",
+            "--batches",
+            "300",
+            "--keys",
+            "20000",
+        ])
+        .env_remove("PARMA_TOKEN")
+        .env_remove("PARMA_TOKEN_FILE")
+        .output()
+        .expect("parma launch runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "parma launch failed: {}\n{stdout}\n{stderr}", out.status);
+    for rank in 0..4 {
+        let line = format!("[{rank}] node {rank} of 4 (parma):");
+        assert!(
+            stdout.lines().any(|l| l.starts_with(&line) && l.contains("all sums exact")),
+            "no exact sums from rank {rank}:\n{stdout}\n{stderr}"
+        );
+    }
+    eprintln!("four nodes over RDMA: exact sums in {:?}", t0.elapsed());
+}
+
+#[test]
+fn a_killed_node_process_is_named_by_every_other_within_the_peer_timeout() {
+    let peer_timeout = Duration::from_millis(1000);
+    let world = 3u16;
+    let port =
+        std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a port").port();
+    let rendezvous = format!("127.0.0.1:{port}");
+    let (tx, rx) = mpsc::channel::<(u16, String)>();
+    let mut children: Vec<_> = (0..world)
+        .map(|rank| {
+            let mut child = Command::new(parma())
+                .args(["node", "--transport", "rdma", "--batches", "2000000", "--workers", "1"])
+                .args(["--keys", "20000", "--peer-timeout-ms", "1000"])
+                .env("PARMA_RANK", rank.to_string())
+                .env("PARMA_WORLD_SIZE", world.to_string())
+                .env("PARMA_RENDEZVOUS", &rendezvous)
+                .env("PARMA_TOKEN", "rdma-fault-test")
+                .env_remove("PARMA_TOKEN_FILE")
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("parma node starts");
+            for pipe in [
+                child.stdout.take().map(|p| Box::new(p) as Box<dyn std::io::Read + Send>),
+                child.stderr.take().map(|p| Box::new(p) as _),
+            ]
+            .into_iter()
+            .flatten()
+            {
+                let tx = tx.clone();
+                thread::spawn(move || {
+                    for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                        let _ = tx.send((rank, line));
+                    }
+                });
+            }
+            child
+        })
+        .collect();
+    let mut lines = Vec::new();
+    let mut up = 0;
+    let until = Instant::now() + Duration::from_secs(120);
+    while up < world {
+        let left = until.saturating_duration_since(Instant::now());
+        let Ok((rank, line)) = rx.recv_timeout(left) else {
+            children.iter_mut().for_each(|c| drop(c.kill()));
+            panic!("nodes not up: {lines:#?}");
+        };
+        up += u16::from(line.contains("up, running"));
+        lines.push((rank, line));
+    }
+    thread::sleep(Duration::from_millis(1000));
+    let killed_at = Instant::now();
+    children[2].kill().expect("SIGKILL node 2");
+    // When each survivor names node 2.
+    let mut named: [Option<Duration>; 2] = [None, None];
+    let until = Instant::now() + DEADLINE;
+    while named.iter().any(Option::is_none) && Instant::now() < until {
+        if let Ok((rank, line)) = rx.recv_timeout(Duration::from_millis(50)) {
+            if rank < 2 && line.contains("node 2 failed") && named[usize::from(rank)].is_none() {
+                named[usize::from(rank)] = Some(killed_at.elapsed());
+            }
+            lines.push((rank, line));
+        }
+    }
+    for c in children.iter_mut() {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    eprintln!("survivors named node 2 after {named:?} (peer timeout {peer_timeout:?})");
+    for (rank, t) in named.iter().enumerate() {
+        let t = t.unwrap_or_else(|| panic!("node {rank} never named node 2: {lines:#?}"));
+        assert!(t <= peer_timeout + Duration::from_secs(1), "node {rank} named node 2 after {t:?}");
+    }
+}

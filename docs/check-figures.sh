@@ -219,7 +219,7 @@ fi
 # Corpus files are counted; the pseudo-random inputs are read from the tests' loops.
 pseudo() { # pseudo TEST [FILE]: the N of `for i in 0..N` (or `for n in 0..Nu8`) in that test
     awk -v t="fn $1()" 'index($0, t){on=1} on && /for [a-z]+ in 0\.\./ {
-        s=$0; sub(/.*in 0\.\./, "", s); sub(/[^0-9_].*/, "", s); gsub(/_/, "", s); print s; exit}' "${2:-core/src/fuzzing.rs}"
+        s=$0; sub(/.*in 0\.\./, "", s); sub(/[^0-9_].*/, "", s); gsub(/_/, "", s); print s; exit}' "${2:-core/src/fuzzing/tests.rs}"
 }
 {
     echo "| target | corpus files | further inputs |"

@@ -91,7 +91,7 @@ impl Node {
         let mut counts = [0usize; 16];
         let (mut waiting, mut localizes) = (0, 0);
         for (k, c) in keys.with_life(|_| true) {
-            counts[c.life as usize] += 1;
+            counts[c.life() as usize] += 1;
             let held = self.store.holds(k);
             match &c.place {
                 Place::Owned(_) if !held => {
@@ -114,7 +114,7 @@ impl Node {
                 }
                 _ => {}
             }
-            if c.pointer.is_some() && held {
+            if c.pointer().is_some() && held {
                 return fail("a node holds a key and a forwarding pointer for it", k.0);
             }
         }

@@ -292,7 +292,7 @@ impl Node {
         let mut maybe: Vec<(Key, NodeId)> = self
             .keys
             .with_life(Life::has_pointer)
-            .filter_map(|(k, c)| c.pointer.map(|(to, _)| (k, to)))
+            .filter_map(|(k, c)| c.pointer().map(|(to, _)| (k, to)))
             .filter(|(_, to)| self.failed_peers.contains(to))
             .collect();
         maybe.sort_unstable();

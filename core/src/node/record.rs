@@ -7,22 +7,26 @@
 //! - the hot part ([`KeyRecord`], 8 bytes), read or written on every key-intent: the intent
 //!   count, the round's flags (start announced, slot reserved, entry outstanding) and the
 //!   owner a final delta is on its way to;
-//! - the cold part ([`Cold`]), which few keys have: the key's lifecycle tag ([`Life`]) and
-//!   what the tag says it has, a forwarding pointer of a key given away, the waiting
-//!   operations of a key asked for, a replica's owner, the replica holders of a key owned here.
+//! - the cold part ([`Cold`], 32 bytes), which few keys have: a forwarding pointer of a key
+//!   given away, the waiting operations of a key asked for, a replica's owner, the replica
+//!   holders of a key owned here. Which of these it has is the key's lifecycle tag ([`Life`]),
+//!   read from the parts, never stored beside them.
 //!
 //! Why two maps and not one: the hot part must stay small and must not be looked up twice.
 //! With the cold part in the same map (behind a slab index; a `Box` per record was worse, its
 //! `malloc` alone cost a moving key-intent a quarter more instructions), every key-intent's
 //! record grew by half, and every change of a rare part went through the big map and the
 //! slab: a local key-intent took 2.6 % more instructions than before the merge, a moving one
-//! 8.9 % and a replicated one 9.4 % (callgrind, `core/benches/intents.rs`), against 0.8, 3.6
-//! and 7.5 % here, where a change of a rare part is one probe of one map, as it was before. The two parts share no field: the hot part says nothing about the cold one and
-//! the cold part nothing about intents or rounds, so there is nothing to keep in step
-//! between them. What merging fixed stays fixed: the four maps of rare parts (pointers, keys
-//! incoming, replicas, holders) that had to agree with each other are one record with one tag,
-//! and every change of it is a step of `super::lifecycle`'s pure function
-//! ([`Keys::transition`]), which asserts that the data agree with the tag.
+//! 8.9 % and a replicated one 9.4 % (callgrind, `core/benches/intents.rs`), where this design
+//! took 0.8, 3.6 and 7.5 % more (1.5, 2.8 and 3.8 % today, since a round walks the cold parts
+//! once and a new cold part is built beside the map), because a change of a rare part is one
+//! probe of one map, as it was before the merge. The two parts share no field: the hot part
+//! says nothing about the cold one and the cold part nothing about intents or rounds, so
+//! there is nothing to keep in step between them. What merging fixed stays fixed: the four
+//! maps of rare parts (pointers, keys incoming, replicas, holders) that had to agree with each
+//! other are one record with one tag, and every change of it is a step of
+//! `super::lifecycle`'s pure function ([`Keys::transition`]), which asserts that the parts the
+//! change leaves make the tag the step names.
 //!
 //! The counts the node needs of the whole map (reserved slots, outstanding entries, pointers,
 //! keys incoming, replicas, keys with holders) are kept beside it, changed only where a flag
@@ -101,15 +105,21 @@ impl KeyRecord {
     }
 }
 
-/// The parts of a key's record that few keys have, with the tag that says which.
+/// The parts of a key's record that few keys have. Which parts there are is the key's
+/// lifecycle tag ([`Cold::life`]): the place's variant and whether a pointer is set, read
+/// from the parts rather than stored beside them, so that tag and parts cannot disagree and
+/// the part stays 32 bytes (40 with the tag stored). Never `Idle` in the map: a key with no
+/// part has no cold part.
 #[derive(Debug, Default)]
 pub(super) struct Cold {
-    /// Which parts there are (never `Idle` in the map: a key with none has no cold part).
-    pub(super) life: Life,
-    /// Where the key went (`Life::Away*`).
-    pub(super) pointer: Option<(NodeId, Epoch)>,
     pub(super) place: Place,
+    /// Where the key went (`Life::Away*`): the epoch of the move, and 1 + the node (0: no
+    /// pointer; node ids are below `u16::MAX`).
+    pointer_epoch: Epoch,
+    pointer_to: u16,
 }
+
+const _: () = assert!(core::mem::size_of::<Cold>() == 32, "a cold part stays 32 bytes");
 
 /// What this node has of a key besides a forwarding pointer.
 #[derive(Debug, Default)]
@@ -134,16 +144,30 @@ impl Cold {
         }
     }
 
-    /// The tag these parts make (what `life` must say).
+    /// Where the key went, if it left and the home has not confirmed the move yet.
     #[inline]
-    pub(super) fn parts_life(&self) -> Life {
+    pub(super) fn pointer(&self) -> Option<(NodeId, Epoch)> {
+        self.pointer_to.checked_sub(1).map(|n| (NodeId(n), self.pointer_epoch))
+    }
+
+    #[inline]
+    fn set_pointer(&mut self, p: Option<(NodeId, Epoch)>) {
+        (self.pointer_to, self.pointer_epoch) = match p {
+            Some((n, e)) => (n.0.saturating_add(1), e),
+            None => (0, Epoch::default()),
+        };
+    }
+
+    /// The key's lifecycle tag: which parts there are.
+    #[inline]
+    pub(super) fn life(&self) -> Life {
         let place = match self.place {
             Place::None => 0,
             Place::Owned(_) => Life::OWNED,
             Place::Replica(_) => Life::REPLICA,
             Place::Incoming(_) => Life::INCOMING,
         };
-        Life::from_parts(self.pointer.is_some(), place)
+        Life::from_parts(self.pointer_to != 0, place)
     }
 }
 
@@ -265,13 +289,13 @@ impl Keys {
     /// `key`'s lifecycle tag.
     #[cfg(test)]
     pub(super) fn life(&self, key: Key) -> Life {
-        self.cold(key).map_or(Life::Idle, |c| c.life)
+        self.cold(key).map_or(Life::Idle, Cold::life)
     }
 
     /// Whether a replica of `key` is held here.
     #[inline]
     pub(super) fn has_replica(&self, key: Key) -> bool {
-        self.replicas > 0 && self.cold.get(&key).is_some_and(|c| c.life.has_replica())
+        self.replicas > 0 && self.cold.get(&key).is_some_and(|c| c.life().has_replica())
     }
 
     /// Changes `key`'s hot part with `f`, keeping the counts, and drops it if it became idle.
@@ -342,11 +366,7 @@ impl Keys {
         event: Event,
         f: impl FnOnce(&mut Cold) -> R,
     ) -> (R, Actions) {
-        let o = match self.cold.entry(key) {
-            Entry::Occupied(o) => o,
-            Entry::Vacant(v) => v.insert_entry(Cold::default()),
-        };
-        let (r, actions, before, after) = apply(o, event, f);
+        let (r, actions, before, after) = apply_entry(self.cold.entry(key), event, f);
         self.count_life(before, after);
         (r, actions)
     }
@@ -404,13 +424,13 @@ impl Keys {
         if self.pointers == 0 {
             return None;
         }
-        self.cold.get(&key).and_then(|c| c.pointer)
+        self.cold.get(&key).and_then(Cold::pointer)
     }
 
     /// Whether this node asked for `key` and waits for it.
     #[inline]
     pub(super) fn is_incoming(&self, key: Key) -> bool {
-        self.incoming > 0 && self.cold.get(&key).is_some_and(|c| c.life.is_incoming())
+        self.incoming > 0 && self.cold.get(&key).is_some_and(|c| c.life().is_incoming())
     }
 
     /// As owner: the nodes holding replicas of `key`.
@@ -427,12 +447,26 @@ impl Keys {
 
     /// Every key with a cold part whose tag passes `pred`, with that part, in the map's order.
     pub(super) fn with_life(&self, pred: impl Fn(Life) -> bool) -> impl Iterator<Item = (Key, &Cold)> {
-        self.cold.iter().filter(move |(_, c)| pred(c.life)).map(|(k, c)| (*k, c))
+        self.cold.iter().filter(move |(_, c)| pred(c.life())).map(|(k, c)| (*k, c))
     }
 
-    /// Whether every cold part's tag is what its parts make, and none is `Idle` (for checks).
+    /// Calls `f` with every replica held here, in the map's order (the round's walk: one
+    /// pass over the cold parts, without the tag filter's indirection).
+    #[inline]
+    pub(super) fn for_each_replica(&self, mut f: impl FnMut(Key, &ReplicaMeta)) {
+        if self.replicas == 0 {
+            return;
+        }
+        for (k, c) in &self.cold {
+            if let Place::Replica(m) = &c.place {
+                f(*k, m);
+            }
+        }
+    }
+
+    /// Whether no cold part is `Idle` (has no part) and none is `Invalid` (for checks).
     pub(super) fn cold_consistent(&self) -> bool {
-        self.cold.values().all(|c| c.life != Life::Idle && c.life == c.parts_life())
+        self.cold.values().all(|c| !matches!(c.life(), Life::Idle | Life::Invalid))
     }
 
     // ----- the cold parts, changed: each a transition -----
@@ -445,7 +479,7 @@ impl Keys {
             if !matches!(c.place, Place::None) {
                 c.place = Place::None;
             }
-            c.pointer = Some((to, epoch));
+            c.set_pointer(Some((to, epoch)));
         });
     }
 
@@ -455,8 +489,8 @@ impl Keys {
         if self.pointers == 0 {
             return;
         }
-        let Some(o) = self.occupied_if(key, |c| c.pointer.is_some_and(|(_, e)| e == epoch)) else { return };
-        let (_, _, before, after) = apply(o, Event::Released, |c| c.pointer = None);
+        let Some(o) = self.occupied_if(key, |c| c.pointer().is_some_and(|(_, e)| e == epoch)) else { return };
+        let (_, _, before, after) = apply(o, Event::Released, |c| c.set_pointer(None));
         self.count_life(before, after);
     }
 
@@ -469,7 +503,7 @@ impl Keys {
         }
         let Some(o) = self.occupied_if(key, |_| true) else { return Actions::NONE };
         let (_, actions, before, after) = apply(o, Event::Installed, |c| {
-            c.pointer = None;
+            c.set_pointer(None);
             if let Place::Replica(_) = c.place {
                 set_place(c, Place::None);
             }
@@ -533,7 +567,7 @@ impl Keys {
         if self.replicas == 0 {
             return None;
         }
-        let o = self.occupied_if(key, |c| c.life.has_replica())?;
+        let o = self.occupied_if(key, |c| c.life().has_replica())?;
         let (meta, _, before, after) = apply(o, Event::ReplicaGone, |c| match c.place {
             Place::Replica(m) => {
                 set_place(c, Place::None);
@@ -559,16 +593,21 @@ impl Keys {
     /// As owner: `node` holds a replica of `key`.
     #[inline(always)]
     pub(super) fn add_holder(&mut self, key: Key, node: NodeId) {
-        if let Some(Cold { place: Place::Owned(h), .. }) = self.cold.get_mut(&key) {
-            // Owned with holders already: no change of state, one more (or the same) holder.
-            h.insert(node);
-            return;
+        let mut entry = self.cold.entry(key);
+        if let Entry::Occupied(o) = &mut entry {
+            if let Place::Owned(h) = &mut o.get_mut().place {
+                // Owned with holders already: no change of state, one more (or the same)
+                // holder.
+                h.insert(node);
+                return;
+            }
         }
-        self.transition(key, Event::HolderAdded, |c| {
+        let (_, _, before, after) = apply_entry(entry, Event::HolderAdded, |c| {
             let mut h = Holders::default();
             h.insert(node);
             set_place(c, Place::Owned(h));
         });
+        self.count_life(before, after);
     }
 
     /// As owner: `node` holds no replica of `key` any more.
@@ -605,7 +644,7 @@ fn set_place(c: &mut Cold, p: Place) {
     let old = core::mem::replace(&mut c.place, p);
     match old {
         // Nothing to drop: no call.
-        Place::None | Place::Replica(_) => core::mem::forget(old),
+        Place::None | Place::Replica(_) | Place::Owned(Holders::Few { .. }) => core::mem::forget(old),
         _ => drop(old),
     }
 }
@@ -618,29 +657,55 @@ fn apply<R>(
     event: Event,
     f: impl FnOnce(&mut Cold) -> R,
 ) -> (R, Actions, Life, Life) {
-    let c = o.get_mut();
-    let before = c.life;
-    let step = lifecycle::step(before, event);
-    invariant!(step.is_some(), "a key's lifecycle does not allow this event in this state");
-    let r = f(c);
-    // The step says what the tag is now; the data must agree (checked where asserts run;
-    // elsewhere the tag is not computed from them a second time).
-    let after = match step {
-        Some(s) => {
-            invariant!(
-                c.parts_life() == s.next,
-                "a key's data disagree with its lifecycle after a transition"
-            );
-            s.next
-        }
-        None => c.parts_life(),
-    };
-    invariant!(after != Life::Invalid, "a key owned here keeps a forwarding pointer");
-    c.life = after;
+    let (r, actions, before, after) = apply_to(o.get_mut(), event, f);
     if after == Life::Idle {
         // An idle cold part holds nothing to drop (no place, no pointer): no call.
         core::mem::forget(o.remove());
     }
+    (r, actions, before, after)
+}
+
+/// [`apply`] on `key`'s entry of the cold map: an empty cold part if the key has none, built
+/// beside the map and moved in only if the step leaves it a part.
+#[inline(always)]
+fn apply_entry<R>(
+    entry: Entry<'_, Key, Cold, BuildHasherDefault<MixHasher>>,
+    event: Event,
+    f: impl FnOnce(&mut Cold) -> R,
+) -> (R, Actions, Life, Life) {
+    match entry {
+        Entry::Occupied(o) => apply(o, event, f),
+        Entry::Vacant(v) => {
+            let mut c = Cold::default();
+            let out = apply_to(&mut c, event, f);
+            if out.3 == Life::Idle {
+                // An idle cold part holds nothing to drop: no call.
+                core::mem::forget(c);
+            } else {
+                v.insert(c);
+            }
+            out
+        }
+    }
+}
+
+/// [`apply`] on a cold part `c` outside the map (which the caller removes if it became idle).
+#[inline(always)]
+fn apply_to<R>(c: &mut Cold, event: Event, f: impl FnOnce(&mut Cold) -> R) -> (R, Actions, Life, Life) {
+    let before = c.life();
+    let step = lifecycle::step(before, event);
+    invariant!(step.is_some(), "a key's lifecycle does not allow this event in this state");
+    let r = f(c);
+    // The step says what the tag is now; the parts `f` left must make that tag (checked
+    // where asserts run; elsewhere the tag is not read from them a second time).
+    let after = match step {
+        Some(s) => {
+            invariant!(c.life() == s.next, "a key's data disagree with its lifecycle after a transition");
+            s.next
+        }
+        None => c.life(),
+    };
+    invariant!(after != Life::Invalid, "a key owned here keeps a forwarding pointer");
     (r, step.map_or(Actions::NONE, |s| s.actions), before, after)
 }
 

@@ -13,6 +13,7 @@ use super::record::RESERVED;
 use super::round::sorted;
 use super::Node;
 use crate::ids::{Key, NodeId};
+use crate::time::Instant;
 use crate::wire::ReplicaSync;
 
 impl Node {
@@ -45,7 +46,7 @@ impl Node {
 
     /// Replicas whose owner failed can be neither synchronized nor upgraded: they go, and
     /// their unsent updates are counted as lost (the main copy they belonged to is gone).
-    pub(super) fn drop_replicas_of_failed_owners(&mut self) {
+    pub(super) fn drop_replicas_of_failed_owners(&mut self, now: Instant) {
         if self.failed_peers.is_empty() {
             return;
         }
@@ -58,7 +59,9 @@ impl Node {
         gone.sort_unstable();
         let mut scratch = Vec::new();
         for k in gone {
-            self.keys.remove_replica(k);
+            if let Some(meta) = self.keys.remove_replica(k) {
+                self.stats.sample_staleness(now, meta.refreshed);
+            }
             // Its owner can no longer hand the key over: the slot kept for that goes back.
             self.release_reservation(k);
             scratch.clear();

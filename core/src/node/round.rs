@@ -17,7 +17,6 @@ use alloc::vec::Vec;
 use super::dispatch::Budget;
 use super::intents::WorkerIntents;
 use super::keymap::KeyMap;
-use super::lifecycle::Life;
 use super::owner::ReplyOut;
 use super::record::{ReplicaMeta, ANNOUNCED, OUTSTANDING, RESERVED};
 use super::Node;
@@ -234,18 +233,11 @@ impl Node {
         }
         self.act_on_intents();
 
-        // Staleness of every replica, sampled at the start of the round.
-        if self.keys.replicas > 0 {
-            for meta in self.keys.with_life(Life::has_replica).filter_map(|(_, c)| c.replica()) {
-                let age = now.saturating_since(meta.refreshed).as_micros();
-                self.stats.staleness_sum_us += age;
-                self.stats.staleness_samples += 1;
-                self.stats.staleness_max_us = self.stats.staleness_max_us.max(age);
-            }
-        }
-
+        // The staleness of every replica held at the start of the round is sampled once: of
+        // those that go before the walk over the replicas below, where they go; of the rest,
+        // in that walk (one walk of the records per round, not two).
         let mut out: BTreeMap<NodeId, SyncOut> = BTreeMap::new();
-        self.drop_replicas_of_failed_owners();
+        self.drop_replicas_of_failed_owners(now);
         let touched = core::mem::take(&mut self.sync.touched);
         let kept = self.settle_quiet(&touched);
         recycle(&mut self.sync.touched, touched);
@@ -280,6 +272,7 @@ impl Node {
             // the end; either entry is outstanding until answered.
             let (mut outstanding, mut final_to) = (false, None);
             if let Some(meta) = self.keys.remove_replica(k) {
+                self.stats.sample_staleness(now, meta.refreshed);
                 let o = out.entry(meta.owner).or_default();
                 if let Some(t) = self.store.drop_replica(k, &mut o.deltas) {
                     let flags = ReplicaSync::FINAL | if t.nonzero { ReplicaSync::DELTA } else { 0 };
@@ -309,14 +302,12 @@ impl Node {
             });
         }
         recycle(&mut self.sync.kept, kept);
-        let mut replicas: Vec<(Key, NodeId)> = if self.keys.replicas == 0 {
-            Vec::new()
-        } else {
-            self.keys
-                .with_life(Life::has_replica)
-                .filter_map(|(k, c)| c.replica().map(|m| (k, m.owner)))
-                .collect()
-        };
+        let mut replicas: Vec<(Key, NodeId)> = Vec::with_capacity(self.keys.replicas);
+        let stats = &mut self.stats;
+        self.keys.for_each_replica(|k, m| {
+            stats.sample_staleness(now, m.refreshed);
+            replicas.push((k, m.owner));
+        });
         replicas.sort_unstable_by_key(|(k, _)| *k);
         for (k, owner) in replicas {
             if self.keys.get(k).outstanding() {

@@ -115,6 +115,16 @@ impl Stats {
     pub fn bytes_sent_total(&self) -> u64 {
         self.bytes_sent.iter().sum()
     }
+    /// Samples the staleness of a replica last refreshed at `refreshed`, at the round's start
+    /// `now`.
+    #[inline]
+    pub(crate) fn sample_staleness(&mut self, now: crate::time::Instant, refreshed: crate::time::Instant) {
+        let age = now.saturating_since(refreshed).as_micros();
+        self.staleness_sum_us += age;
+        self.staleness_samples += 1;
+        self.staleness_max_us = self.staleness_max_us.max(age);
+    }
+
     /// Mean replica staleness in µs over all samples (0 without samples).
     pub fn staleness_mean_us(&self) -> f64 {
         if self.staleness_samples == 0 {

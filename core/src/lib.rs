@@ -100,12 +100,13 @@
 //! Everything a node's protocol knows about one key is one record (`node/record.rs`), in two
 //! parts under the key: an 8-byte hot part touched on every key-intent (intent count, the
 //! sync round's flags, where a final delta went), and, for the few keys that have one, a cold
-//! part with the key's lifecycle tag and what the tag says it has (a forwarding pointer,
-//! operations waiting for the key to arrive, a replica's owner, an owner's replica holders).
-//! The tag's transitions are one pure function, `node/lifecycle.rs`'s `step`, and the owner's
-//! decision to move a key, replicate it or wait is another, `decide`; both are tested over
-//! every input, and every change of a cold part goes through `Keys::transition`, which
-//! asserts that the data agree with the step (`invariant!`: in debug and fuzzing builds).
+//! part with what few keys have (a forwarding pointer, operations waiting for the key to
+//! arrive, a replica's owner, an owner's replica holders); which of these it has is the key's
+//! lifecycle tag. The tag's transitions are one pure function, `node/lifecycle.rs`'s `step`,
+//! and the owner's decision to move a key, replicate it or wait is another, `decide`; both
+//! are tested over every input, and every change of a cold part goes through
+//! `Keys::transition`, which asserts that the parts it leaves make the tag the step names
+//! (`invariant!`: in debug and fuzzing builds).
 //! Why the parts are two maps, and why when a key last arrived is kept apart as a timer, is
 //! argued in `node/record.rs`.
 //!

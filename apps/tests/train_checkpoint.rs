@@ -115,3 +115,63 @@ fn kge_on_umls_resumed_after_epoch_5_reaches_the_uninterrupted_quality() {
     assert!(a > h, "the resumed run trained on: {h} at the checkpoint, {a} after");
     let _ = fs::remove_dir_all(&dir);
 }
+
+/// Runs the `parma` binary; its stdout, or a panic with its stderr.
+fn parma(args: &[&str]) -> Result<String, String> {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_parma")).args(args).output().unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    if out.status.success() {
+        Ok(text(&out.stdout))
+    } else {
+        Err(text(&out.stderr))
+    }
+}
+
+#[test]
+fn the_cli_checkpoints_verifies_and_exports_tables_numpy_and_pytorch_read() {
+    let dir = scratch("cli");
+    let d = dir.to_str().unwrap();
+    let common = ["--data", "umls", "--nodes", "2", "--workers", "1", "--dim", "8", "--eval-every", "0"];
+    let train = |extra: &[&str]| parma(&[&["train", "kge"][..], &common, extra].concat());
+    train(&["--epochs", "2", "--checkpoint-every", "2", "--checkpoint-dir", d]).unwrap();
+    let v = parma(&["checkpoint", "verify", d]).unwrap();
+    assert!(v.contains("valid") && v.contains("epoch: 2") && v.contains("task: kge"), "{v}");
+    train(&["--epochs", "3", "--resume", d]).unwrap();
+
+    // UMLS: 135 entities (keys 0..135), then relations; each row an entity's 8 reals and
+    // their 8 AdaGrad accumulators.
+    let ck = parma_runtime::checkpoint::Checkpoint::open(&dir).unwrap();
+    let (cols, want) = ck.table(0..135).unwrap();
+    let npy = dir.join("entities.npy");
+    let st = dir.join("entities.safetensors");
+    for out in [&npy, &st] {
+        let o =
+            parma(&["checkpoint", "export", d, "--keys", "0..135", "--out", out.to_str().unwrap()]).unwrap();
+        assert!(o.contains(&format!("135 rows x {cols} f32")), "{o}");
+    }
+    let raw = fs::read(&npy).unwrap();
+    let file = npyz::NpyFile::new(&raw[..]).unwrap();
+    assert_eq!(file.shape(), &[135, cols as u64]);
+    let got: Vec<f32> = file.into_vec().unwrap();
+    assert!(got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()) && got.len() == want.len());
+    let bytes = fs::read(&st).unwrap();
+    let t = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let e = t.tensor("embeddings").unwrap();
+    assert_eq!((e.dtype(), e.shape()), (safetensors::Dtype::F32, &[135, cols][..]));
+    let got: Vec<f32> =
+        e.data().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+    assert!(got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()) && got.len() == want.len());
+
+    // Refusals, each with a readable reason.
+    let part = dir.join("part-00001.bin");
+    let mut b = fs::read(&part).unwrap();
+    b[40] ^= 1;
+    fs::write(&part, b).unwrap();
+    let e = parma(&["checkpoint", "verify", d]).unwrap_err();
+    assert!(e.contains("fails its SHA-256 check"), "{e}");
+    let e = parma(&["checkpoint", "export", d, "--keys", "9..3", "--out", "x.npy"]).unwrap_err();
+    assert!(e.contains("START..END"), "{e}");
+    let e = train(&["--epochs", "2", "--checkpoint-every", "1"]).unwrap_err();
+    assert!(e.contains("--checkpoint-dir"), "{e}");
+    let _ = fs::remove_dir_all(&dir);
+}

@@ -109,9 +109,13 @@ fn kge_on_umls_resumed_after_epoch_5_reaches_the_uninterrupted_quality() {
     let mrr = |r: &parma_apps::train::report::RunReport| r.last().test.unwrap().primary();
     let (a, b, h) = (mrr(&resumed), mrr(&whole), mrr(&half));
     eprintln!("UMLS test MRR: uninterrupted {b:.4}, resumed {a:.4}, at the checkpoint {h:.4}");
-    // Three full runs with seeds 1, 2, 3 span 0.016 in docs/training.md; a resumed run is one
-    // more draw of the negatives and the interleaving, so it must land within twice that.
-    assert!((a - b).abs() <= 0.035, "resumed {a}, uninterrupted {b}");
+    // On two nodes the uninterrupted run is not reproducible either (the threads' interleaving):
+    // six runs of this test spanned 0.899 to 0.914, and the resumed run, one more draw of the
+    // interleaving and the negatives, differed from its uninterrupted twin by 0.006 to 0.017.
+    // 0.04 is well outside that spread. (That the restore itself is exact is the MF test's
+    // and the runtime's tests' job; here the resumed run must also beat the checkpoint's model,
+    // which is what five epochs from scratch reach.)
+    assert!((a - b).abs() <= 0.04, "resumed {a}, uninterrupted {b}");
     assert!(a > h, "the resumed run trained on: {h} at the checkpoint, {a} after");
     let _ = fs::remove_dir_all(&dir);
 }

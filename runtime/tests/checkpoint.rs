@@ -120,6 +120,12 @@ fn round_trip_is_bit_exact_with_keys_relocated_and_replicated() {
         moved > 0 && replicas > 0,
         "the workload should relocate and replicate: {moved} moved, {replicas} replicas"
     );
+    // A directory that is a file is refused by every worker before any barrier.
+    let file = dir.join("not-a-dir");
+    fs::write(&file, b"x").unwrap();
+    let refused = run_all(workers, |_, w| w.checkpoint(&file, &BTreeMap::new()).unwrap_err().to_string());
+    assert!(refused.iter().all(|(_, e)| e.contains("is not a directory")), "{:?}", refused[0].1);
+    let workers: Vec<Worker> = refused.into_iter().map(|(w, _)| w).collect();
     let workers = checkpoint(workers, &dir, 3);
     // Read after the checkpoint (a read makes untouched keys' initial values real).
     let (workers, before) = read_all(workers);

@@ -20,8 +20,9 @@
 //!    increasing, to `part-NNNNN.bin.tmp` and renames it to `part-NNNNN.bin`;
 //! 4. a barrier; node 0's worker 0 reads every part, and writes `manifest.json` (layout,
 //!    configuration digest, technique, clocks, each part's size and SHA-256) the same way,
-//!    last; a barrier. Node 0 removes the old manifest and parts before step 1, so a crash at
-//!    any point leaves a directory without a manifest, which no restore accepts.
+//!    last; a barrier. Each node's worker 0 then checks that the manifest lists the part it
+//!    wrote. Node 0 removes the old manifest and parts before step 1, so a crash at any point
+//!    leaves a directory without a manifest, which no restore accepts.
 //!
 //! The directory must be one that every node sees (a local one for an in-process cluster, a
 //! shared file system across machines).
@@ -116,8 +117,9 @@ impl Worker {
     /// Writes a consistent snapshot of the whole model to `dir` (see the module docs of
     /// `checkpoint`); `extra` is recorded in the manifest as given. Collective: every worker
     /// of every node calls it at the same point, with the same `dir`. Returns after the
-    /// manifest is written; each worker whose node failed to write reports why, the others
-    /// [`CheckpointError::Incomplete`].
+    /// manifest is written. A node that fails to write has its worker 0 report why; every
+    /// other worker 0 then finds its part missing from the manifest (or no manifest) and
+    /// reports [`CheckpointError::Incomplete`].
     pub fn checkpoint(
         &mut self,
         dir: &Path,
@@ -136,8 +138,12 @@ impl Worker {
         }
         self.barrier().map_err(CheckpointError::worker("barrier"))?;
         self.quiesce()?;
+        let mut written = None;
         if writer && failed.is_none() {
-            failed = self.write_part(dir).err();
+            match self.write_part(dir) {
+                Ok(sha) => written = Some(sha),
+                Err(e) => failed = Some(e),
+            }
         }
         self.barrier().map_err(CheckpointError::worker("barrier"))?;
         if writer && me.0 == 0 && failed.is_none() {
@@ -147,8 +153,18 @@ impl Worker {
         if let Some(e) = failed {
             return Err(e);
         }
-        if !dir.join(format::MANIFEST).is_file() {
-            return Err(CheckpointError::Incomplete { dir: dir.to_path_buf() });
+        // A writer checks that the manifest lists the part it wrote (not an old manifest that
+        // node 0 could not remove); the other workers that there is one.
+        let incomplete = || CheckpointError::Incomplete { dir: dir.to_path_buf() };
+        match written {
+            Some(sha) => {
+                let ck = Checkpoint::open(dir).map_err(|_| incomplete())?;
+                if !ck.manifest().parts.iter().any(|p| p.node == me.0 && p.sha256 == sha) {
+                    return Err(incomplete());
+                }
+            }
+            None if !dir.join(format::MANIFEST).is_file() => return Err(incomplete()),
+            None => {}
         }
         Ok(())
     }
@@ -188,8 +204,8 @@ impl Worker {
         self.wait_sync().map_err(CheckpointError::worker("wait_sync"))
     }
 
-    /// Step 3: this node's part.
-    fn write_part(&mut self, dir: &Path) -> Result<(), CheckpointError> {
+    /// Step 3: this node's part; returns its SHA-256.
+    fn write_part(&mut self, dir: &Path) -> Result<String, CheckpointError> {
         let store = std::sync::Arc::clone(&self.shared().store);
         let mut keys = Vec::new();
         store.for_each_homed_touched(|k| keys.push(k));
@@ -210,7 +226,8 @@ impl Worker {
         }
         let entries = keys.iter().enumerate().map(|(i, k)| (*k, &values[offsets[i]..offsets[i + 1]]));
         let bytes = format::encode_part(self.node().0, self.clock().0, keys.len(), entries);
-        write_atomically(&dir.join(format::part_name(self.node().0)), &bytes)
+        write_atomically(&dir.join(format::part_name(self.node().0)), &bytes)?;
+        Ok(format::sha256_hex(&bytes))
     }
 
     /// Step 4: the manifest, from the parts as they are on disk.

@@ -274,7 +274,7 @@ impl fmt::Display for TrainError {
             TrainError::Thread(s) => write!(f, "training thread: {s}"),
             TrainError::Shutdown(e) => write!(f, "a node did not stop cleanly: {e}"),
             TrainError::Metrics(e) => write!(f, "cannot write the metrics file: {e}"),
-            TrainError::Checkpoint(e) => write!(f, "checkpoint: {e}"),
+            TrainError::Checkpoint(e) => write!(f, "{e}"),
             TrainError::Internal(s) => write!(f, "internal error: {s}"),
         }
     }

@@ -9,7 +9,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use common::{finalize_all, run_all, shutdown_all, start, Cluster, Rng};
-use parma_core::{Clock, Config, Init, Key, Layout, Technique};
+use parma_core::{Clock, Config, Init, Key, Layout, Placement, Technique};
 use parma_runtime::checkpoint::{Checkpoint, CheckpointError};
 use parma_runtime::{Options, Worker};
 use parma_transport_loopback::threaded::ThreadedOptions;
@@ -153,7 +153,8 @@ fn round_trip_is_bit_exact_with_keys_relocated_and_replicated() {
 
 #[test]
 fn restores_onto_other_cluster_sizes() {
-    // 3 -> 2 under adaptive, then that cluster's own checkpoint 2 -> 4 under static partitioning.
+    // 3 -> 2 under adaptive, then that cluster's own checkpoint 2 -> 4 under static
+    // partitioning with the hashed placement (the writers' is dense).
     let dir = scratch("resize");
     let model = trained_checkpoint(&dir);
     let c = start(&config(2, Technique::Adaptive), Options::default(), ThreadedOptions::default());
@@ -166,7 +167,9 @@ fn restores_onto_other_cluster_sizes() {
     assert_eq!(Checkpoint::open(&dir2).unwrap().manifest().parts.len(), 2);
     stop(Cluster { workers: Vec::new(), ..c }, workers);
 
-    let c = start(&config(4, Technique::StaticPartitioning), Options::default(), ThreadedOptions::default());
+    let mut four = config(4, Technique::StaticPartitioning);
+    four.placement = Placement::Hashed;
+    let c = start(&four, Options::default(), ThreadedOptions::default());
     let (workers, results) = restore(c.workers, &dir2);
     assert!(results.iter().all(Result::is_ok), "{results:?}");
     let (workers, got) = read_all(workers);

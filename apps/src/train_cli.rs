@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
+use parma_apps::train::checkpointing::CheckpointOptions;
 use parma_apps::train::harness::{run_kge, run_mf};
 use parma_apps::train::kg::Kg;
 use parma_apps::train::kge::{Loss, Model, Reg};
@@ -98,6 +99,17 @@ pub struct CommonArgs {
     /// shared machine the load changes between runs, and interleaving keeps the ratio fair.
     #[arg(long, default_value_t = 1)]
     pub repeat: u32,
+    /// Write a checkpoint of the whole model after every N epochs (0: never), to
+    /// `--checkpoint-dir`; each replaces the one before.
+    #[arg(long, default_value_t = 0)]
+    pub checkpoint_every: u32,
+    /// The directory of `--checkpoint-every`'s checkpoints.
+    #[arg(long)]
+    pub checkpoint_dir: Option<PathBuf>,
+    /// Restore the model from this checkpoint (of the same task, data and model) and train
+    /// the epochs after its own, up to `--epochs`.
+    #[arg(long)]
+    pub resume: Option<PathBuf>,
 }
 
 /// One entry of `--compare`.
@@ -199,6 +211,11 @@ impl CommonArgs {
             technique: self.technique,
             engine: self.engine,
             progress: true,
+            checkpoint: CheckpointOptions {
+                every: self.checkpoint_every,
+                dir: self.checkpoint_dir.clone(),
+                resume: self.resume.clone(),
+            },
         }
     }
 
@@ -335,6 +352,10 @@ pub(crate) fn run_all(
         )),
         None => None,
     };
+    let checkpoints = common.checkpoint_every > 0 || common.resume.is_some();
+    if checkpoints && (runs.len() > 1 || common.repeat > 1) {
+        return Err("--checkpoint-every and --resume apply to one run: not with several --compare entries or --repeat".into());
+    }
     let mut reports: Vec<RunReport> = Vec::new();
     for (round, r) in (0..common.repeat).flat_map(|i| runs.iter().map(move |r| (i, r))) {
         if common.repeat > 1 {

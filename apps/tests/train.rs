@@ -62,6 +62,7 @@ fn opts() -> TrainOptions {
         technique: Technique::Adaptive,
         engine: Engine::Parma,
         progress: false,
+        checkpoint: Default::default(),
     }
 }
 
@@ -260,7 +261,7 @@ fn mf_one_node_one_worker_is_reproducible_bit_for_bit() {
     let (a, b) = (run(&o), run(&o));
     assert_eq!(a.checksum, b.checksum);
     assert_eq!(a.last().test.unwrap().primary().to_bits(), b.last().test.unwrap().primary().to_bits());
-    assert_ne!(a.checksum, run(&TrainOptions { seed: 9, ..o }).checksum);
+    assert_ne!(a.checksum, run(&TrainOptions { seed: 9, ..o.clone() }).checksum);
     let bad = MfOptions { reg: -1.0, ..MfOptions::default() };
     assert!(matches!(run_mf(&data, "x", &o, &bad), Err(TrainError::Options(_))));
 }

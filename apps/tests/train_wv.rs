@@ -25,6 +25,7 @@ fn opts() -> TrainOptions {
         technique: Technique::Adaptive,
         engine: Engine::Parma,
         progress: false,
+        checkpoint: Default::default(),
         ..TrainOptions::default()
     }
 }

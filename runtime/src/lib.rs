@@ -98,6 +98,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod checkpoint;
 mod driver;
 mod error;
 mod options;

@@ -352,6 +352,11 @@ impl Worker {
         Ok(self.clock)
     }
 
+    /// What this worker shares with its node (for `checkpoint`).
+    pub(crate) fn shared(&self) -> &Shared {
+        &self.shared
+    }
+
     /// This worker's clock.
     pub fn clock(&self) -> Clock {
         self.clock

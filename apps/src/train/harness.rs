@@ -22,7 +22,10 @@
 //!
 //! After every epoch all threads pass a barrier; thread 0 then times the epoch, evaluates if
 //! it is due (reading every parameter, remotely where needed), and all pass a second barrier.
-//! Evaluation is not part of the epoch's time.
+//! Evaluation is not part of the epoch's time. A checkpoint due after the epoch
+//! ([`checkpointing`]) is written by all threads after that barrier, outside the epoch's time;
+//! a resumed run restores the model before its first barrier and starts at the epoch after
+//! the checkpoint's, with the same data order.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -47,7 +50,7 @@ use super::mf::{MfOptions, MfTask, Ratings};
 use super::params::{HogwildParams, HogwildStore, NegSampler, Params, ParmaParams, TimedBarrier};
 use super::report::{process_cpu_secs, EpochRecord, RunReport};
 use super::task::{Quality, StepBuffers, Task};
-use super::{mix, Engine, KgeOptions, TrainError, TrainOptions};
+use super::{checkpointing, mix, Engine, KgeOptions, TrainError, TrainOptions};
 
 /// Longest wait in a barrier (evaluation of a large graph included); after a thread failed,
 /// the others give up after this long.
@@ -99,6 +102,8 @@ struct Ctx<'a, T> {
     checksum: Mutex<u64>,
     /// Steps whose negatives local sampling could not draw (see [`ParmaParams`]).
     fallbacks: Mutex<u64>,
+    /// The first epoch to train: 1, or the one after the checkpoint resumed.
+    first_epoch: u32,
 }
 
 impl<T: Task> Ctx<'_, T> {
@@ -209,12 +214,15 @@ fn train_thread<T: Task, P: Params>(
         if o.lockstep { m.train().len().div_ceil(o.threads()).div_ceil(o.batch) as u64 } else { spe };
     let total = spe * u64::from(o.epochs);
     let mut queue: VecDeque<(Vec<T::Example>, Vec<Key>)> = VecDeque::new();
-    let mut announced = 0u64;
+    let mut announced = u64::from(ctx.first_epoch - 1) * spe;
     let mut b = StepBuffers::default();
+    if let Some(dir) = &o.checkpoint.resume {
+        p.restore(dir)?;
+    }
     p.barrier()?;
     let mut started = Instant::now();
     let mut train_secs = 0.0;
-    for epoch in 1..=o.epochs {
+    for epoch in ctx.first_epoch..=o.epochs {
         let bar = ctx.bar.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let mut loss = 0.0;
         for s in (u64::from(epoch) - 1) * spe..u64::from(epoch) * spe {
@@ -263,6 +271,10 @@ fn train_thread<T: Task, P: Params>(
             end_epoch(ctx, p, epoch, secs, train_secs)?;
         }
         p.barrier()?;
+        if let Some(dir) = o.checkpoint.due(epoch) {
+            let extra = checkpointing::extra(m.name(), m.model_name(), ctx.data, epoch);
+            p.checkpoint(dir, &extra)?;
+        }
         started = Instant::now();
     }
     Ok(())
@@ -345,6 +357,12 @@ pub fn run<T: Task>(
 ) -> Result<RunReport, TrainError> {
     opts.check()?;
     task.check(opts.threads())?;
+    let first_epoch = match &opts.checkpoint.resume {
+        Some(dir) => {
+            checkpointing::resumed_epoch(dir, task.name(), task.model_name(), data, opts.epochs)? + 1
+        }
+        None => 1,
+    };
     let setup = Instant::now();
     let ctx = Ctx {
         task,
@@ -356,8 +374,9 @@ pub fn run<T: Task>(
         eval_secs: Mutex::new(0.0),
         checksum: Mutex::new(0),
         fallbacks: Mutex::new(0),
+        first_epoch,
     };
-    *ctx.bar.lock().unwrap_or_else(|e| e.into_inner()) = ctx.new_bar(1);
+    *ctx.bar.lock().unwrap_or_else(|e| e.into_inner()) = ctx.new_bar(first_epoch);
     let parts = partition(task.train(), opts.threads(), opts.seed);
     let keys = task.keys();
     let len = task.value_len();
@@ -429,8 +448,9 @@ pub fn run<T: Task>(
                     dist = Some(w.register_distribution(uniform.clone(), conformity).map_err(fail)?);
                 }
             }
-            // Thread 0 writes the initial model (the others wait in their first barrier).
-            {
+            // Thread 0 writes the initial model (the others wait in their first barrier), unless
+            // the threads restore it from a checkpoint.
+            if opts.checkpoint.resume.is_none() {
                 let w = &mut workers[0];
                 let fail = |error| TrainError::Worker { node: 0, worker: 0, step: 0, op: "set", error };
                 let mut vals = vec![0.0f32; READ_CHUNK * len];

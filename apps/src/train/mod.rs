@@ -14,9 +14,11 @@
 //!   plain shared array (Hogwild!), behind one trait;
 //! - [`harness`]: the cluster, the threads, the epoch loop with intents signaled ahead,
 //!   evaluation and timing;
+//! - [`checkpointing`]: `--checkpoint-every`, `--checkpoint-dir` and `--resume`;
 //! - [`report`]: one record per epoch (`--metrics`), the summary table;
 //! - [`plot`]: validation quality over time and epochs as SVG (`--plot`).
 
+pub mod checkpointing;
 pub mod eval;
 pub mod harness;
 pub mod kg;
@@ -94,6 +96,8 @@ pub struct TrainOptions {
     pub engine: Engine,
     /// Draw a progress bar per epoch on the terminal.
     pub progress: bool,
+    /// Checkpoints written during the run, and the one it resumes from.
+    pub checkpoint: checkpointing::CheckpointOptions,
 }
 
 impl Default for TrainOptions {
@@ -113,6 +117,7 @@ impl Default for TrainOptions {
             technique: Technique::Adaptive,
             engine: Engine::Parma,
             progress: false,
+            checkpoint: checkpointing::CheckpointOptions::default(),
         }
     }
 }
@@ -150,7 +155,7 @@ impl TrainOptions {
         if self.ahead > 1024 {
             return bad(format!("--ahead must be at most 1024 steps, not {}", self.ahead));
         }
-        Ok(())
+        self.checkpoint.check(self.engine)
     }
 
     /// The number of training threads.
@@ -251,6 +256,8 @@ pub enum TrainError {
     Shutdown(parma_runtime::Error),
     /// The `--metrics` file could not be written.
     Metrics(std::io::Error),
+    /// A checkpoint could not be written or restored.
+    Checkpoint(parma_runtime::checkpoint::CheckpointError),
     /// A broken promise inside the harness (a bug).
     Internal(String),
 }
@@ -267,6 +274,7 @@ impl fmt::Display for TrainError {
             TrainError::Thread(s) => write!(f, "training thread: {s}"),
             TrainError::Shutdown(e) => write!(f, "a node did not stop cleanly: {e}"),
             TrainError::Metrics(e) => write!(f, "cannot write the metrics file: {e}"),
+            TrainError::Checkpoint(e) => write!(f, "{e}"),
             TrainError::Internal(s) => write!(f, "internal error: {s}"),
         }
     }
@@ -278,6 +286,7 @@ impl std::error::Error for TrainError {
             TrainError::Start(e) | TrainError::Shutdown(e) => Some(e),
             TrainError::Worker { error, .. } => Some(error),
             TrainError::Metrics(e) => Some(e),
+            TrainError::Checkpoint(e) => Some(e),
             _ => None,
         }
     }

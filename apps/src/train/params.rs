@@ -4,7 +4,8 @@
 //! so the two engines run the same arithmetic in the same order and their ratio isolates what
 //! parma costs.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
+use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
@@ -36,6 +37,16 @@ pub trait Params {
     fn sync(&mut self, step: u64) -> Result<(), TrainError>;
     /// Waits until every training thread has called it (after its own updates are applied).
     fn barrier(&mut self) -> Result<(), TrainError>;
+    /// Writes a checkpoint of the whole model to `dir` with `extra` in its manifest
+    /// (collective: every thread calls it at the same point). Only parma has checkpoints.
+    fn checkpoint(&mut self, _dir: &Path, _extra: &BTreeMap<String, String>) -> Result<(), TrainError> {
+        Err(TrainError::Options("checkpoints need --engine parma".into()))
+    }
+    /// Replaces the whole model with the checkpoint in `dir` (collective, like
+    /// [`Params::checkpoint`]).
+    fn restore(&mut self, _dir: &Path) -> Result<(), TrainError> {
+        Err(TrainError::Options("--resume needs --engine parma".into()))
+    }
 }
 
 /// The distribution negatives are drawn from: uniform over the keys `0..n`, or over
@@ -258,6 +269,16 @@ impl Params for ParmaParams<'_> {
         self.drain()?;
         let step = self.w.clock().0;
         self.w.barrier().map_err(self.fail(step, "barrier"))
+    }
+
+    fn checkpoint(&mut self, dir: &Path, extra: &BTreeMap<String, String>) -> Result<(), TrainError> {
+        self.drain()?;
+        self.w.checkpoint(dir, extra).map_err(TrainError::Checkpoint)
+    }
+
+    fn restore(&mut self, dir: &Path) -> Result<(), TrainError> {
+        self.drain()?;
+        self.w.restore(dir).map(|_| ()).map_err(TrainError::Checkpoint)
     }
 }
 

@@ -27,6 +27,33 @@ impl Store {
         }
     }
 
+    /// Home node only: calls `f` for every key homed here that was ever touched, whether its
+    /// main copy is here or away (in no particular order, each key once). Keys homed here that
+    /// are not listed were never touched: they are held here with their initial value. Each
+    /// shard's keys are listed under its latch at once, so a key moving between this node and
+    /// another meanwhile is listed either as held or as away, never missed.
+    pub fn for_each_homed_touched(&self, mut f: impl FnMut(Key)) {
+        for (i, shard) in self.shards.iter().enumerate() {
+            let shard = shard.lock();
+            for (k, s) in shard.map.iter() {
+                let homed = match s.state {
+                    State::Away => true,
+                    State::Owned | State::Replica => self.record_in_table(&shard, *k),
+                };
+                if homed {
+                    f(*k);
+                }
+            }
+            for (page, p) in allocated(&shard.pages) {
+                for (pos, _) in p.slots.iter().enumerate().filter(|(_, s)| s.state != HomeState::Untouched) {
+                    if let Some(k) = self.page_key(i, page, pos) {
+                        f(k);
+                    }
+                }
+            }
+        }
+    }
+
     /// Calls `f` for every main copy held here (in no particular order) with its epoch,
     /// version and value. Takes each shard's latch in turn.
     pub fn for_each_owned(&self, mut f: impl FnMut(Key, Epoch, Version, &[f32])) {

@@ -1,0 +1,301 @@
+//! Checkpoints: a consistent snapshot of the whole model, and restoring it onto a cluster of
+//! the same or another number of nodes.
+//!
+//! # Writing ([`Worker::checkpoint`])
+//!
+//! Every worker of every node calls it at the same point of its work (it is collective, like
+//! [`Worker::barrier`]). Consistency comes from the workers' own protocol:
+//!
+//! 1. a barrier: every worker's operations are complete (its remote pushes applied at their
+//!    owners), and no worker updates the model until the checkpoint is written;
+//! 2. [`Worker::wait_sync`], a barrier, and `wait_sync` again: the first makes every
+//!    replica's unsent delta reach its owner, the barrier makes that true on every node, the
+//!    second refreshes every replica from its owner after all deltas were merged (as
+//!    [`Worker::finalize`] does);
+//! 3. the first worker of each node (worker 0) lists the keys homed on its node that were ever
+//!    touched ([`parma_core::Store::for_each_homed_touched`]: one list per home, so no key
+//!    twice and none missed; a key never touched has its initial value, a function of the
+//!    configuration) and reads their values with [`Worker::pull`], locally where the main copy
+//!    or a (now fresh) replica is here, from the owner elsewhere. It writes them, keys
+//!    increasing, to `part-NNNNN.bin.tmp` and renames it to `part-NNNNN.bin`;
+//! 4. a barrier; node 0's worker 0 reads every part, and writes `manifest.json` (layout,
+//!    configuration digest, technique, clocks, each part's size and SHA-256) the same way,
+//!    last; a barrier. Each node's worker 0 then checks that the manifest lists the part it
+//!    wrote. Node 0 removes the old manifest and parts before step 1, so a crash at any point
+//!    leaves a directory without a manifest, which no restore accepts.
+//!
+//! The directory must be one that every node sees (a local one for an in-process cluster, a
+//! shared file system across machines).
+//!
+//! # Restoring ([`Worker::restore`])
+//!
+//! Also collective. Every worker reads the manifest and checks every part (size, SHA-256,
+//! format, every key inside the layout with its value length, no key twice) and that the
+//! checkpoint is of this model (key range, value lengths, initial values, seed: the
+//! configuration digest); any failure returns before anything changed. Then the workers pass
+//! a barrier, `wait_sync` and a barrier (no unsent delta is left to land on the restored
+//! values), each node's worker 0 sets every key its node now homes to the checkpoint's value
+//! (keys touched since that the checkpoint lacks go back to their initial value), wherever
+//! its main copy is, and barrier, `wait_sync`, barrier refresh every replica. The node count,
+//! technique and placement may differ from the writer's: keys are re-homed by this cluster's
+//! placement.
+
+mod error;
+pub mod format;
+mod load;
+
+use std::collections::BTreeMap;
+use std::fs::{self, File};
+use std::io::Write;
+use std::path::Path;
+
+use parma_core::Key;
+
+pub use error::CheckpointError;
+pub use format::{Manifest, PartRecord};
+pub use load::{Checkpoint, Values};
+
+use crate::Worker;
+
+/// Keys per pull or set while writing or restoring.
+const CHUNK: usize = 1024;
+
+/// Writes `bytes` to `path` through a temporary file renamed into place, synced first.
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), CheckpointError> {
+    let tmp = path.with_extension("tmp");
+    let at = tmp.as_path();
+    let io = |op| move |e| CheckpointError::io(op, at, e);
+    let mut f = File::create(&tmp).map_err(io("create"))?;
+    f.write_all(bytes).map_err(io("write"))?;
+    f.sync_all().map_err(io("sync"))?;
+    drop(f);
+    fs::rename(&tmp, path).map_err(|e| CheckpointError::io("rename into place", path, e))?;
+    if let Some(dir) = path.parent() {
+        // Makes the rename durable; not every platform can open a directory, which is harmless.
+        let _ = File::open(dir).and_then(|d| d.sync_all());
+    }
+    Ok(())
+}
+
+fn check_dir(dir: &Path) -> Result<(), CheckpointError> {
+    if dir.as_os_str().is_empty() {
+        return Err(CheckpointError::InvalidArgument("the checkpoint directory is an empty path".into()));
+    }
+    if dir.exists() && !dir.is_dir() {
+        return Err(CheckpointError::InvalidArgument(format!(
+            "the checkpoint directory {} exists and is not a directory",
+            dir.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Node 0's part of step 1: an empty place for the new checkpoint (the manifest goes first,
+/// then every part, of any node count).
+fn clear(dir: &Path) -> Result<(), CheckpointError> {
+    fs::create_dir_all(dir).map_err(|e| CheckpointError::io("create", dir, e))?;
+    let mut parts = Vec::new();
+    for entry in fs::read_dir(dir).map_err(|e| CheckpointError::io("list", dir, e))? {
+        let entry = entry.map_err(|e| CheckpointError::io("list", dir, e))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with("part-") && (name.ends_with(".bin") || name.ends_with(".tmp")) {
+            parts.push(entry.path());
+        }
+    }
+    for path in std::iter::once(dir.join(format::MANIFEST)).chain(parts) {
+        match fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(CheckpointError::io("remove", &path, e));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+impl Worker {
+    /// Writes a consistent snapshot of the whole model to `dir` (see the module docs of
+    /// `checkpoint`); `extra` is recorded in the manifest as given. Collective: every worker
+    /// of every node calls it at the same point, with the same `dir`. Returns after the
+    /// manifest is written. A node that fails to write has its worker 0 report why; every
+    /// other worker 0 then finds its part missing from the manifest (or no manifest) and
+    /// reports [`CheckpointError::Incomplete`].
+    pub fn checkpoint(
+        &mut self,
+        dir: &Path,
+        extra: &BTreeMap<String, String>,
+    ) -> Result<(), CheckpointError> {
+        check_dir(dir)?;
+        let (me, writer) = (self.node(), self.id().0 == 0);
+        let mut failed = None;
+        if writer {
+            let r = if me.0 == 0 {
+                clear(dir)
+            } else {
+                fs::create_dir_all(dir).map_err(|e| CheckpointError::io("create", dir, e))
+            };
+            failed = r.err();
+        }
+        self.barrier().map_err(CheckpointError::worker("barrier"))?;
+        self.quiesce()?;
+        let mut written = None;
+        if writer && failed.is_none() {
+            match self.write_part(dir) {
+                Ok(sha) => written = Some(sha),
+                Err(e) => failed = Some(e),
+            }
+        }
+        self.barrier().map_err(CheckpointError::worker("barrier"))?;
+        if writer && me.0 == 0 && failed.is_none() {
+            failed = self.write_manifest(dir, extra).err();
+        }
+        self.barrier().map_err(CheckpointError::worker("barrier"))?;
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        // A writer checks that the manifest lists the part it wrote (not an old manifest that
+        // node 0 could not remove); the other workers that there is one.
+        let incomplete = || CheckpointError::Incomplete { dir: dir.to_path_buf() };
+        match written {
+            Some(sha) => {
+                let ck = Checkpoint::open(dir).map_err(|_| incomplete())?;
+                if !ck.manifest().parts.iter().any(|p| p.node == me.0 && p.sha256 == sha) {
+                    return Err(incomplete());
+                }
+            }
+            None if !dir.join(format::MANIFEST).is_file() => return Err(incomplete()),
+            None => {}
+        }
+        Ok(())
+    }
+
+    /// Replaces the whole model with the checkpoint in `dir` (see the module docs of
+    /// `checkpoint`), after checking all of it; a checkpoint that is truncated, corrupted or
+    /// of another model is refused before anything changed. Collective like
+    /// [`Worker::checkpoint`]. Returns the checkpoint's manifest.
+    pub fn restore(&mut self, dir: &Path) -> Result<Manifest, CheckpointError> {
+        check_dir(dir)?;
+        let cfg = &self.shared().cfg;
+        let ck = Checkpoint::open(dir)?;
+        ck.check_fits(cfg)?;
+        let (me, writer) = (self.node(), self.id().0 == 0);
+        let store = std::sync::Arc::clone(&self.shared().store);
+        let mine = ck.scan(Some(&cfg.layout), |k| writer && store.homes().home(k) == me)?;
+        // Everything is checked: from here on the model changes.
+        self.barrier().map_err(CheckpointError::worker("barrier"))?;
+        self.quiesce()?;
+        let mut failed = None;
+        if writer {
+            failed = self.set_homed(&mine).err();
+        }
+        self.barrier().map_err(CheckpointError::worker("barrier"))?;
+        self.quiesce()?;
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(ck.manifest().clone()),
+        }
+    }
+
+    /// `wait_sync`, barrier, `wait_sync`: every unsent delta merged at its owner, and every
+    /// replica here refreshed after that.
+    fn quiesce(&mut self) -> Result<(), CheckpointError> {
+        self.wait_sync().map_err(CheckpointError::worker("wait_sync"))?;
+        self.barrier().map_err(CheckpointError::worker("barrier"))?;
+        self.wait_sync().map_err(CheckpointError::worker("wait_sync"))
+    }
+
+    /// Step 3: this node's part; returns its SHA-256.
+    fn write_part(&mut self, dir: &Path) -> Result<String, CheckpointError> {
+        let store = std::sync::Arc::clone(&self.shared().store);
+        let mut keys = Vec::new();
+        store.for_each_homed_touched(|k| keys.push(k));
+        keys.sort_unstable();
+        keys.dedup();
+        let layout = store.layout();
+        let mut offsets = Vec::with_capacity(keys.len() + 1);
+        let mut total = 0usize;
+        for k in &keys {
+            offsets.push(total);
+            total += layout.len_of(*k).unwrap_or(0);
+        }
+        offsets.push(total);
+        let mut values = vec![0.0f32; total];
+        for (c, chunk) in keys.chunks(CHUNK).enumerate() {
+            let (a, b) = (offsets[c * CHUNK], offsets[c * CHUNK + chunk.len()]);
+            self.pull(chunk, &mut values[a..b]).map_err(CheckpointError::worker("pull"))?;
+        }
+        let entries = keys.iter().enumerate().map(|(i, k)| (*k, &values[offsets[i]..offsets[i + 1]]));
+        let bytes = format::encode_part(self.node().0, self.clock().0, keys.len(), entries);
+        write_atomically(&dir.join(format::part_name(self.node().0)), &bytes)?;
+        Ok(format::sha256_hex(&bytes))
+    }
+
+    /// Step 4: the manifest, from the parts as they are on disk.
+    fn write_manifest(
+        &mut self,
+        dir: &Path,
+        extra: &BTreeMap<String, String>,
+    ) -> Result<(), CheckpointError> {
+        let cfg = &self.shared().cfg;
+        let mut parts = Vec::with_capacity(usize::from(cfg.nodes));
+        for node in 0..cfg.nodes {
+            let file = format::part_name(node);
+            let path = dir.join(&file);
+            let bytes = match fs::read(&path) {
+                Ok(b) => b,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    return Err(CheckpointError::Incomplete { dir: dir.to_path_buf() });
+                }
+                Err(e) => return Err(CheckpointError::io("read", &path, e)),
+            };
+            let h = format::part_header(&bytes)
+                .map_err(|reason| CheckpointError::CorruptPart { path: path.clone(), reason })?;
+            let sha256 = format::sha256_hex(&bytes);
+            parts.push(PartRecord {
+                file,
+                node,
+                keys: h.records,
+                bytes: bytes.len() as u64,
+                sha256,
+                clock: h.clock,
+            });
+        }
+        let mut m = Manifest::new(cfg, parts);
+        m.extra = extra.clone();
+        let text = serde_json::to_string_pretty(&m)
+            .map_err(|e| CheckpointError::InvalidArgument(format!("cannot encode the manifest: {e}")))?;
+        write_atomically(&dir.join(format::MANIFEST), text.as_bytes())
+    }
+
+    /// Restore's step on each node's worker 0: every key homed here set to the checkpoint's
+    /// value (`mine`), and keys touched here that the checkpoint lacks to their initial one.
+    fn set_homed(&mut self, mine: &Values) -> Result<(), CheckpointError> {
+        let fail = CheckpointError::worker("set");
+        for (c, chunk) in mine.keys.chunks(CHUNK).enumerate() {
+            let (a, b) = (mine.offsets[c * CHUNK], mine.offsets[c * CHUNK + chunk.len()]);
+            let t = self.set(chunk, &mine.values[a..b]).map_err(&fail)?;
+            self.wait(t).map_err(&fail)?;
+        }
+        let store = std::sync::Arc::clone(&self.shared().store);
+        let mut reset: Vec<Key> = Vec::new();
+        store.for_each_homed_touched(|k| {
+            if mine.keys.binary_search(&k).is_err() {
+                reset.push(k);
+            }
+        });
+        reset.sort_unstable();
+        reset.dedup();
+        let (init, seed) = (self.shared().cfg.init, self.shared().cfg.seed);
+        let mut vals = Vec::new();
+        for chunk in reset.chunks(CHUNK) {
+            vals.clear();
+            for k in chunk {
+                let len = store.layout().len_of(*k).unwrap_or(0);
+                vals.extend((0..len).map(|i| parma_core::Store::initial_value(init, seed, *k, i)));
+            }
+            let t = self.set(chunk, &vals).map_err(&fail)?;
+            self.wait(t).map_err(&fail)?;
+        }
+        Ok(())
+    }
+}

@@ -90,11 +90,14 @@ fn pull<T: Transport + Send + 'static>(mut nodes: Vec<T>, pulls: usize) -> (f64,
     (lat[lat.len() / 2], mean)
 }
 
-/// `RBENCH_COMPLETION=poll` measures the polling progress thread instead of the channel.
+/// The default options; `RBENCH_COMPLETION=channel` or `=poll` picks how completions are
+/// waited for.
 fn rdma_opts() -> RdmaOptions {
     let mut o = RdmaOptions::loopback();
-    if std::env::var("RBENCH_COMPLETION").is_ok_and(|v| v == "poll") {
-        o.completion = parma_transport_rdma::Completion::Poll;
+    match std::env::var("RBENCH_COMPLETION").as_deref() {
+        Ok("channel") => o.completion = parma_transport_rdma::Completion::Channel,
+        Ok("poll") => o.completion = parma_transport_rdma::Completion::Poll,
+        _ => {}
     }
     o
 }

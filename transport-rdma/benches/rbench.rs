@@ -54,7 +54,11 @@ fn oneway<T: Transport + Send + 'static>(mut nodes: Vec<T>, len: usize, frames: 
         got += n as u64;
     }
     let secs = start.elapsed().as_secs_f64();
-    drop(sender.join());
+    if let Ok(tx) = sender.join() {
+        if std::env::var_os("RBENCH_VERBOSE").is_some() {
+            eprintln!("sender blocked {} times", tx.counters().sends_blocked);
+        }
+    }
     (len as u64 * frames) as f64 / secs / 1e6
 }
 
@@ -91,9 +95,13 @@ fn pull<T: Transport + Send + 'static>(mut nodes: Vec<T>, pulls: usize) -> (f64,
 }
 
 /// The default options; `RBENCH_COMPLETION=channel` or `=poll` picks how completions are
-/// waited for.
+/// waited for, `RBENCH_SLOTS=<n>` sets `recv_slots` and `send_slots`;
+/// `RBENCH_VERBOSE=1` prints how often the one-way sender was blocked.
 fn rdma_opts() -> RdmaOptions {
     let mut o = RdmaOptions::loopback();
+    if let Some(n) = std::env::var("RBENCH_SLOTS").ok().and_then(|v| v.parse().ok()) {
+        (o.recv_slots, o.send_slots) = (n, n);
+    }
     match std::env::var("RBENCH_COMPLETION").as_deref() {
         Ok("channel") => o.completion = parma_transport_rdma::Completion::Channel,
         Ok("poll") => o.completion = parma_transport_rdma::Completion::Poll,

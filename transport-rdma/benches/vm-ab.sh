@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# One-way throughput of two builds of rbench (say, before and after a change) in one boot of
-# the rdma-vm, alternating, each round beside `ib_send_bw` on the same device: the ratios
-# within a round are the result (absolute figures under the VM's CPU emulation mean nothing).
+# One-way throughput of several builds or settings of rbench (say, before and after a change)
+# in one boot of the rdma-vm, taking turns, each round between two runs of `ib_send_bw` on the
+# same device: the ratios within a round are the result (absolute figures under the VM's CPU
+# emulation mean nothing). Each argument is a command (an rbench binary, or a script that
+# runs one with RBENCH_* settings).
 #
-#   ../shared/tools/rdma-vm/run-in-vm . -- ./transport-rdma/benches/vm-ab.sh <rbench A> <rbench B>
+#   ../shared/tools/rdma-vm/run-in-vm . -- ./transport-rdma/benches/vm-ab.sh <rbench A> <rbench B> ...
 set -euo pipefail
-A=${1:?usage: vm-ab.sh <rbench A> <rbench B>}
-B=${2:?usage: vm-ab.sh <rbench A> <rbench B>}
+[ $# -ge 2 ] || { echo "usage: vm-ab.sh <rbench A> <rbench B> ..." >&2; exit 2; }
 DEV=${RDMA_VM_DEVICE:-rxe0}
 GID=${RDMA_VM_GID_INDEX:-1}
 ROUNDS=${ROUNDS:-3}
@@ -20,16 +21,24 @@ bw() { # bytes iterations -> ib_send_bw's average MB/s
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b > 0) printf "%.2f", a/b; else print "-" }'; }
 
+cmds=("$@")
+n=${#cmds[@]}
 for r in $(seq 1 "$ROUNDS"); do
     for spec in "1024 20000" "65536 2000"; do
         set -- $spec
-        # A and B take turns going first, so neither always follows ib_send_bw.
-        if [ $((r % 2)) = 1 ]; then first=$A; second=$B; else first=$B; second=$A; fi
         ref=$(bw "$1" "$2")
-        x=$("$first" oneway rdma "$1" "$2" | awk '{print $4}')
-        y=$("$second" oneway rdma "$1" "$2" | awk '{print $4}')
+        declare -A got=()
+        # Each round starts one later in the list, so that no build always follows ib_send_bw.
+        for k in $(seq 0 $((n - 1))); do
+            i=$(((k + r - 1) % n))
+            got[$i]=$("${cmds[$i]}" oneway rdma "$1" "$2" 2>/dev/null | awk '{print $4}')
+        done
         ref2=$(bw "$1" "$2")
-        if [ "$first" = "$A" ]; then a=$x; b=$y; else a=$y; b=$x; fi
-        echo "round $r, $1 B: ib_send_bw $ref / $ref2 MB/s; A $a MB/s ($(ratio "$a" "$ref") / $(ratio "$a" "$ref2")); B $b MB/s ($(ratio "$b" "$ref") / $(ratio "$b" "$ref2"))"
+        line="round $r, $1 B: ib_send_bw $ref / $ref2 MB/s"
+        for i in $(seq 0 $((n - 1))); do
+            line+="; $(basename "${cmds[$i]}") ${got[$i]} MB/s ($(ratio "${got[$i]}" "$ref") / $(ratio "${got[$i]}" "$ref2"))"
+        done
+        echo "$line"
+        unset got
     done
 done

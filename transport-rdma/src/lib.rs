@@ -29,8 +29,17 @@
 //!   sender's mailbox (no receive consumed, so credit returns never need credits). RNR
 //!   retries are only a safety net (`rnr_retry` 6, then the peer fails): the receiver never
 //!   runs out of posted receives;
+//! - **selective signalling, posting lists**: one send in `send_slots / 4` (at most 16) is
+//!   signalled, and its completion frees every send before it (an RC send queue completes in
+//!   order); a send is also signalled when it is the last chunk of a long frame, fills the
+//!   send queue, or takes the last free send slot with nothing queued behind it, so that a
+//!   sender that finds no slot always has a completion coming. Mailbox writes are always
+//!   signalled. The sends that credits let go at once are posted as one linked list of up to
+//!   32 work requests (one `ibv_post_send`, one doorbell). A send that fails completes in
+//!   error signalled or not, and fails the peer;
 //! - **back-pressure**: a frame is accepted while a send slot (or the large buffer) is free;
-//!   otherwise `try_send` answers `WouldBlock`, and the waker fires when a send completes;
+//!   otherwise `try_send` answers `WouldBlock`, and the waker fires when a signalled send
+//!   completes;
 //! - **failure**: a work completion in error, a peer's heartbeat (a counter in the same
 //!   mailbox WRITE, every `heartbeat_interval`) unchanged for `peer_timeout`, or its goodbye
 //!   (written on close, after its last frames) becomes

@@ -32,8 +32,9 @@
 //! - **selective signalling, posting lists**: one send in `send_slots / 4` (at most 16) is
 //!   signalled, and its completion frees every send before it (an RC send queue completes in
 //!   order); a send is also signalled when it is the last chunk of a long frame, fills the
-//!   send queue, or takes the last free send slot with nothing queued behind it, so that a
-//!   sender that finds no slot always has a completion coming. Mailbox writes are always
+//!   send queue, or leaves fewer than that many send slots free, so that a sender short of
+//!   slots gets each back as soon as it can, and one that finds none always has a completion
+//!   coming. Mailbox writes are always
 //!   signalled. The sends that credits let go at once are posted as one linked list of up to
 //!   32 work requests (one `ibv_post_send`, one doorbell). A send that fails completes in
 //!   error signalled or not, and fails the peer;
@@ -48,7 +49,9 @@
 //! ## Choices, and what they rest on
 //!
 //! - **SEND/RECV with immediate data, not RDMA WRITE with immediate: chosen, not measured.**
-//!   There was no time to build and measure the WRITE_WITH_IMM variant. The reasoning: it
+//!   The WRITE_WITH_IMM variant is not built, and the device-level comparison is not
+//!   available either (the rdma-vm's perftest, Debian 12's, has no `--write_with_imm`). The
+//!   reasoning: it
 //!   would still consume one posted receive per message at the receiver (for the completion),
 //!   so it saves no receive bookkeeping, and it needs both sides to track ring positions;
 //!   SEND lets the receiver choose the slot. What SEND/RECV reaches on the device is measured

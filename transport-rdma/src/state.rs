@@ -420,10 +420,10 @@ impl State {
     /// lists of up to [`POST_BATCH`] work requests (one doorbell each).
     ///
     /// Only some are signalled: one in [`State::signal_every`], the last chunk of a long
-    /// frame, the one that fills the send queue, and a slot's send when no send slot is
-    /// left free and nothing is queued behind it. So whenever `try_send` answers
-    /// `WouldBlock` a signalled send is posted (or queued) after every unsignalled one, and
-    /// its completion frees them all. A failed work request completes whether signalled or
+    /// frame, the one that fills the send queue, and a slot's send while fewer than
+    /// `signal_every` send slots are free (so always when none is). So whenever `try_send`
+    /// answers `WouldBlock` a signalled send is posted (or queued) after every unsignalled
+    /// one, and its completion frees them all. A failed work request completes whether signalled or
     /// not, and fails the peer as before.
     pub fn pump(&mut self, peer: usize) {
         let mut credits = match self.credits(peer) {
@@ -448,8 +448,10 @@ impl State {
                 let (region, off, len, imm, what, signalled) = match post {
                     Post::Slot { slot, len } => {
                         let off = (peer * send_slots + slot as usize) * slot_len;
-                        let last = p.send_free.is_empty() && p.queue.len() == 1;
-                        (&self.send, off, len, IMM_LAST, Sent::Slot(slot), must || last)
+                        // Few slots left: each send is signalled, so that slots come back
+                        // as soon as they can (with none left, the one that must).
+                        let scarce = p.send_free.len() < every as usize;
+                        (&self.send, off, len, IMM_LAST, Sent::Slot(slot), must || scarce)
                     }
                     Post::Chunk { off, len, last } => {
                         let Some(large) = &p.large else { break }; // queued with the buffer

@@ -58,8 +58,10 @@
 //!   against `ib_send_bw`, which uses the same verbs (`docs/performance.md`).
 //! - **Polling by default** ([`Completion::Poll`]), measured in the VM against the completion
 //!   channel ([`Completion::Channel`]) in the same boots (`docs/performance.md`, "RDMA
-//!   transport"): the one-key pull's median round trip was 1.3 to 2.9 ms polling against 1.3
-//!   to 5.7 ms with the channel, one-way 1 KiB throughput the same within the VM's noise. The
+//!   transport"): in the latest boot the one-key pull's median round trip was 0.43 and 2.5 ms
+//!   polling against 0.91 and 0.74 ms with the channel (one round each way), in an earlier
+//!   one 1.3 to 2.9 ms polling against 1.3 to 5.7 ms; one-way 1 KiB throughput is the same
+//!   within the VM's noise. The
 //!   channel costs a kernel wake-up per idle-to-busy transition on each hop; polling costs a
 //!   core spinning (yielding) for 200 looks after each piece of work, then sleeps of 20 µs
 //!   doubling to `poll_sleep_max` (1 ms), which bounds what an idle node adds to a first frame.

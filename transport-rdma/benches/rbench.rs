@@ -29,7 +29,13 @@ fn token() -> Arc<ClusterToken> {
     Arc::new(ClusterToken::generate())
 }
 
-fn oneway<T: Transport + Send + 'static>(mut nodes: Vec<T>, len: usize, frames: u64) -> f64 {
+/// `why` says why the sender's peer failed, if the transport can tell.
+fn oneway<T: Transport + Send + 'static>(
+    mut nodes: Vec<T>,
+    len: usize,
+    frames: u64,
+    why: fn(&T) -> String,
+) -> f64 {
     let mut rx = nodes.pop().expect("node 1");
     let mut tx = nodes.pop().expect("node 0");
     let start = Instant::now();
@@ -39,7 +45,7 @@ fn oneway<T: Transport + Send + 'static>(mut nodes: Vec<T>, len: usize, frames: 
             match tx.try_send(NodeId(1), len, &mut |b| b[..8.min(len)].fill(sent as u8)) {
                 Ok(()) => sent += 1,
                 Err(SendError::WouldBlock) => std::thread::yield_now(),
-                Err(e) => panic!("send: {e:?}"),
+                Err(e) => panic!("send: {e:?} ({})", why(&tx)),
             }
         }
         tx
@@ -54,8 +60,20 @@ fn oneway<T: Transport + Send + 'static>(mut nodes: Vec<T>, len: usize, frames: 
         got += n as u64;
     }
     let secs = start.elapsed().as_secs_f64();
-    drop(sender.join());
+    if let Ok(tx) = sender.join() {
+        if std::env::var_os("RBENCH_VERBOSE").is_some() {
+            eprintln!("sender blocked {} times", tx.counters().sends_blocked);
+        }
+    }
     (len as u64 * frames) as f64 / secs / 1e6
+}
+
+fn rdma_why(t: &parma_transport_rdma::RdmaTransport) -> String {
+    format!("rdma: {}", t.failure(NodeId(1)).unwrap_or_default())
+}
+
+fn no_why<T>(_: &T) -> String {
+    "zmq".into()
 }
 
 fn pull_config() -> Config {
@@ -90,11 +108,18 @@ fn pull<T: Transport + Send + 'static>(mut nodes: Vec<T>, pulls: usize) -> (f64,
     (lat[lat.len() / 2], mean)
 }
 
-/// `RBENCH_COMPLETION=poll` measures the polling progress thread instead of the channel.
+/// The default options; `RBENCH_COMPLETION=channel` or `=poll` picks how completions are
+/// waited for, `RBENCH_SLOTS=<n>` sets `recv_slots` and `send_slots`;
+/// `RBENCH_VERBOSE=1` prints how often the one-way sender was blocked.
 fn rdma_opts() -> RdmaOptions {
     let mut o = RdmaOptions::loopback();
-    if std::env::var("RBENCH_COMPLETION").is_ok_and(|v| v == "poll") {
-        o.completion = parma_transport_rdma::Completion::Poll;
+    if let Some(n) = std::env::var("RBENCH_SLOTS").ok().and_then(|v| v.parse().ok()) {
+        (o.recv_slots, o.send_slots) = (n, n);
+    }
+    match std::env::var("RBENCH_COMPLETION").as_deref() {
+        Ok("channel") => o.completion = parma_transport_rdma::Completion::Channel,
+        Ok("poll") => o.completion = parma_transport_rdma::Completion::Poll,
+        _ => {}
     }
     o
 }
@@ -109,14 +134,22 @@ fn main() {
                 println!("rbench: see the file's docs (runs in the rdma-vm: benches/vm-bench.sh)");
                 return;
             }
-            let mb = oneway(zmq_cluster(2, &ZmqOptions::loopback(), 1, token()).expect("zmq"), 1024, 100);
+            let mb =
+                oneway(zmq_cluster(2, &ZmqOptions::loopback(), 1, token()).expect("zmq"), 1024, 100, no_why);
             println!("oneway zmq 1024: {mb:.1} MB/s (smoke)");
         }
         ["oneway", t, len, frames] => {
             let (len, frames): (usize, u64) = (len.parse().expect("bytes"), frames.parse().expect("frames"));
             let mb = match *t {
-                "rdma" => oneway(rdma_cluster(2, &rdma_opts(), 1, token()).expect("rdma"), len, frames),
-                _ => oneway(zmq_cluster(2, &ZmqOptions::loopback(), 1, token()).expect("zmq"), len, frames),
+                "rdma" => {
+                    oneway(rdma_cluster(2, &rdma_opts(), 1, token()).expect("rdma"), len, frames, rdma_why)
+                }
+                _ => oneway(
+                    zmq_cluster(2, &ZmqOptions::loopback(), 1, token()).expect("zmq"),
+                    len,
+                    frames,
+                    no_why,
+                ),
             };
             println!("oneway {t} {len}: {mb:.1} MB/s ({frames} frames)");
         }

@@ -88,8 +88,8 @@ pub(crate) fn poll_cq(st: &mut State) -> bool {
             match kind {
                 KIND_RECV => st.arrived(peer, index, wc.len(), wc.imm_data().map(u32::from_be)),
                 KIND_SEND | KIND_CHUNK | KIND_WRITE => {
-                    st.send_done(peer, kind, index);
-                    if kind == KIND_WRITE && st.peers[peer].write_wanted && !st.closed {
+                    st.send_done(peer, index);
+                    if st.peers[peer].write_wanted && !st.peers[peer].write_busy && !st.closed {
                         st.write_mailbox(peer, false);
                     }
                 }
@@ -107,7 +107,7 @@ pub(crate) fn poll_cq(st: &mut State) -> bool {
 
 fn free_after_failure(st: &mut State, peer: usize, kind: u64, index: u32) {
     if kind != KIND_RECV {
-        st.send_done(peer, kind, index);
+        st.send_done(peer, index);
     }
 }
 

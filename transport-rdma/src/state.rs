@@ -25,7 +25,7 @@ use ibverbs_sys as ffi;
 use parma_core::transport::{SendError, TransportCounters, TransportEvent};
 use parma_core::NodeId;
 
-use crate::verbs::{Device, Qp, Region};
+use crate::verbs::{Device, Qp, Region, SendOp, SendReq, POST_BATCH};
 use crate::RdmaOptions;
 
 /// Immediate data of the last (or only) message of a frame; no other bit may be set.
@@ -51,6 +51,14 @@ pub(crate) fn split_wr_id(id: u64) -> (usize, u64, u32) {
 enum Post {
     Slot { slot: u32, len: u32 },
     Chunk { off: u32, len: u32, last: bool },
+}
+
+/// A send work request posted and not yet known complete, in posting order.
+#[derive(Clone, Copy, Debug)]
+enum Sent {
+    Slot(u32),
+    Chunk,
+    Write,
 }
 
 /// A message that arrived and was not yet taken apart.
@@ -98,7 +106,7 @@ pub(crate) struct Peer {
     large_chunks_left: u32,
     queue: VecDeque<Post>,
     pub sent_msgs: u64,
-    pub sq_outstanding: u32,
+    log: SendLog,
     // Receiving.
     backlog: VecDeque<Msg>,
     asm: Vec<u8>,
@@ -125,7 +133,7 @@ impl Peer {
             large_chunks_left: 0,
             queue: VecDeque::new(),
             sent_msgs: 0,
-            sq_outstanding: 0,
+            log: SendLog::default(),
             backlog: VecDeque::new(),
             asm: Vec::new(),
             asm_open: false,
@@ -142,6 +150,27 @@ impl Peer {
 
     pub fn has_queued(&self) -> bool {
         !self.queue.is_empty()
+    }
+}
+
+/// A peer's posted send work requests not yet known complete, oldest first, each with the
+/// sequence number its work-request id carries (in the index field).
+#[derive(Default)]
+struct SendLog {
+    inflight: VecDeque<(u32, Sent)>,
+    next_seq: u32,
+    /// Unsignalled work requests posted since the last signalled one.
+    unsignalled: u32,
+}
+
+impl SendLog {
+    /// Records a send work request about to be posted; returns its sequence number.
+    fn record(&mut self, what: Sent, signalled: bool) -> u32 {
+        let seq = self.next_seq;
+        self.next_seq = seq.wrapping_add(1);
+        self.inflight.push_back((seq, what));
+        self.unsignalled = if signalled { 0 } else { self.unsignalled + 1 };
+        seq
     }
 }
 
@@ -381,69 +410,110 @@ impl State {
         Ok((self.opts.recv_slots as u64).saturating_sub(p.sent_msgs - freed))
     }
 
-    /// Posts the peer's queued sends as far as credits and the send queue allow.
+    /// One send work request in this many is signalled (and any that must be, see
+    /// [`State::pump`]); a signalled completion frees every send before it.
+    fn signal_every(&self) -> u32 {
+        (self.opts.send_slots as u32 / 4).clamp(1, 16)
+    }
+
+    /// Posts the peer's queued sends as far as credits and the send queue allow, as linked
+    /// lists of up to [`POST_BATCH`] work requests (one doorbell each).
+    ///
+    /// Only some are signalled: one in [`State::signal_every`], the last chunk of a long
+    /// frame, the one that fills the send queue, and a slot's send while fewer than
+    /// `signal_every` send slots are free (so always when none is). So whenever `try_send`
+    /// answers `WouldBlock` a signalled send is posted (or queued) after every unsignalled
+    /// one, and its completion frees them all. A failed work request completes whether signalled or
+    /// not, and fails the peer as before.
     pub fn pump(&mut self, peer: usize) {
         let mut credits = match self.credits(peer) {
             Ok(c) => c,
             Err(e) => return self.fail(peer, format!("bad credit return: {e}")),
         };
-        let sq_max = self.opts.send_wr_max() - 1; // one kept for the mailbox write
-        while credits > 0 {
-            let p = &self.peers[peer];
-            if p.link != Link::Up || p.sq_outstanding >= sq_max {
-                break;
+        let sq_max = self.opts.send_wr_max() as usize - 1; // one kept for the mailbox write
+        let every = self.signal_every();
+        let (slot_len, send_slots) = (self.opts.slot_len, self.opts.send_slots);
+        loop {
+            let p = &mut self.peers[peer];
+            let Some(qp) = &p.qp else { return };
+            let mut reqs = Vec::new();
+            let mut bytes = 0u64;
+            while credits > 0
+                && reqs.len() < POST_BATCH
+                && p.link == Link::Up
+                && p.log.inflight.len() < sq_max
+            {
+                let Some(&post) = p.queue.front() else { break };
+                let must = p.log.unsignalled + 1 >= every || p.log.inflight.len() + 1 >= sq_max;
+                let (region, off, len, imm, what, signalled) = match post {
+                    Post::Slot { slot, len } => {
+                        let off = (peer * send_slots + slot as usize) * slot_len;
+                        // Few slots left: each send is signalled, so that slots come back
+                        // as soon as they can (with none left, the one that must).
+                        let scarce = p.send_free.len() < every as usize;
+                        (&self.send, off, len, IMM_LAST, Sent::Slot(slot), must || scarce)
+                    }
+                    Post::Chunk { off, len, last } => {
+                        let Some(large) = &p.large else { break }; // queued with the buffer
+                        let imm = if last { IMM_LAST } else { 0 };
+                        (large, off as usize, len, imm, Sent::Chunk, must || last)
+                    }
+                };
+                p.queue.pop_front();
+                let kind = if matches!(what, Sent::Slot(_)) { KIND_SEND } else { KIND_CHUNK };
+                let seq = p.log.record(what, signalled);
+                let op = SendOp::SendImm(imm);
+                let wr_id = wr_id(peer, kind, seq);
+                reqs.push(SendReq { region, off, len: len as usize, op, wr_id, signalled });
+                p.sent_msgs += 1;
+                credits -= 1;
+                bytes += u64::from(len);
             }
-            let Some(&post) = p.queue.front() else { break };
-            let Some(qp) = &p.qp else { break };
-            let r = match post {
-                Post::Slot { slot, len } => {
-                    let off = self.send_off(peer, slot);
-                    qp.post_send_imm(&self.send, off, len as usize, IMM_LAST, wr_id(peer, KIND_SEND, slot))
-                }
-                Post::Chunk { off, len, last } => match &p.large {
-                    Some(large) => qp.post_send_imm(
-                        large,
-                        off as usize,
-                        len as usize,
-                        if last { IMM_LAST } else { 0 },
-                        wr_id(peer, KIND_CHUNK, 0),
-                    ),
-                    None => Err(std::io::Error::other("no large buffer")),
-                },
-            };
-            if let Err(e) = r {
+            let n = reqs.len();
+            if n == 0 {
+                return;
+            }
+            if let Err(e) = qp.post_sends(&reqs) {
                 return self.fail(peer, format!("posting a send failed: {e}"));
             }
-            let len = match post {
-                Post::Slot { len, .. } | Post::Chunk { len, .. } => len,
-            };
-            let p = &mut self.peers[peer];
-            p.queue.pop_front();
-            p.sent_msgs += 1;
-            p.sq_outstanding += 1;
-            credits -= 1;
-            self.stats.packets_sent += 1;
-            self.stats.wire_bytes_sent += u64::from(len);
+            self.stats.packets_sent += n as u64;
+            self.stats.wire_bytes_sent += bytes;
+            if n < POST_BATCH {
+                return;
+            }
         }
     }
 
-    /// A send of `peer` completed.
-    pub fn send_done(&mut self, peer: usize, kind: u64, index: u32) {
+    /// The signalled send work request `seq` of `peer` completed (or was flushed): it and
+    /// every send before it are done. Frees their slots, the long frame's buffer, the
+    /// mailbox write.
+    pub fn send_done(&mut self, peer: usize, seq: u32) {
         let p = &mut self.peers[peer];
-        p.sq_outstanding = p.sq_outstanding.saturating_sub(1);
-        match kind {
-            KIND_SEND => p.send_free.push(index),
-            KIND_CHUNK => p.large_chunks_left = p.large_chunks_left.saturating_sub(1),
-            _ => p.write_busy = false,
+        let Some(&(first, _)) = p.log.inflight.front() else { return };
+        let count = (seq.wrapping_sub(first) as usize + 1).min(p.log.inflight.len());
+        let mut frees = false;
+        for (_, what) in p.log.inflight.drain(..count) {
+            match what {
+                Sent::Slot(slot) => {
+                    p.send_free.push(slot);
+                    frees = true;
+                }
+                Sent::Chunk => {
+                    p.large_chunks_left = p.large_chunks_left.saturating_sub(1);
+                    frees = true;
+                }
+                Sent::Write => p.write_busy = false,
+            }
         }
-        if self.blocked && kind != KIND_WRITE {
+        if self.blocked && frees {
             self.blocked = false;
             self.wake = true;
         }
     }
 
     /// Writes this node's freed count, heartbeat and goodbye into the peer's mailbox, unless
-    /// a write is already in flight (then it goes when that one completes).
+    /// a write is already in flight (then it goes when that one completes). Always
+    /// signalled: its completion ends `write_busy`.
     pub fn write_mailbox(&mut self, peer: usize, goodbye: bool) {
         let p = &mut self.peers[peer];
         if p.write_busy || p.link == Link::Failed {
@@ -456,13 +526,22 @@ impl State {
         b[..8].copy_from_slice(&p.freed.to_le_bytes());
         b[8..16].copy_from_slice(&p.beat.to_le_bytes());
         b[16..24].copy_from_slice(&u64::from(goodbye).to_le_bytes());
-        let (addr, rkey) = p.remote_mailbox;
-        match qp.post_write(&self.outbox, off, 24, addr, rkey, wr_id(peer, KIND_WRITE, 0)) {
+        let (remote_addr, rkey) = p.remote_mailbox;
+        let seq = p.log.next_seq;
+        let req = SendReq {
+            region: &self.outbox,
+            off,
+            len: 24,
+            op: SendOp::Write { remote_addr, rkey },
+            wr_id: wr_id(peer, KIND_WRITE, seq),
+            signalled: true,
+        };
+        match qp.post_sends(&[req]) {
             Ok(()) => {
+                p.log.record(Sent::Write, true);
                 p.write_busy = true;
                 p.write_wanted = false;
                 p.freed_reported = p.freed;
-                p.sq_outstanding += 1;
                 self.stats.packets_sent += 1;
                 self.stats.wire_bytes_sent += 24;
             }

@@ -425,53 +425,89 @@ impl Qp {
         errno("ibv_post_recv", rc)
     }
 
-    /// Posts a signalled SEND with immediate data of `len` bytes at `off` in `r`.
-    pub fn post_send_imm(&self, r: &Region, off: usize, len: usize, imm: u32, wr_id: u64) -> io::Result<()> {
-        let mut wr = send_wr(wr_id, ffi::ibv_wr_opcode::IBV_WR_SEND_WITH_IMM);
-        wr.__bindgen_anon_1.imm_data = imm.to_be();
-        self.post_send(wr, sge(r, off, len))
-    }
-
-    /// Posts a signalled RDMA WRITE of `len` bytes at `off` in `r` to `remote_addr`.
-    pub fn post_write(
-        &self,
-        r: &Region,
-        off: usize,
-        len: usize,
-        remote_addr: u64,
-        rkey: u32,
-        wr_id: u64,
-    ) -> io::Result<()> {
-        let mut wr = send_wr(wr_id, ffi::ibv_wr_opcode::IBV_WR_RDMA_WRITE);
-        wr.wr.rdma = ffi::ibv_send_wr__bindgen_ty_2__bindgen_ty_1 { remote_addr, rkey };
-        self.post_send(wr, sge(r, off, len))
-    }
-
-    fn post_send(&self, mut wr: ffi::ibv_send_wr, mut sge: ffi::ibv_sge) -> io::Result<()> {
-        wr.sg_list = &mut sge;
-        wr.num_sge = 1;
+    /// Posts `reqs` as one linked list of work requests (one `ibv_post_send`, one doorbell),
+    /// at most [`POST_BATCH`] of them. On an error some of them may have been posted; the
+    /// caller fails the queue pair then.
+    pub fn post_sends(&self, reqs: &[SendReq<'_>]) -> io::Result<()> {
+        assert!(reqs.len() <= POST_BATCH, "post_sends takes at most POST_BATCH requests");
+        if reqs.is_empty() {
+            return Ok(());
+        }
+        let mut sges = [ffi::ibv_sge::default(); POST_BATCH];
+        let mut wrs: [ffi::ibv_send_wr; POST_BATCH] = std::array::from_fn(|_| ffi::ibv_send_wr::default());
+        for (i, r) in reqs.iter().enumerate() {
+            sges[i] = sge(r.region, r.off, r.len);
+            let mut wr = match r.op {
+                SendOp::SendImm(imm) => {
+                    let mut wr = send_wr(r.wr_id, ffi::ibv_wr_opcode::IBV_WR_SEND_WITH_IMM, r.signalled);
+                    wr.__bindgen_anon_1.imm_data = imm.to_be();
+                    wr
+                }
+                SendOp::Write { remote_addr, rkey } => {
+                    let mut wr = send_wr(r.wr_id, ffi::ibv_wr_opcode::IBV_WR_RDMA_WRITE, r.signalled);
+                    wr.wr.rdma = ffi::ibv_send_wr__bindgen_ty_2__bindgen_ty_1 { remote_addr, rkey };
+                    wr
+                }
+            };
+            wr.num_sge = 1;
+            wrs[i] = wr;
+        }
+        // The pointers are taken once both arrays are final: they stay put until the call
+        // returns, and the provider copies the requests before it does.
+        let n = reqs.len();
+        let (w, g) = (wrs.as_mut_ptr(), sges.as_mut_ptr());
+        for i in 0..n {
+            unsafe {
+                (*w.add(i)).sg_list = g.add(i);
+                (*w.add(i)).next = if i + 1 < n { w.add(i + 1) } else { ptr::null_mut() };
+            }
+        }
         let mut bad = ptr::null_mut();
         let rc = unsafe {
             let ops = &mut (*(*self.qp).context).ops;
             let post = ops.post_send.ok_or_else(|| io::Error::other("no post_send"))?;
-            post(self.qp, &mut wr, &mut bad)
+            post(self.qp, w, &mut bad)
         };
         errno("ibv_post_send", rc)
     }
+}
+
+/// Most work requests [`Qp::post_sends`] posts in one call.
+pub(crate) const POST_BATCH: usize = 32;
+
+/// What one send work request does.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum SendOp {
+    /// SEND with immediate data.
+    SendImm(u32),
+    /// RDMA WRITE to the peer's registered memory.
+    Write { remote_addr: u64, rkey: u32 },
+}
+
+/// One send work request: `len` bytes at `off` in `region`.
+#[derive(Clone, Copy)]
+pub(crate) struct SendReq<'a> {
+    pub region: &'a Region,
+    pub off: usize,
+    pub len: usize,
+    pub op: SendOp,
+    pub wr_id: u64,
+    /// Whether it produces a completion when it succeeds (a failed one always does).
+    pub signalled: bool,
 }
 
 fn sge(r: &Region, off: usize, len: usize) -> ffi::ibv_sge {
     ffi::ibv_sge { addr: r.addr() + off as u64, length: len as u32, lkey: r.lkey() }
 }
 
-fn send_wr(wr_id: u64, opcode: ffi::ibv_wr_opcode::Type) -> ffi::ibv_send_wr {
+fn send_wr(wr_id: u64, opcode: ffi::ibv_wr_opcode::Type, signalled: bool) -> ffi::ibv_send_wr {
     ffi::ibv_send_wr {
         wr_id,
         next: ptr::null_mut(),
         sg_list: ptr::null_mut(),
         num_sge: 0,
         opcode,
-        send_flags: ffi::ibv_send_flags::IBV_SEND_SIGNALED.0,
+        send_flags: if signalled { ffi::ibv_send_flags::IBV_SEND_SIGNALED.0 } else { 0 },
         ..Default::default()
     }
 }

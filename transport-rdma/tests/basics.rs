@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use parma_core::transport::{Transport, TransportEvent};
 use parma_core::NodeId;
 use parma_runtime::startup::ClusterToken;
-use parma_transport_rdma::{local_cluster, RdmaOptions, RdmaTransport};
+use parma_transport_rdma::{local_cluster, Bound, RdmaOptions, RdmaTransport};
 
 fn opts() -> RdmaOptions {
     let mut o = RdmaOptions::loopback();
@@ -105,4 +105,53 @@ fn a_killed_node_is_reported_within_the_peer_timeout() {
         std::thread::sleep(Duration::from_millis(5));
     }
     eprintln!("reported after {:?}: {}", t0.elapsed(), failures(&ts[..2]));
+}
+
+/// A send that fails completes in error whether it was signalled or not (RC), and fails
+/// the peer. Node 1 is (wrongly) set up with receive slots half as long as node 0's send
+/// slots, so node 0's one frame of 6,000 bytes (a single SEND, unsignalled: one in
+/// `send_slots / 4` is signalled, and slots are free) overruns node 1's receive: the
+/// responder rejects it and node 0's SEND completes in error, with no heartbeat or credit
+/// write in flight to report it instead.
+#[test]
+fn an_unsignalled_send_that_fails_fails_the_peer() {
+    let mut o = opts();
+    o.slot_len = 8192;
+    // No heartbeat write after the first ones, no silence timeout within the test.
+    o.heartbeat_interval = Duration::from_secs(60);
+    o.peer_timeout = Duration::from_secs(120);
+    let mut short = o.clone();
+    short.slot_len = 4096;
+    let bound = [Bound::bind(o).expect("bind"), Bound::bind(short).expect("bind")];
+    let table: Vec<String> = bound.iter().map(|b| b.endpoint().to_string()).collect();
+    let token = Arc::new(ClusterToken::generate());
+    let mut ts: Vec<RdmaTransport> = std::thread::scope(|s| {
+        let hs: Vec<_> = bound
+            .into_iter()
+            .enumerate()
+            .map(|(i, b)| {
+                let (table, token) = (table.clone(), token.clone());
+                s.spawn(move || b.start(NodeId(i as u16), table, 7, token).expect("start"))
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().expect("start-up thread")).collect()
+    });
+    // Let the start-up heartbeats complete first.
+    std::thread::sleep(Duration::from_millis(200));
+    ts[0].try_send(NodeId(1), 6000, &mut |b| b.fill(1)).expect("accepted");
+    // A bound against a hang, not a measurement.
+    let until = Instant::now() + Duration::from_secs(60);
+    let ev = loop {
+        if let Some(ev) = ts[0].poll_event() {
+            break ev;
+        }
+        assert!(Instant::now() < until, "the failed send was never reported: {:?}", ts[0].stats());
+        let _ = ts[0].poll_recv(16, &mut |_, _| {});
+        let _ = ts[1].poll_recv(16, &mut |_, _| {});
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    assert_eq!(ev, TransportEvent::PeerFailed(NodeId(1)));
+    let why = ts[0].failure(NodeId(1)).unwrap_or_default();
+    assert!(why.contains("work request failed"), "failed for another reason: {why}");
+    eprintln!("node 0: {why}; node 1: {:?}", ts[1].failure(NodeId(0)));
 }

@@ -16,6 +16,7 @@ use parma_core::{
     Clock, Completion, Instant, IntentKind, Key, Node, NodeId, OpError, Ticket, Transmit, Transport, WorkerId,
 };
 
+use crate::error::Undrained;
 use crate::shared::{Shared, RUNNING, STOP_GRACEFUL};
 use crate::stats::DriverStats;
 
@@ -182,8 +183,8 @@ impl<T: Transport> Driver<T> {
         }
     }
 
-    /// The loop. Returns whether the node drained before it stopped.
-    pub(crate) fn run(mut self) -> bool {
+    /// The loop. Returns whether the node drained before it stopped, and if not, why.
+    pub(crate) fn run(mut self) -> Result<(), Undrained> {
         let _close = CloseOnExit(Arc::clone(&self.shared));
         let waker = Waker::from(Arc::new(ThreadWaker(thread::current())));
         self.transport.register_waker(&waker);
@@ -195,17 +196,17 @@ impl<T: Transport> Driver<T> {
                 self.publish();
             }
             if self.dead {
-                break false;
+                break Err(Undrained::TransportClosed);
             }
             let mode = self.shared.stop.load(SeqCst);
             if mode != RUNNING {
                 let until =
                     *drain_until.get_or_insert_with(|| StdInstant::now() + self.shared.opts.drain_timeout);
                 if self.is_drained(mode) {
-                    break true;
+                    break Ok(());
                 }
                 if StdInstant::now() >= until {
-                    break false;
+                    break Err(self.undrained(mode));
                 }
             }
             if !progress {
@@ -421,6 +422,16 @@ impl<T: Transport> Driver<T> {
                 true
             }
             _ => false,
+        }
+    }
+
+    /// What is still outstanding when the drain timeout runs out.
+    fn undrained(&self, mode: u8) -> Undrained {
+        Undrained::TimedOut {
+            workers_live: if mode == STOP_GRACEFUL { self.shared.workers_live.load(SeqCst) } else { 0 },
+            commands_waiting: self.stash.is_some(),
+            frames_unsent: self.out.total,
+            node_busy: !self.node.is_idle(),
         }
     }
 

@@ -30,10 +30,44 @@ pub enum Error {
     Spawn(std::io::Error),
     /// The driver thread panicked (a bug in parma); every waiting worker got `Closed`.
     DriverPanicked,
-    /// The node stopped without finishing its work within `Options::drain_timeout`: some
-    /// workers were still running or some requests were still outstanding. The transport is
-    /// closed and the thread joined all the same.
-    NotDrained(Box<Stats>),
+    /// The node stopped without finishing its work: its transport closed under it, or
+    /// `Options::drain_timeout` ran out while some workers were still running or some work
+    /// was still outstanding ([`Undrained`] says which). The transport is closed and the
+    /// thread joined all the same.
+    NotDrained(Box<Stats>, Undrained),
+}
+
+/// Why a node's drain ended before its work did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Undrained {
+    /// The transport reported itself closed (a kill, or a close not made by the driver).
+    TransportClosed,
+    /// `Options::drain_timeout` ran out with this still outstanding.
+    TimedOut {
+        /// Workers neither finalized nor dropped (counted only by a graceful stop).
+        workers_live: usize,
+        /// A command waited in the queue.
+        commands_waiting: bool,
+        /// Frames the node made that the transport had not taken.
+        frames_unsent: usize,
+        /// The node itself was not idle (requests pending, rounds due, operations waiting).
+        node_busy: bool,
+    },
+}
+
+impl fmt::Display for Undrained {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Undrained::TransportClosed => f.write_str("its transport closed"),
+            Undrained::TimedOut { workers_live, commands_waiting, frames_unsent, node_busy } => write!(
+                f,
+                "the drain timeout ran out with {workers_live} workers live, {} command waiting, \
+                 {frames_unsent} frames unsent and the node {}",
+                if *commands_waiting { "a" } else { "no" },
+                if *node_busy { "busy" } else { "idle" }
+            ),
+        }
+    }
 }
 
 impl fmt::Display for Error {
@@ -48,7 +82,7 @@ impl fmt::Display for Error {
             }
             Error::Spawn(e) => write!(f, "could not spawn the driver thread: {e}"),
             Error::DriverPanicked => f.write_str("the driver thread panicked"),
-            Error::NotDrained(_) => f.write_str("the node stopped before its work was drained"),
+            Error::NotDrained(_, why) => write!(f, "the node stopped before its work was drained: {why}"),
         }
     }
 }

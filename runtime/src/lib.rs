@@ -109,7 +109,7 @@ pub mod startup;
 mod stats;
 mod worker;
 
-pub use error::Error;
+pub use error::{Error, Undrained};
 pub use options::Options;
 pub use runtime::NodeRuntime;
 pub use stats::{DriverStats, Stats, WorkerStats};

@@ -9,7 +9,7 @@ use std::time::Duration as StdDuration;
 use parma_core::{Config, Node, NodeId, Store, Transport, WorkerId};
 
 use crate::driver::Driver;
-use crate::error::Error;
+use crate::error::{Error, Undrained};
 use crate::options::Options;
 use crate::shared::{Shared, LAZY_QUEUED_MAX, STOP_GRACEFUL, STOP_NOW};
 use crate::stats::Stats;
@@ -25,7 +25,7 @@ const STATS_WAIT: StdDuration = StdDuration::from_millis(200);
 /// the same after waiting for the workers, and reports how it went.
 pub struct NodeRuntime {
     shared: Arc<Shared>,
-    thread: Option<JoinHandle<bool>>,
+    thread: Option<JoinHandle<Result<(), Undrained>>>,
 }
 
 impl NodeRuntime {
@@ -137,15 +137,14 @@ impl NodeRuntime {
     pub fn shutdown(mut self) -> Result<Stats, Error> {
         let drained = self.stop(STOP_GRACEFUL)?;
         let stats = self.snapshot();
-        if drained {
-            Ok(stats)
-        } else {
-            Err(Error::NotDrained(Box::new(stats)))
+        match drained {
+            Ok(()) => Ok(stats),
+            Err(why) => Err(Error::NotDrained(Box::new(stats), why)),
         }
     }
 
-    fn stop(&mut self, mode: u8) -> Result<bool, Error> {
-        let Some(thread) = self.thread.take() else { return Ok(true) };
+    fn stop(&mut self, mode: u8) -> Result<Result<(), Undrained>, Error> {
+        let Some(thread) = self.thread.take() else { return Ok(Ok(())) };
         self.shared.stop.store(mode, SeqCst);
         thread.thread().unpark();
         thread.join().map_err(|_| Error::DriverPanicked)

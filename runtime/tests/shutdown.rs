@@ -107,5 +107,8 @@ fn killed_peer_ends_waits() {
     let (a, b, dead) = (nodes.next().unwrap(), nodes.next().unwrap(), nodes.next().unwrap());
     a.shutdown().unwrap();
     b.shutdown().unwrap();
-    assert!(matches!(dead.shutdown(), Err(Error::NotDrained(_))));
+    // The killed node's transport closed under its driver, and the error says so.
+    let e = dead.shutdown().expect_err("a killed node cannot drain");
+    assert!(matches!(e, Error::NotDrained(_, parma_runtime::Undrained::TransportClosed)), "{e:?}");
+    assert!(e.to_string().ends_with("its transport closed"), "{e}");
 }

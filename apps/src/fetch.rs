@@ -26,8 +26,6 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use sha2::{Digest, Sha256};
-
 /// One file of a data set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Member {
@@ -144,10 +142,8 @@ impl fmt::Display for FetchError {
 
 impl std::error::Error for FetchError {}
 
-/// The hex sha256 of `bytes`.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
-}
+/// The hex sha256 of `bytes` (the one the checkpoints' manifests use).
+pub use parma_runtime::checkpoint::format::sha256_hex;
 
 /// Checks `bytes` against `m`'s pinned hash.
 pub fn verify(m: &Member, what: &str, bytes: &[u8]) -> Result<(), FetchError> {

@@ -270,6 +270,10 @@ impl State {
                 self.counters.sends_blocked += 1;
                 Err(SendError::WouldBlock)
             }
+            // The peer said goodbye, and the I/O thread has not reported it yet: to the
+            // driver that is a peer gone, not this transport closed (which would stop the
+            // node). The session's `Closed` means the session, not the transport.
+            Err(SendError::Closed) => Err(SendError::PeerFailed),
             Err(e) => Err(e),
         }
     }
@@ -702,3 +706,7 @@ pub(crate) fn split(mut parts: VecDeque<Bytes>) -> Option<(Bytes, Bytes)> {
         _ => None,
     }
 }
+
+#[cfg(test)]
+#[path = "shared_tests.rs"]
+mod tests;

@@ -67,11 +67,9 @@ fn launch(args: &LaunchArgs) -> Result<ExitCode, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot find the parma executable: {e}"))?;
     let port = match args.rendezvous_port {
         Some(p) => p,
-        // Free now; the children bind it a moment later (another process could take it first).
-        None => std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map_err(|e| format!("cannot pick a free port: {e}"))?
-            .port(),
+        // Free now, outside the ephemeral range; rank 0 binds it a moment later.
+        None => parma_runtime::startup::free_rendezvous_port([127, 0, 0, 1].into())
+            .map_err(|e| format!("cannot pick a free port: {e}"))?,
     };
     catch_signals()?;
     let token = ClusterToken::generate();

@@ -4,7 +4,6 @@
 //! Every wait is bounded; a test that runs out of time kills what it started and fails.
 
 use std::io::{BufRead, BufReader};
-use std::net::TcpListener;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::thread;
@@ -15,7 +14,7 @@ const PARMA: &str = env!("CARGO_BIN_EXE_parma");
 const DEADLINE: Duration = Duration::from_secs(120);
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
+    parma_runtime::startup::free_rendezvous_port([127, 0, 0, 1].into()).expect("a free port")
 }
 
 /// A node process whose output lines arrive on a channel, tagged with its rank.

@@ -58,8 +58,7 @@ fn four_node_processes_started_by_parma_launch_sum_exactly_over_rdma() {
 fn a_killed_node_process_is_named_by_every_other_within_the_peer_timeout() {
     let peer_timeout = Duration::from_millis(1000);
     let world = 3u16;
-    let port =
-        std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a port").port();
+    let port = parma_runtime::startup::free_rendezvous_port([127, 0, 0, 1].into()).expect("a port");
     let rendezvous = format!("127.0.0.1:{port}");
     let (tx, rx) = mpsc::channel::<(u16, String)>();
     let mut children: Vec<_> = (0..world)

@@ -54,11 +54,9 @@ impl ProcessExecutor {
     pub fn start(setup: &Setup, agent: &AgentCommand) -> Result<ProcessExecutor, String> {
         let wire = WireSetup::from_setup(setup)?;
         let line = serde_json::to_string(&wire).map_err(|e| format!("cannot encode the setup: {e}"))?;
-        // Free now; rank 0 binds it a moment later (another process could take it first).
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map_err(|e| format!("cannot pick a free port: {e}"))?
-            .port();
+        // Free now, outside the ephemeral range; rank 0 binds it a moment later.
+        let port = parma_runtime::startup::free_rendezvous_port([127, 0, 0, 1].into())
+            .map_err(|e| format!("cannot pick a free port: {e}"))?;
         let token = ClusterToken::generate();
         let mut exec = ProcessExecutor {
             setup: setup.clone(),

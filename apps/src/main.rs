@@ -11,7 +11,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use parma_apps::demo::{self, DemoOptions, DemoTransport};
 use parma_apps::{sampling, techniques, verify};
 use parma_conformance::skew::{Kge, Mf, SkewOptions, Task};
-use parma_core::Technique;
+use parma_core::{Gate, Technique};
 
 #[derive(Parser, Debug)]
 #[command(name = "parma", version, about = "parma, a parameter manager for sparse, skewed training")]
@@ -286,6 +286,10 @@ struct SimArgs {
     /// One technique by name (default: every technique).
     #[arg(long, value_parser = parse_technique)]
     technique: Option<Technique>,
+    /// The clock gate: async, bsp, ssp:S or bounded-delay:T. Under any but async, workers
+    /// wait at the gate after every operation and every read is checked against its bound.
+    #[arg(long, value_parser = parse_gate, default_value = "async")]
+    gate: Gate,
     /// Threads (default: the machine's parallelism).
     #[arg(long)]
     threads: Option<usize>,
@@ -320,6 +324,14 @@ struct ConformanceArgs {
 fn parse_placement(name: &str) -> Result<parma_core::Placement, String> {
     parma_core::Placement::from_name(name)
         .ok_or_else(|| format!("unknown placement `{name}`; one of: hashed, dense"))
+}
+
+pub(crate) fn parse_gate(name: &str) -> Result<Gate, String> {
+    Gate::from_name(name).ok_or_else(|| {
+        format!(
+            "unknown clock gate `{name}`; one of: async, bsp, ssp:S, bounded-delay:T (S, T: whole numbers)"
+        )
+    })
 }
 
 pub(crate) fn parse_technique(name: &str) -> Result<Technique, String> {
@@ -452,7 +464,7 @@ fn run_demo(args: &DemoArgs) -> Result<(), demo::DemoError> {
 fn run_sim(args: &SimArgs) -> bool {
     let techniques: Vec<Technique> = args.technique.map_or(Technique::ALL.to_vec(), |t| vec![t]);
     let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let mut rows = verify::sim(&techniques, args.first, args.seeds, threads);
+    let mut rows = verify::sim(&techniques, args.gate, args.first, args.seeds, threads);
     if args.fingerprints {
         for (_, r) in &rows {
             r.fingerprints.values().for_each(|f| println!("fingerprint {f}"));
@@ -461,7 +473,9 @@ fn run_sim(args: &SimArgs) -> bool {
     if args.determinism {
         let compared = std::env::current_exe()
             .map_err(|e| format!("cannot find the parma executable: {e}"))
-            .and_then(|exe| verify::compare_with_process(&exe, args.first, args.seeds, threads, &mut rows));
+            .and_then(|exe| {
+                verify::compare_with_process(&exe, args.gate, args.first, args.seeds, threads, &mut rows)
+            });
         if let Err(e) = compared {
             eprintln!("parma: the determinism check did not run: {e}");
             return false;

@@ -10,9 +10,9 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use parma_conformance::process::AgentCommand;
-use parma_conformance::sim::{fingerprint, run_seed};
+use parma_conformance::sim::{fingerprint, run_seed_gated};
 use parma_conformance::suite;
-use parma_core::Technique;
+use parma_core::{Gate, Technique};
 
 /// What one technique's seeds did.
 #[derive(Clone, Debug, Default)]
@@ -43,10 +43,16 @@ pub struct SimSummary {
     pub fingerprints: BTreeMap<u64, String>,
 }
 
-/// Runs seeds `first..first + count` under each of `techniques` on `threads` threads. Every
-/// violation is printed as it is found (with the seed that replays it). Returns a summary per
-/// technique, with every seed's fingerprint.
-pub fn sim(techniques: &[Technique], first: u64, count: u64, threads: usize) -> Vec<(Technique, SimSummary)> {
+/// Runs seeds `first..first + count` under each of `techniques` and the clock gate `gate` on
+/// `threads` threads. Every violation is printed as it is found (with the seed that replays
+/// it). Returns a summary per technique, with every seed's fingerprint.
+pub fn sim(
+    techniques: &[Technique],
+    gate: Gate,
+    first: u64,
+    count: u64,
+    threads: usize,
+) -> Vec<(Technique, SimSummary)> {
     let mut out = Vec::new();
     for &t in techniques {
         let start = Instant::now();
@@ -59,7 +65,7 @@ pub fn sim(techniques: &[Technique], first: u64, count: u64, threads: usize) -> 
                     if seed >= first + count {
                         break;
                     }
-                    let result = run_seed(seed, t);
+                    let result = run_seed_gated(seed, t, gate);
                     let print = fingerprint(seed, t, &result);
                     let mut sum = summary.lock().unwrap_or_else(|p| p.into_inner());
                     sum.fingerprints.insert(seed, print);
@@ -96,6 +102,7 @@ pub fn sim(techniques: &[Technique], first: u64, count: u64, threads: usize) -> 
 /// process could not be started or did not report every seed.
 pub fn compare_with_process(
     exe: &Path,
+    gate: Gate,
     first: u64,
     count: u64,
     threads: usize,
@@ -103,7 +110,7 @@ pub fn compare_with_process(
 ) -> Result<(), String> {
     for (t, sum) in rows.iter_mut() {
         let out = Command::new(exe)
-            .args(["sim", "--fingerprints", "--technique", t.name()])
+            .args(["sim", "--fingerprints", "--technique", t.name(), "--gate", &gate.name()])
             .args(["--first", &first.to_string(), "--seeds", &count.to_string()])
             .args(["--threads", &threads.to_string()])
             .output()
@@ -197,7 +204,7 @@ mod tests {
 
     #[test]
     fn a_few_seeds_pass_with_their_fingerprints() {
-        let rows = sim(&[Technique::Adaptive, Technique::StaticPartitioning], 1, 4, 2);
+        let rows = sim(&[Technique::Adaptive, Technique::StaticPartitioning], Gate::Async, 1, 4, 2);
         for (t, r) in &rows {
             assert_eq!((r.passed, r.failed, r.nondeterministic), (4, 0, 0), "{t:?}");
             assert!(r.ops > 0);

@@ -3,8 +3,8 @@
 
 use std::process::{Command, Stdio};
 
-use parma_conformance::sim::{fingerprint, kill_plan, run_seed, seeds};
-use parma_core::Technique;
+use parma_conformance::sim::{fingerprint, kill_plan, run_seed, run_seed_gated, seeds};
+use parma_core::{Gate, Technique};
 
 fn run_many(technique: Technique, count: u64) {
     let mut failures = Vec::new();
@@ -57,6 +57,35 @@ fn relocation_1000_seeds() {
 #[test]
 fn static_partitioning_1000_seeds() {
     run_many(Technique::StaticPartitioning, 1000);
+}
+
+/// Every technique under `gate`, `count` seeds each: the gate's bound on every read (BSP,
+/// SSP), and no run stuck at a gate. `parma sim --gate` runs more (docs/verification.md).
+fn gated(gate: Gate, count: u64) {
+    let mut failures = Vec::new();
+    for t in Technique::ALL {
+        for seed in seeds(1, count) {
+            if let Err(f) = run_seed_gated(seed, t, gate) {
+                failures.push(f.to_string());
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} failing seeds:\n{}", failures.len(), failures.join("\n"));
+}
+
+#[test]
+fn bsp_60_seeds_per_technique() {
+    gated(Gate::Bsp, 60);
+}
+
+#[test]
+fn ssp_60_seeds_per_technique() {
+    gated(Gate::Ssp { staleness: 2 }, 60);
+}
+
+#[test]
+fn bounded_delay_60_seeds_per_technique() {
+    gated(Gate::BoundedDelay { delay: 1 }, 60);
 }
 
 /// Set in the child processes of [`a_seed_replays_exactly_in_another_process`].

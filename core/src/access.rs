@@ -33,7 +33,7 @@ use core::hash::BuildHasherDefault;
 
 use hashbrown::HashMap;
 
-use crate::config::{Config, Technique};
+use crate::config::{Config, Gate, Technique};
 use crate::error::OpError;
 use crate::ids::{Key, MixHasher, Ticket, WorkerId};
 use crate::layout::Layout;
@@ -247,6 +247,9 @@ pub fn inflight_max(cfg: &Config) -> usize {
 /// One step of a worker's `finalize` (see [`finalize_steps`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FinalizeStep {
+    /// Under a clock gate: the worker advances its clock no more, so that the gates stop
+    /// waiting for it ([`Node::retire`]).
+    Retire,
     /// End every intent of the worker ([`Node::end_intents`]).
     EndIntents,
     /// Wait for every own operation, then pass a cluster-wide barrier; a failure is the
@@ -260,14 +263,15 @@ pub enum FinalizeStep {
     LastBarrier,
 }
 
-/// The steps of a worker's `finalize` under `technique`, in order. When any worker's
+/// The steps of a worker's `finalize` under `technique` and `gate`, in order. When any worker's
 /// finalize has passed its last `Barrier`, no node holds an update another has not merged.
-pub fn finalize_steps(technique: Technique) -> &'static [FinalizeStep] {
+pub fn finalize_steps(technique: Technique, gate: Gate) -> &'static [FinalizeStep] {
     use FinalizeStep::*;
-    if technique.uses_rounds() {
-        &[EndIntents, Barrier, WaitSync, Barrier, LastBarrier]
-    } else {
-        &[Barrier, LastBarrier]
+    match (technique.uses_rounds(), gate == Gate::Async) {
+        (true, true) => &[EndIntents, Barrier, WaitSync, Barrier, LastBarrier],
+        (true, false) => &[Retire, EndIntents, Barrier, WaitSync, Barrier, LastBarrier],
+        (false, true) => &[Barrier, LastBarrier],
+        (false, false) => &[Retire, Barrier, LastBarrier],
     }
 }
 

@@ -153,6 +153,77 @@ impl Placement {
     }
 }
 
+/// When a worker that advanced its clock may go on ([`crate::Node::gate`]): the consistency
+/// model. Chosen per run; all nodes of a cluster must agree.
+///
+/// A worker's clock counts its [`crate::Node::advance_clock`] calls; an update "made at clock
+/// t" is one issued while the worker's clock was t. Under the gates that bound staleness, a
+/// worker at clock c passes the gate only once every update that any worker made at a clock
+/// below c − s is applied at its main copy and every replica on this node was refreshed after
+/// that: every read it then makes (of a main copy here, of a remote key, of a replica) sees
+/// those updates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Gate {
+    /// No gate: workers never wait for each other (AdaPM's own mode).
+    #[default]
+    Async,
+    /// Bulk synchronous parallel: a worker at clock c waits until every worker finished clock
+    /// c − 1 and its updates are applied (SSP with staleness 0).
+    Bsp,
+    /// Stale synchronous parallel (Petuum/Bösen): a worker at clock c waits until every update
+    /// made at clocks up to c − s − 1 is visible to it.
+    Ssp {
+        /// The bound s.
+        staleness: u32,
+    },
+    /// ps-lite's bounded delay: a worker at clock c waits until its own requests issued at
+    /// clocks up to c − τ − 1 completed (τ = 0 is sequential). Other workers are not waited for.
+    BoundedDelay {
+        /// The bound τ.
+        delay: u32,
+    },
+}
+
+impl Gate {
+    /// The gate's name on the command line and in reports: `async`, `bsp`, `ssp:S`,
+    /// `bounded-delay:T`.
+    pub fn name(self) -> alloc::string::String {
+        match self {
+            Gate::Async => "async".into(),
+            Gate::Bsp => "bsp".into(),
+            Gate::Ssp { staleness } => alloc::format!("ssp:{staleness}"),
+            Gate::BoundedDelay { delay } => alloc::format!("bounded-delay:{delay}"),
+        }
+    }
+
+    /// The gate called `name` (see [`Gate::name`]); `ssp` alone is `ssp:1`, `bounded-delay`
+    /// alone `bounded-delay:1`.
+    pub fn from_name(name: &str) -> Option<Gate> {
+        let (kind, bound) = match name.split_once(':') {
+            Some((k, b)) => (k, Some(b.parse::<u32>().ok()?)),
+            None => (name, None),
+        };
+        match (kind, bound) {
+            ("async", None) => Some(Gate::Async),
+            ("bsp", None) => Some(Gate::Bsp),
+            ("ssp", b) => Some(Gate::Ssp { staleness: b.unwrap_or(1) }),
+            ("bounded-delay", b) => Some(Gate::BoundedDelay { delay: b.unwrap_or(1) }),
+            _ => None,
+        }
+    }
+
+    /// The staleness bound of a gate that waits for other workers: `Some(0)` for BSP, `Some(s)`
+    /// for SSP; `None` for the others.
+    pub const fn staleness(self) -> Option<u32> {
+        match self {
+            Gate::Bsp => Some(0),
+            Gate::Ssp { staleness } => Some(staleness),
+            _ => None,
+        }
+    }
+}
+
 /// The value a key has before anything was written to it.
 #[derive(Clone, Copy, Debug, PartialEq, Default)]
 #[non_exhaustive]
@@ -177,6 +248,8 @@ pub struct Config {
     pub layout: Layout,
     /// How parameters are managed.
     pub technique: Technique,
+    /// When workers wait for each other at their clocks (the consistency model).
+    pub gate: Gate,
     /// Where keys live before anything moves, and how stores keep their home keys.
     pub placement: Placement,
     /// Seed for initial values and for the nodes' random choices (combined with the node id).
@@ -239,6 +312,7 @@ impl Config {
             workers_per_node,
             layout,
             technique: Technique::default(),
+            gate: Gate::Async,
             placement: Placement::default(),
             seed: 0x5eed,
             init: Init::Zero,
@@ -266,7 +340,7 @@ impl Config {
 
     /// The cluster id this node's frames carry, and the only one it accepts: `cluster_id`
     /// combined with a digest of what all nodes of a cluster must agree on (the node count,
-    /// the layout, the placement, the technique and, under [`Technique::MultiTechnique`], the
+    /// the layout, the placement, the technique, the gate and, under [`Technique::MultiTechnique`], the
     /// hot keys). A node configured unlike its peers has its frames dropped by them, and
     /// drops theirs, counted in `Stats::frames_foreign`, instead of disagreeing with them
     /// about where keys live.
@@ -276,6 +350,11 @@ impl Config {
         // By name, so that the digest does not depend on the order the variants are declared.
         for name in [self.placement.name(), self.technique.name()] {
             d = name.bytes().fold(fold(d, name.len() as u64), |a, b| fold(a, u64::from(b)));
+        }
+        if self.gate != Gate::Async {
+            // Only when set, so that the digests of runs without a gate stay what they were.
+            let name = self.gate.name();
+            d = name.bytes().fold(fold(d, name.len() as u64 ^ 0x6761_7465), |a, b| fold(a, u64::from(b)));
         }
         if self.technique == Technique::MultiTechnique {
             // Independent of the set's order: a sum of the keys' mixes.
@@ -377,5 +456,21 @@ mod tests {
         for bad in [0, 3, STORE_SHARDS_MAX * 2] {
             assert_eq!(with(bad), Err(ConfigError::Bound { name: "store_shards" }), "{bad} shards");
         }
+    }
+
+    #[test]
+    fn gates_have_names_that_parse_back_and_enter_the_digest() {
+        for g in [Gate::Async, Gate::Bsp, Gate::Ssp { staleness: 3 }, Gate::BoundedDelay { delay: 0 }] {
+            assert_eq!(Gate::from_name(&g.name()), Some(g));
+        }
+        assert_eq!(Gate::from_name("ssp"), Some(Gate::Ssp { staleness: 1 }));
+        for bad in ["", "ssp:", "ssp:-1", "bsp:2", "async:0", "sync", "bounded-delay:x"] {
+            assert_eq!(Gate::from_name(bad), None, "{bad}");
+        }
+        let base = Config::new(2, 1, Layout::uniform(100, 4).unwrap());
+        let bsp = Config { gate: Gate::Bsp, ..base.clone() };
+        let ssp = Config { gate: Gate::Ssp { staleness: 0 }, ..base.clone() };
+        assert_ne!(base.wire_cluster(), bsp.wire_cluster());
+        assert_ne!(bsp.wire_cluster(), ssp.wire_cluster());
     }
 }

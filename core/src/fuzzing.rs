@@ -152,7 +152,7 @@ fn message(selector: u8, b: &mut Bytes<'_>) -> Message {
         3 => FailReason::StoreFull,
         _ => FailReason::Refused,
     };
-    match selector % 14 {
+    match selector % 15 {
         0 => Message::Pull { req: RequestId(b.u64()), origin: NodeId(b.u16()), hops: b.u8(), keys: b.keys() },
         1 => Message::PullReply { req: RequestId(b.u64()), keys: b.keys(), values: b.values() },
         2 => Message::Push {
@@ -226,7 +226,8 @@ fn message(selector: u8, b: &mut Bytes<'_>) -> Message {
                 values: b.values(),
             }
         }
-        _ => Message::DistCheck { dist: DistId(b.u32()), fingerprint: b.u64() },
+        13 => Message::DistCheck { dist: DistId(b.u32()), fingerprint: b.u64() },
+        _ => Message::Flushed { clock: b.u64() },
     }
 }
 

@@ -14,7 +14,7 @@ use crate::ids::{ClusterId, DistId, Epoch, Key, NodeId, RequestId, Version};
 pub const MAGIC: [u8; 4] = *b"PRMA";
 /// The format version this code writes and reads. Version 3 (2026-11-25) names the failed
 /// node in `RequestFailed`'s unreachable reason; `docs/wire.md` lists the changes.
-pub const FORMAT_VERSION: u8 = 3;
+pub const FORMAT_VERSION: u8 = 4;
 /// Bytes in the fixed header.
 pub const HEADER_LEN: usize = 20;
 
@@ -233,6 +233,10 @@ pub enum Message {
     /// register the same ones in the same order; a receiver that registered something else
     /// as `dist` records the mismatch.
     DistCheck { dist: DistId, fingerprint: u64 },
+    /// Under a clock gate: every update the sender's workers made at clocks below `clock` is
+    /// applied at its main copy (the sender's flushed clock; `u64::MAX` once all its workers
+    /// retired). Sent to every peer whenever it grows.
+    Flushed { clock: u64 },
 }
 
 /// Message kinds as numbered on the wire.
@@ -254,6 +258,7 @@ pub enum Kind {
     Sync = 12,
     SyncReply = 13,
     DistCheck = 14,
+    Flushed = 15,
 }
 
 impl TryFrom<u8> for Kind {
@@ -261,7 +266,7 @@ impl TryFrom<u8> for Kind {
 
     /// The kind numbered `n` on the wire; [`WireError::UnknownKind`] for any other number.
     fn try_from(n: u8) -> Result<Kind, WireError> {
-        const ALL: [Kind; 14] = [
+        const ALL: [Kind; 15] = [
             Kind::Pull,
             Kind::PullReply,
             Kind::Push,
@@ -276,6 +281,7 @@ impl TryFrom<u8> for Kind {
             Kind::Sync,
             Kind::SyncReply,
             Kind::DistCheck,
+            Kind::Flushed,
         ];
         ALL.into_iter().find(|k| *k as u8 == n).ok_or(WireError::UnknownKind { kind: n })
     }
@@ -299,6 +305,7 @@ impl Message {
             Message::Sync { .. } => Kind::Sync,
             Message::SyncReply { .. } => Kind::SyncReply,
             Message::DistCheck { .. } => Kind::DistCheck,
+            Message::Flushed { .. } => Kind::Flushed,
         }
     }
 
@@ -317,7 +324,7 @@ impl Message {
             Message::OwnerUpdate { changes } => COUNT + OWNER_CHANGE * changes.len(),
             Message::PointerRelease { released } => COUNT + RELEASE * released.len(),
             Message::RequestFailed { keys: k, .. } => FAILED_HEAD + keys(k),
-            Message::BarrierEnter { .. } | Message::BarrierRelease { .. } => U64,
+            Message::BarrierEnter { .. } | Message::BarrierRelease { .. } | Message::Flushed { .. } => U64,
             Message::DistCheck { .. } => U32 + U64,
             Message::Sync { starts, ends, replicas, deltas, owners, .. } => {
                 SYNC_HEAD
@@ -439,6 +446,7 @@ impl Message {
             Message::BarrierEnter { generation } | Message::BarrierRelease { generation } => {
                 w.u64(*generation)
             }
+            Message::Flushed { clock } => w.u64(*clock),
             Message::DistCheck { dist, fingerprint } => {
                 w.u32(dist.0);
                 w.u64(*fingerprint);
@@ -602,6 +610,7 @@ pub fn decode(
             }
         }
         Kind::DistCheck => Message::DistCheck { dist: DistId(r.u32()?), fingerprint: r.u64()? },
+        Kind::Flushed => Message::Flushed { clock: r.u64()? },
     };
     if !r.buf.is_empty() {
         return Err(WireError::TrailingBytes);

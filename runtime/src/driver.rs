@@ -66,6 +66,15 @@ pub(crate) enum Command {
     EndIntents {
         worker: WorkerId,
     },
+    /// Wait at the clock gate (`Node::gate`).
+    Gate {
+        worker: WorkerId,
+        ticket: Ticket,
+    },
+    /// The worker advances its clock no more (`Node::retire`).
+    Retire {
+        worker: WorkerId,
+    },
     WaitSync {
         worker: WorkerId,
         ticket: Ticket,
@@ -372,6 +381,7 @@ impl<T: Transport> Driver<T> {
             }
             Command::Barrier { worker, ticket } => (worker, ticket, node.barrier(now, worker, ticket)),
             Command::WaitSync { worker, ticket } => (worker, ticket, node.wait_sync(now, worker, ticket)),
+            Command::Gate { worker, ticket } => (worker, ticket, node.gate(now, worker, ticket)),
             Command::Intent { worker, keys, start, end, kind } => {
                 // Intents have no ticket: a refused one (bounds) is counted, not reported.
                 if node.intent(now, worker, &keys, start, end, kind).is_err() {
@@ -384,11 +394,19 @@ impl<T: Transport> Driver<T> {
             Command::AdvanceClock { worker } => {
                 let _ = node.advance_clock(now, worker);
                 self.stats.commands += 1;
+                // Under a gate the clock may let waiters pass and a flushed clock go out.
+                drain(&mut self.node, &mut self.out, &self.shared, &mut self.stats);
                 return;
             }
             Command::EndIntents { worker } => {
                 let _ = node.end_intents(now, worker);
                 self.stats.commands += 1;
+                return;
+            }
+            Command::Retire { worker } => {
+                let _ = node.retire(now, worker);
+                self.stats.commands += 1;
+                drain(&mut self.node, &mut self.out, &self.shared, &mut self.stats);
                 return;
             }
             Command::SampleIntent { worker, keys, start, end } => {

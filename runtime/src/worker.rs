@@ -35,7 +35,7 @@ use std::sync::Arc;
 use parma_core::access::{self, FinalizeStep, PullMisses};
 use parma_core::wire::WriteKind;
 use parma_core::{
-    AccessKind, Clock, Completion, IntentKind, Key, NodeId, OpError, Sampler, Ticket as CoreTicket,
+    AccessKind, Clock, Completion, Gate, IntentKind, Key, NodeId, OpError, Sampler, Ticket as CoreTicket,
     WorkerAccess, WorkerId,
 };
 
@@ -340,6 +340,12 @@ impl Worker {
     /// Advances this worker's clock by one and returns the new clock. Cheap: a counter here
     /// and a message to the node, queued behind this worker's earlier intents (like them, it
     /// does not wake the driver thread: the node reads clocks when a sync round starts).
+    ///
+    /// Under a clock gate (`Config::gate` other than `Async`) it then waits, at most
+    /// `Options::barrier_timeout`, until the gate lets the worker go on at its new clock
+    /// (`Node::gate`): under SSP with bound s, until every update any worker made at clocks
+    /// up to the new clock − s − 1 is visible here. An error (`Timeout`, `PeerFailed`,
+    /// `Closed`) leaves the clock advanced; calling `gate` waits again.
     pub fn advance_clock(&mut self) -> Result<Clock, OpError> {
         self.check_open()?;
         // Blocks only while the command queue is full; it ends when the driver takes a
@@ -347,9 +353,30 @@ impl Worker {
         if self.commands.send(Command::AdvanceClock { worker: self.id }).is_err() {
             return Err(OpError::Closed);
         }
-        self.nudge_lazily();
         self.clock = Clock(self.clock.0 + 1);
+        if self.shared.cfg.gate == Gate::Async {
+            self.nudge_lazily();
+            return Ok(self.clock);
+        }
+        self.gate()?;
         Ok(self.clock)
+    }
+
+    /// Waits, at most `Options::barrier_timeout`, until the clock gate lets this worker go on
+    /// at its current clock (at once without a gate). `advance_clock` calls it.
+    pub fn gate(&mut self) -> Result<(), OpError> {
+        self.check_open()?;
+        if self.shared.cfg.gate == Gate::Async {
+            return Ok(());
+        }
+        let id = self.new_ticket();
+        if self.commands.send(Command::Gate { worker: self.id, ticket: id }).is_err() {
+            return Err(OpError::Closed);
+        }
+        self.access.record(id, Vec::new(), AccessKind::Other);
+        self.shared.nudge_driver();
+        let deadline = std::time::Instant::now() + self.shared.opts.barrier_timeout;
+        self.wait_until(id, deadline).map(|_| ())
     }
 
     /// What this worker shares with its node (for `checkpoint`).
@@ -408,8 +435,15 @@ impl Worker {
     /// release of the last barrier above, and that node's transport reports the closed peer
     /// failed, failing its barrier. Everything `finalize` promises is established before it.
     pub fn finalize(mut self) -> Result<(), OpError> {
-        for step in access::finalize_steps(self.shared.cfg.technique) {
+        for step in access::finalize_steps(self.shared.cfg.technique, self.shared.cfg.gate) {
             match step {
+                FinalizeStep::Retire => {
+                    self.check_open()?;
+                    if self.commands.send(Command::Retire { worker: self.id }).is_err() {
+                        return Err(OpError::Closed);
+                    }
+                    self.shared.nudge_driver();
+                }
                 FinalizeStep::EndIntents => {
                     self.check_open()?;
                     if self.commands.send(Command::EndIntents { worker: self.id }).is_err() {
@@ -511,6 +545,11 @@ impl Worker {
 
 impl Drop for Worker {
     fn drop(&mut self) {
+        if self.shared.cfg.gate != Gate::Async {
+            // A worker dropped without `finalize` advances its clock no more: the gates stop
+            // waiting for it (a full queue, or a driver gone, leaves that to their timeouts).
+            let _ = self.commands.try_send(Command::Retire { worker: self.id });
+        }
         self.publish();
         self.shared.workers_live.fetch_sub(1, SeqCst);
         self.shared.wake_driver();

@@ -226,6 +226,23 @@ impl Cluster {
         Ok(c)
     }
 
+    /// Wait at the clock gate through the node (`Node::gate`).
+    pub fn gate(&mut self, node: NodeId, worker: WorkerId) -> Result<Ticket, OpError> {
+        let ticket = self.ticket();
+        self.access(node, worker, ticket, |path, n, now| {
+            path.other_via(ticket, || n.gate(now, worker, ticket))
+        })?;
+        Ok(ticket)
+    }
+
+    /// The worker advances its clock no more (`Node::retire`).
+    pub fn retire(&mut self, node: NodeId, worker: WorkerId) -> Result<(), OpError> {
+        let now = self.now();
+        self.nodes[node.index()].retire(now, worker)?;
+        self.drain(node);
+        Ok(())
+    }
+
     /// Wait for two more sync rounds through the node.
     pub fn wait_sync(&mut self, node: NodeId, worker: WorkerId) -> Result<Ticket, OpError> {
         let ticket = self.ticket();

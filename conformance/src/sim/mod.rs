@@ -10,7 +10,7 @@ pub mod digest;
 pub mod sampling;
 pub mod workload;
 
-use parma_core::{Config, Instant, Key, Layout, Technique};
+use parma_core::{Config, Gate, Instant, Key, Layout, Technique};
 use parma_transport_loopback::sim::{Faults, SimNet};
 
 pub use cluster::Cluster;
@@ -114,9 +114,18 @@ fn permanent_replicas(technique: Technique) -> bool {
 
 /// Runs the workload of `seed` under `technique` and checks everything.
 pub fn run_seed(seed: u64, technique: Technique) -> Result<Report, Failure> {
+    run_seed_gated(seed, technique, Gate::Async)
+}
+
+/// [`run_seed`] under the clock gate `gate`: every worker advances its clock after each
+/// operation and waits at the gate; under BSP and SSP every read is checked against the
+/// gate's bound (see [`workload::Mix::gate`]). Under `Gate::Async` it is `run_seed`, step for
+/// step.
+pub fn run_seed_gated(seed: u64, technique: Technique, gate: Gate) -> Result<Report, Failure> {
     let fail = |what: String| Failure { seed, technique, what };
     let faults = Faults::from_seed(seed);
     let mut cfg = config_for(seed, technique);
+    cfg.gate = gate;
     // Keys stay long enough for requests that trail them to catch up, whatever the delays.
     cfg.relocation_hold = parma_core::Duration(2 * (faults.delay_max_us + faults.jitter_us) + 100);
     let keys = cfg.layout.key_end();
@@ -135,7 +144,8 @@ pub fn run_seed(seed: u64, technique: Technique) -> Result<Report, Failure> {
             | Technique::FullReplication
             | Technique::MultiTechnique
     );
-    let mix = Mix::draw(&mut rng, technique.uses_localize(), technique.uses_rounds(), !replicates);
+    let mut mix = Mix::draw(&mut rng, technique.uses_localize(), technique.uses_rounds(), !replicates);
+    mix.gate = gate;
     let total_ops = u64::from(mix.ops_per_worker) * u64::from(cfg.nodes) * u64::from(cfg.workers_per_node);
     let mut work = Workload::new(cfg.nodes, cfg.workers_per_node, keys, mix, &mut rng);
     work.sample_from(dists);

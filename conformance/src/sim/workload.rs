@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 
 use parma_core::access::PullMisses;
 use parma_core::wire::WriteKind;
-use parma_core::{Clock, Completion, Instant, Key, NodeId, OpError, Ticket, WorkerId};
+use parma_core::{Clock, Completion, Gate, Instant, Key, NodeId, OpError, Ticket, WorkerId};
 
 use super::cluster::Cluster;
 use crate::rng::Rng;
@@ -38,6 +38,10 @@ pub struct Mix {
     /// do not promise that (a replica is a snapshot of its owner plus local updates); every
     /// read must still be a value that some prefix of the pushes can produce.
     pub strict_reads: bool,
+    /// The clock gate: under any but `Async`, every worker advances its clock after every
+    /// operation and waits at the gate before the next; under BSP and SSP(s) a read at clock
+    /// c must hold every add issued at a clock below c − s.
+    pub gate: Gate,
 }
 
 impl Mix {
@@ -61,14 +65,37 @@ impl Mix {
             think_us_max: rng.range(0, 2_000),
             rounds,
             strict_reads,
+            gate: Gate::Async,
         }
+    }
+
+    /// Whether workers advance their clocks (for intents, or for a gate).
+    fn clocks(&self) -> bool {
+        self.rounds || self.gate != Gate::Async
     }
 }
 
 enum Outstanding {
-    Pull { ticket: Ticket, keys: Vec<Key>, vals: Vec<f32>, misses: PullMisses },
-    Push { ticket: Ticket, keys: Vec<Key>, deltas: Vec<u32> },
-    Other { ticket: Ticket },
+    /// A pull issued at worker clock `clock`.
+    Pull {
+        ticket: Ticket,
+        keys: Vec<Key>,
+        vals: Vec<f32>,
+        misses: PullMisses,
+        clock: u64,
+    },
+    Push {
+        ticket: Ticket,
+        keys: Vec<Key>,
+        deltas: Vec<u32>,
+    },
+    Other {
+        ticket: Ticket,
+    },
+    /// A wait at the clock gate (not an operation of the mix).
+    Gate {
+        ticket: Ticket,
+    },
 }
 
 struct SimWorker {
@@ -91,6 +118,8 @@ struct SimWorker {
     seen: HashMap<Key, u64>,
     /// Its node stopped for good.
     stopped: bool,
+    /// It told its node that it advances its clock no more.
+    retired: bool,
 }
 
 /// The expected outcome, built while operations are issued.
@@ -98,6 +127,9 @@ struct SimWorker {
 pub struct Ledger {
     /// Sum of every push issued, per key.
     pub pushed: HashMap<Key, u64>,
+    /// Per key, the sum of the pushes issued below each clock that saw one: (clock, sum of
+    /// the pushes issued at that clock), in no order.
+    pub pushed_at: HashMap<Key, HashMap<u64, u64>>,
     /// Every value ever set, per key.
     pub set_values: HashMap<Key, HashSet<u32>>,
     next_set: u32,
@@ -161,6 +193,7 @@ impl Workload {
                     own: HashMap::new(),
                     seen: HashMap::new(),
                     stopped: false,
+                    retired: false,
                 });
             }
         }
@@ -224,6 +257,17 @@ impl Workload {
             if w.current.is_none() && w.ops_left > 0 && w.next_at <= now {
                 self.issue(i, cluster)?;
             }
+            let w = &mut self.workers[i];
+            if self.mix.gate != Gate::Async
+                && w.ops_left == 0
+                && w.current.is_none()
+                && !w.retired
+                && !w.stopped
+            {
+                w.retired = true;
+                let (node, id) = (w.node, w.id);
+                cluster.retire(node, id).map_err(|e| format!("node {node} worker {id}: retire: {e}"))?;
+            }
         }
         Ok(())
     }
@@ -234,25 +278,44 @@ impl Workload {
             Some(
                 Outstanding::Pull { ticket, .. }
                 | Outstanding::Push { ticket, .. }
-                | Outstanding::Other { ticket },
+                | Outstanding::Other { ticket }
+                | Outstanding::Gate { ticket },
             ) => *ticket,
             None => return Ok(()),
         };
         let Some(result) = cluster.take_result(w.node, w.id, ticket) else { return Ok(()) };
         let current = w.current.take();
+        if let Some(Outstanding::Gate { .. }) = current {
+            return match result {
+                Ok(Completion::Gate) => Ok(()),
+                Err(OpError::PeerFailed { .. } | OpError::Timeout) if self.failure => {
+                    self.ops_failed += 1;
+                    Ok(())
+                }
+                r => Err(format!("node {} worker {}: gate ended with {r:?}", w.node, w.id)),
+            };
+        }
         w.next_at = cluster.now() + parma_core::Duration(w.rng.range(0, self.mix.think_us_max));
-        if self.mix.rounds {
+        if self.mix.clocks() {
             let (node, id) = (w.node, w.id);
             cluster.advance_clock(node, id).map_err(|e| format!("node {node} worker {id}: clock: {e}"))?;
+            if self.mix.gate != Gate::Async {
+                match cluster.gate(node, id) {
+                    Ok(ticket) => self.workers[i].current = Some(Outstanding::Gate { ticket }),
+                    Err(OpError::PeerFailed { .. }) if self.failure => self.ops_failed += 1,
+                    Err(e) => return Err(format!("node {node} worker {id}: gate refused: {e}")),
+                }
+            }
         }
         let w = &mut self.workers[i];
         self.ledger.ops_done += 1;
         let who = format!("node {} worker {}", w.node, w.id);
         match (current, result) {
-            (Some(Outstanding::Pull { keys, mut vals, misses, .. }), Ok(Completion::Pull(remote))) => {
+            (Some(Outstanding::Pull { keys, mut vals, misses, clock, .. }), Ok(Completion::Pull(remote))) => {
                 let layout = cluster.nodes()[0].config().layout.clone();
                 misses.fill(&remote, &mut vals).map_err(|e| format!("{who}: pull completion: {e}"))?;
-                self.check_read(i, &keys, &vals, &layout)
+                self.check_read(i, &keys, &vals, &layout)?;
+                self.check_gate(i, &keys, &vals, &layout, clock)
             }
             (Some(Outstanding::Push { keys, deltas, .. }), Ok(Completion::Write)) => {
                 let w = &mut self.workers[i];
@@ -288,6 +351,45 @@ impl Workload {
             }
             (_, Ok(c)) => Err(format!("{who}: unexpected completion {c:?}")),
         }
+    }
+
+    /// Under BSP and SSP(s): a read at clock c holds every add issued at a clock below
+    /// c − s (its value, a sum of adds, is at least theirs). Not checked once a node stopped
+    /// (its workers' adds may be lost with it).
+    fn check_gate(
+        &self,
+        i: usize,
+        keys: &[Key],
+        vals: &[f32],
+        layout: &parma_core::Layout,
+        clock: u64,
+    ) -> Result<(), String> {
+        let Some(s) = self.mix.gate.staleness() else { return Ok(()) };
+        if self.failure {
+            return Ok(());
+        }
+        let bound = clock.saturating_sub(u64::from(s));
+        let w = &self.workers[i];
+        let mut at = 0;
+        for k in keys {
+            let x = vals[at];
+            at += layout.len_of(*k).unwrap_or(0);
+            if is_set_key(*k) {
+                continue;
+            }
+            let due: u64 = self
+                .ledger
+                .pushed_at
+                .get(k)
+                .map_or(0, |by| by.iter().filter(|(c, _)| **c < bound).map(|(_, d)| *d).sum());
+            if (x as u64) < due {
+                return Err(format!(
+                    "node {} worker {}: {:?}: key {k} read {x} at clock {clock}, below the {due} added at clocks < {bound}",
+                    w.node, w.id, self.mix.gate
+                ));
+            }
+        }
+        Ok(())
     }
 
     fn check_read(
@@ -371,18 +473,24 @@ impl Workload {
             if d.level == parma_core::Conformity::NonConform && !misses.is_empty() {
                 return Err(format!("node {node} worker {id}: locally sampled keys went remote"));
             }
-            self.workers[i].current = Some(Outstanding::Pull { ticket, keys, vals, misses });
+            let clock = cluster.nodes()[node.index()].clock(id).0;
+            self.workers[i].current = Some(Outstanding::Pull { ticket, keys, vals, misses, clock });
         } else if roll < self.mix.p_pull {
             let mut vals = vec![f32::NAN; total];
             let (ticket, misses) = cluster.pull(node, id, &keys, &mut vals).map_err(err)?;
-            self.workers[i].current = Some(Outstanding::Pull { ticket, keys, vals, misses });
+            let clock = cluster.nodes()[node.index()].clock(id).0;
+            self.workers[i].current = Some(Outstanding::Pull { ticket, keys, vals, misses, clock });
         } else if roll < self.mix.p_pull + self.mix.p_push {
             keys.retain(|k| !is_set_key(*k));
             let deltas: Vec<u32> = keys.iter().map(|_| self.workers[i].rng.range(1, 5) as u32).collect();
             let mut vals = Vec::with_capacity(total);
+            let clock = cluster.nodes()[node.index()].clock(id).0;
             for (k, d) in keys.iter().zip(&deltas) {
                 vals.extend(std::iter::repeat_n(*d as f32, layout.len_of(*k).unwrap_or(0)));
                 *self.ledger.pushed.entry(*k).or_default() += u64::from(*d);
+                if self.mix.gate != Gate::Async {
+                    *self.ledger.pushed_at.entry(*k).or_default().entry(clock).or_default() += u64::from(*d);
+                }
             }
             let ticket = cluster.write(node, id, WriteKind::Add, &keys, &vals).map_err(err)?;
             self.workers[i].current = Some(Outstanding::Push { ticket, keys, deltas });

@@ -56,13 +56,19 @@ fn the_bound_holds_every_kind() {
 #[test]
 fn finalize_ends_intents_only_under_rounds() {
     assert_eq!(
-        finalize_steps(Technique::StaticPartitioning),
+        finalize_steps(Technique::StaticPartitioning, Gate::Async),
         &[FinalizeStep::Barrier, FinalizeStep::LastBarrier]
     );
-    let steps = finalize_steps(Technique::Adaptive);
+    let steps = finalize_steps(Technique::Adaptive, Gate::Async);
     assert_eq!(steps.first(), Some(&FinalizeStep::EndIntents));
     assert_eq!(steps.last(), Some(&FinalizeStep::LastBarrier));
     assert!(steps.contains(&FinalizeStep::WaitSync));
+    for t in Technique::ALL {
+        let gated = finalize_steps(t, Gate::Bsp);
+        assert_eq!(gated[0], FinalizeStep::Retire, "a gated worker retires first");
+        assert_eq!(&gated[1..], finalize_steps(t, Gate::Async));
+        assert!(!finalize_steps(t, Gate::Async).contains(&FinalizeStep::Retire));
+    }
 }
 
 /// Node 0 of two, with keys 0..16 of 2 floats; which keys it holds depends on the placement.

@@ -73,6 +73,7 @@ fn valid_samples() -> Vec<(&'static str, Message)> {
             },
         ),
         ("dist-check", Message::DistCheck { dist: DistId(2), fingerprint: 0x0123_4567_89ab_cdef }),
+        ("flushed", Message::Flushed { clock: 0x0000_0001_0000_0002 }),
     ]
 }
 
@@ -98,12 +99,12 @@ fn wire_decode_seeds() -> Vec<(alloc::string::String, Vec<u8>, Result<(), WireEr
         ("empty", Vec::new(), WireError::Truncated),
         ("short-header", pull[..12].to_vec(), WireError::Truncated),
         ("magic", patch(0, 0, b"PRMB"), WireError::BadMagic),
-        ("version", patch(0, 4, &[4]), WireError::UnsupportedVersion { version: 4 }),
+        ("version", patch(0, 4, &[9]), WireError::UnsupportedVersion { version: 9 }),
         ("reserved-after-kind", patch(0, 6, &[0, 1]), WireError::BadField),
         ("reserved-after-sender", patch(0, 14, &[1, 0]), WireError::BadField),
         ("foreign-cluster", patch(0, 8, &[0, 0, 0, 0]), WireError::ForeignCluster { cluster: 0 }),
         ("kind-zero", patch(0, 5, &[0]), WireError::UnknownKind { kind: 0 }),
-        ("kind-unknown", patch(0, 5, &[15]), WireError::UnknownKind { kind: 15 }),
+        ("kind-unknown", patch(0, 5, &[16]), WireError::UnknownKind { kind: 16 }),
         ("key-count-huge", patch(0, HEADER_LEN + 11, &u32::MAX.to_le_bytes()), WireError::CountTooLarge),
         ("write-kind", patch(2, HEADER_LEN + 11, &[2]), WireError::BadField),
         ("fail-reason", patch(8, HEADER_LEN + 8, &[5]), WireError::BadField),

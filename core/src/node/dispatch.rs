@@ -98,6 +98,7 @@ impl Node {
                 self.sync_answered(now, from, round, &relocated, &refreshed, &acks, &failed, &values)
             }
             Message::DistCheck { dist, fingerprint } => self.check_distribution(from, dist, fingerprint),
+            Message::Flushed { clock } => self.flushed_from(from, clock),
         }
     }
 
@@ -144,7 +145,7 @@ impl Node {
             Message::PointerRelease { released } => released.iter().all(|r| layout.contains(r.key)),
             Message::BarrierEnter { .. } => self.me == super::barrier::COORDINATOR,
             Message::BarrierRelease { .. } => true,
-            Message::DistCheck { .. } => true,
+            Message::DistCheck { .. } | Message::Flushed { .. } => true,
         }
     }
 

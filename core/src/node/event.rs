@@ -54,6 +54,8 @@ pub enum Completion {
     Barrier,
     /// Two more sync rounds ended after `wait_sync` was called (or the technique runs none).
     Sync,
+    /// The worker passed its clock gate ([`crate::Node::gate`]).
+    Gate,
 }
 
 /// The completion of one worker operation, to be handed to that worker.

@@ -177,7 +177,9 @@ impl Node {
     pub fn advance_clock(&mut self, _now: Instant, worker: WorkerId) -> Result<Clock, OpError> {
         let w = self.sync.workers.get_mut(worker.index()).ok_or(OpError::InvalidArgument)?;
         w.clock = Clock(w.clock.0.saturating_add(1));
-        Ok(w.clock)
+        let clock = w.clock;
+        self.gate_progress();
+        Ok(clock)
     }
 
     /// Ends every intent of `worker`, waiting or acted on, as if its clock had passed them all

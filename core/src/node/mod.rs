@@ -4,6 +4,7 @@ mod barrier;
 mod cache;
 mod dispatch;
 mod event;
+mod gate;
 mod intents;
 mod invariants;
 mod keymap;
@@ -39,6 +40,7 @@ use crate::time::Instant;
 use crate::wire::{self, Message, WriteKind};
 use barrier::Barrier;
 use cache::LocationCache;
+use gate::GateState;
 use origin::{Pending, PendingKind, PendingMap};
 use peers::PeerSet;
 use round::SyncState;
@@ -81,6 +83,7 @@ pub struct Node {
     loopback: VecDeque<Message>,
     events: VecDeque<Event>,
     barrier: Barrier,
+    gate: GateState,
     failed_peers: PeerSet,
     stats: Stats,
     sync: SyncState,
@@ -107,6 +110,7 @@ impl Node {
             sync: SyncState::new(&cfg),
             cache: LocationCache::new(cfg.location_cache_slots),
             barrier: Barrier::new(cfg.nodes, cfg.workers_per_node),
+            gate: GateState::new(&cfg),
             failed_peers: PeerSet::new(cfg.nodes),
             wire_cluster: cfg.wire_cluster(),
             cfg,
@@ -177,6 +181,7 @@ impl Node {
             && self.events.is_empty()
             && self.loopback.is_empty()
             && self.sync.is_idle()
+            && self.gate.waiting() == 0
     }
 
     // ----- outputs -----
@@ -343,6 +348,7 @@ impl Node {
         for (worker, ticket) in self.barrier.fail_all() {
             self.complete(worker, ticket, Err(OpError::PeerFailed { node: peer }));
         }
+        self.gate_peer_failed(peer);
         // What waited for keys may wait forever now; its requests have just failed. A key that
         // still arrives is installed all the same, if there is room.
         let incoming: Vec<Key> = self.keys.with_life(Life::is_incoming).map(|(k, _)| k).collect();
@@ -547,14 +553,37 @@ impl Node {
     }
 
     /// Registers `p` under `req`, or completes it at once if nothing is outstanding.
-    fn start(&mut self, req: RequestId, p: Pending) {
+    fn start(&mut self, req: RequestId, mut p: Pending) {
         if p.remaining == 0 {
             self.finish(p);
         } else {
             if self.next_scan.is_none() {
                 self.next_scan = Some(p.deadline);
             }
+            if !matches!(p.kind, PendingKind::Prefetch) {
+                p.clock = self.clock(p.worker).0;
+                self.gate.request_started(p.worker, p.clock, matches!(p.kind, PendingKind::Write));
+            }
             self.pending.insert(req, p);
+        }
+    }
+
+    /// What the gates know of a pending request: its worker, clock and whether it writes
+    /// (`None` for a request no worker issued).
+    fn gate_tag(p: &Pending) -> Option<(WorkerId, u64, bool)> {
+        (!matches!(p.kind, PendingKind::Prefetch)).then_some((
+            p.worker,
+            p.clock,
+            matches!(p.kind, PendingKind::Write),
+        ))
+    }
+
+    /// A request left the pending ones (after its completion was queued, so that a worker
+    /// sees it before a gate it lets pass): the gates no longer wait for it.
+    fn request_ended(&mut self, tag: Option<(WorkerId, u64, bool)>) {
+        if let Some((worker, clock, write)) = tag {
+            self.gate.request_ended(worker, clock, write);
+            self.gate_progress();
         }
     }
 
@@ -570,7 +599,9 @@ impl Node {
         }
         if p.remaining == 0 {
             if let Some(p) = self.pending.remove(&req) {
+                let tag = Node::gate_tag(&p);
                 self.finish(p);
+                self.request_ended(tag);
             }
         }
     }
@@ -587,6 +618,7 @@ impl Node {
 
     fn fail_request(&mut self, req: RequestId, err: OpError) {
         if let Some(p) = self.pending.remove(&req) {
+            let tag = Node::gate_tag(&p);
             // Nothing waits for these keys on this request's behalf any more (a localize, or
             // an access waiting for a key on its way here). An entry keeps its reserved slot:
             // the key may still arrive, and is then installed.
@@ -606,6 +638,7 @@ impl Node {
             if !matches!(p.kind, PendingKind::Prefetch) {
                 self.complete(p.worker, p.ticket, Err(err));
             }
+            self.request_ended(tag);
         }
     }
 

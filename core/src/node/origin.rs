@@ -39,6 +39,8 @@ pub(crate) struct Pending {
     done: Vec<bool>,
     pub(crate) remaining: usize,
     pub(crate) deadline: Instant,
+    /// The worker's clock when the request was issued (for the clock gates).
+    pub(crate) clock: u64,
 }
 
 impl Pending {
@@ -51,7 +53,17 @@ impl Pending {
     ) -> Pending {
         let index = keys.iter().enumerate().map(|(i, k)| (*k, i as u32)).collect();
         let n = keys.len();
-        Pending { worker, ticket, kind, keys, index, done: alloc::vec![false; n], remaining: n, deadline }
+        Pending {
+            worker,
+            ticket,
+            kind,
+            keys,
+            index,
+            done: alloc::vec![false; n],
+            remaining: n,
+            deadline,
+            clock: 0,
+        }
     }
 
     pub(crate) fn pull(

@@ -218,6 +218,7 @@ impl Node {
             !e.is_idle()
         });
         self.keys.outstanding = 0;
+        self.gate_round_abandoned();
         self.finish_round(now, true);
     }
 
@@ -228,6 +229,7 @@ impl Node {
         s.started_at = now;
         s.next_at = None;
         self.stats.sync_rounds += 1;
+        self.gate_round_started();
         if !self.sync.permanent_done {
             self.register_permanent();
         }
@@ -425,6 +427,7 @@ impl Node {
         for (w, t) in ready {
             self.complete(w, t, Ok(super::Completion::Sync));
         }
+        self.gate_round_finished();
     }
 
     /// Sends `o` to `to` as one or more sync requests within the frame and key bounds.

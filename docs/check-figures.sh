@@ -5,8 +5,8 @@
 #   docs/check-figures.sh           run the quick commands (about a minute of CPU) and check
 #   docs/check-figures.sh --full    also the slower ones: full replication in `parma
 #                                   techniques` and the sensitivity rows (about 4 minutes in all)
-#   docs/check-figures.sh --sweep   also `parma sim --seeds 10000` (about 15 minutes more on
-#                                   two idle cores)
+#   docs/check-figures.sh --sweep   also `parma sim --seeds 10000` and 1,000 seeds under each
+#                                   clock gate (about an hour more on two idle cores)
 #   docs/check-figures.sh --print   print today's figures in the docs' format instead of
 #                                   checking (with --full --sweep: every figure), to paste
 #                                   into the docs
@@ -25,8 +25,8 @@
 #   row whose first cell is the figure's name and compares the value cell exactly. A headline
 #   row whose command is one of the deterministic ones below but that the script does not
 #   compute is a mismatch too (UNCHECKED), so a figure cannot be added without its check.
-# - Deterministic commands: `parma sampling`, `parma techniques`, `parma sim` (simulated
-#   cluster, virtual time), `cargo bench -p parma-core --bench memory` (a counting allocator)
+# - Deterministic commands: `parma sampling`, `parma techniques`, `parma gates`, `parma sim`
+#   (simulated cluster, virtual time), `cargo bench -p parma-core --bench memory` (a counting allocator)
 #   and the fuzz corpus counts. Their figures do not depend on the machine or its load.
 # - Not checked: benchmark timings and their ratios (`--bench local_access`, `--bench intents`)
 #   and `parma demo` (threads on real time) are noisy by nature, and test and conformance
@@ -194,6 +194,18 @@ figure "memory per key: a key moved in (either placement)" "$(mem "owned, moved 
 figure "memory per key: a replica, its value and unsent delta counted (either placement)" "$(mem "replica (value and delta)" dense)"
 figure "memory per key: a key at its home (hashed placement, 1 M keys)" "$(mem "owned, homed here" hashed)"
 
+# --- parma gates (docs/performance.md): the straggler experiment
+gates_args=(gates --task mf --nodes 4 --steps 200 --gates async,bounded-delay:1,ssp:3,ssp:1,bsp)
+for t in adaptive static; do
+    run "gates-$t" "$PARMA" "${gates_args[@]}" --technique "$t"
+    rows "$tmp/gates-$t.out" | block "gates-$t"
+done
+g() { rows "$tmp/gates-adaptive.out" | row_named "$1" | cell "$2"; }
+figure "straggler (MF-like, adaptive, worker 0 3× slower): training time under ssp:3 / ssp:1 / bsp, vs async" \
+    "$(g ssp:3 3) / $(g ssp:1 3) / $(g bsp 3)"
+figure "straggler (MF-like, adaptive): largest read staleness in clocks, async / ssp:3 / ssp:1 / bsp" \
+    "$(g async 6) / $(g ssp:3 6) / $(g ssp:1 6) / $(g bsp 6)"
+
 # --- parma sim (docs/verification.md)
 sim_block() { # the table without its last column (wall time)
     rows "$1" | awk -F'|' '{s="|"; for (i=2; i<NF-1; i++) s=s $i "|"; print s}'
@@ -213,6 +225,20 @@ if [ "$sweep" = 1 ]; then
 else
     not_run "simulation, 10,000 seeds per technique: runs that pass every check" --sweep
     block_not_run sim-10000 --sweep
+fi
+gated="simulation under clock gates, 1,000 seeds per technique each: runs that pass every check, bsp / ssp:2 / bounded-delay:1"
+if [ "$sweep" = 1 ]; then
+    counts=()
+    for gate in bsp ssp:2 bounded-delay:1; do
+        run "sim-$gate" "$PARMA" sim --seeds 1000 --gate "$gate"
+        sim_block "$tmp/sim-$gate.out" | block "sim-1000-$gate"
+        read -r p n <<<"$(sim_passed "$tmp/sim-$gate.out")"
+        counts+=("$(commas "$p") of $(commas "$n")")
+    done
+    figure "$gated" "${counts[0]} / ${counts[1]} / ${counts[2]}"
+else
+    not_run "$gated" --sweep
+    for gate in bsp ssp:2 bounded-delay:1; do block_not_run "sim-1000-$gate" --sweep; done
 fi
 
 # --- the fuzz entry points as ordinary tests (docs/verification.md)
@@ -403,7 +429,7 @@ while IFS=$'\t' read -r name value; do
         bad "[headline] $name: the docs say $(echo "$have" | cell 2), today $value"
     fi
 done <"$tmp/figures"
-deterministic='parma (sampling|techniques|sim)|--bench memory|fuzz/corpus'
+deterministic='parma (sampling|techniques|sim|gates)|--bench memory|fuzz/corpus'
 grep '^|' "$tmp/headline" | while IFS= read -r line; do
     name=$(echo "$line" | cell 1)
     [ "$name" = figure ] || [[ "$name" =~ ^-+$ ]] && continue

@@ -31,6 +31,7 @@
 pub mod demo;
 pub mod export;
 pub mod fetch;
+pub mod gates;
 pub mod metrics;
 pub mod node;
 pub mod node_transport;

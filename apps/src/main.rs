@@ -35,6 +35,10 @@ enum Command {
     /// deterministic simulated cluster, and print a table of remote accesses, bytes sent,
     /// relocations, replicas and staleness.
     Techniques(TechniquesArgs),
+    /// The straggler experiment: the workload of `techniques` (its options apply;
+    /// `--technique` defaults to adaptive) with one worker several times slower, under each
+    /// clock gate; print virtual training time, time at gates and read staleness.
+    Gates(GatesArgs),
     /// Run the KGE-like workload of `techniques` (its options apply; `--task` is ignored) with
     /// its negatives drawn by the sampling manager under each conformity level, and without
     /// negatives, on the simulated cluster; print bytes and remote accesses due to sampling.
@@ -256,6 +260,43 @@ fn run_techniques(args: &TechniquesArgs) -> Result<(), String> {
         );
     };
     let out = techniques::run(&args.options(), &args.techniques(), args.details, &mut progress)?;
+    println!("{out}");
+    Ok(())
+}
+
+#[derive(Args, Debug)]
+struct GatesArgs {
+    #[command(flatten)]
+    workload: TechniquesArgs,
+    /// The clock gates to compare, comma-separated, in order (the first is the reference).
+    #[arg(long, value_delimiter = ',', value_parser = parse_gate, default_value = "async,ssp:3,ssp:1,bsp")]
+    gates: Vec<Gate>,
+    /// Worker 0 computes this many times as long as the others.
+    #[arg(long, default_value_t = 3)]
+    straggler: u64,
+}
+
+fn run_gates(args: &GatesArgs) -> Result<(), String> {
+    let techniques = if args.workload.technique.is_empty() {
+        vec![Technique::Adaptive]
+    } else {
+        args.workload.technique.clone()
+    };
+    let opts = args.workload.options();
+    for o in &opts {
+        SkewOptions { straggler: args.straggler, ..o.clone() }.check()?;
+    }
+    let mut progress = |r: &parma_conformance::skew::SkewReport, gate: Gate, took: std::time::Duration| {
+        eprintln!(
+            "{} / {} / {}: {:.1} s wall; {} simulation steps",
+            r.task,
+            r.technique.name(),
+            gate.name(),
+            took.as_secs_f64(),
+            r.sim_steps
+        );
+    };
+    let out = parma_apps::gates::run(&opts, &techniques, &args.gates, args.straggler, &mut progress)?;
     println!("{out}");
     Ok(())
 }
@@ -528,6 +569,7 @@ fn main() -> ExitCode {
         Command::Sim(args) => Ok(run_sim(args)),
         Command::Conformance(args) => run_conformance(args),
         Command::Techniques(args) => run_techniques(args).map(|()| true),
+        Command::Gates(args) => run_gates(args).map(|()| true),
         Command::Sampling(args) => run_sampling(args).map(|()| true),
         Command::Train(cmd) => train_cli::run(cmd).map(|()| true),
         Command::Checkpoint(cmd) => checkpoint_cli::run(cmd).map(|()| true),

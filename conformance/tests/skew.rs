@@ -82,3 +82,38 @@ fn sampled_negatives_under_every_technique() {
         }
     }
 }
+
+/// With one worker three times slower: without a gate the others' reads fall behind by many
+/// clocks; SSP(s) keeps every read within s clocks and BSP within none, under every technique,
+/// and the straggler's own pace bounds the loop's time under SSP.
+#[test]
+fn gates_bound_the_staleness_a_straggler_causes() {
+    use parma_core::Gate;
+    let base = SkewOptions { straggler: 3, check_every: 0, ..mf() };
+    for t in Technique::ALL {
+        let run =
+            |gate| skew::run(&SkewOptions { gate, ..base.clone() }, t).unwrap_or_else(|e| panic!("{e}"));
+        let free = run(Gate::Async);
+        assert!(
+            free.read_staleness_max > 3,
+            "{}: async reads at most {} stale",
+            t.name(),
+            free.read_staleness_max
+        );
+        assert_eq!(free.gate_wait_us, 0);
+        for s in [1, 3] {
+            let r = run(Gate::Ssp { staleness: s });
+            assert!(
+                r.read_staleness_max <= u64::from(s),
+                "{} ssp:{s}: {} stale",
+                t.name(),
+                r.read_staleness_max
+            );
+            assert!(r.gate_wait_us > 0);
+            assert_eq!(r.key_accesses, free.key_accesses);
+        }
+        let bsp = run(Gate::Bsp);
+        assert_eq!(bsp.read_staleness_max, 0, "{}", t.name());
+        assert!(bsp.run_time_us >= free.run_time_us, "{}", t.name());
+    }
+}

@@ -1,11 +1,12 @@
 //! The simulated workers of a skewed workload and the loop that drives them with the cluster.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 
+use parma_core::access::PullMisses;
 use parma_core::wire::WriteKind;
 use parma_core::{
-    Clock, Completion, Config, DistId, Distribution, Duration, Instant, Key, Layout, NodeId, OpError,
+    Clock, Completion, Config, DistId, Distribution, Duration, Gate, Instant, Key, Layout, NodeId, OpError,
     SampleHandle, Technique, Ticket, WorkerId,
 };
 use parma_transport_loopback::sim::{Faults, SimNet};
@@ -29,10 +30,12 @@ enum Phase {
     /// Pulls the keys of its step as soon as its access path lets it: not before its own
     /// pushes to them completed (the ordering rule), as the runtime's worker waits.
     Issuing,
-    /// Waits for the pull of its step.
+    /// Waits for the pull of its step (its local values are in `vals` already).
     Pulling { ticket: Ticket },
     /// Computes until `at`, then pushes.
     Computing { at: Instant },
+    /// Waits at its clock gate since `since`.
+    Gating { ticket: Ticket, since: Instant },
     /// Ran every step.
     Done,
 }
@@ -53,6 +56,11 @@ struct SimWorker {
     /// only the sampling manager drew.
     keys: Vec<Key>,
     sampled: Vec<Key>,
+    /// The values of the step's pull, and the keys of it that went to the node.
+    vals: Vec<f32>,
+    misses: Option<PullMisses>,
+    /// It told its node that it advances its clock no more.
+    retired: bool,
 }
 
 /// Runs the workload of `opts` under `technique`.
@@ -76,15 +84,30 @@ pub(super) fn run(opts: &SkewOptions, technique: Technique) -> Result<SkewReport
             handles: VecDeque::new(),
             keys: Vec::new(),
             sampled: Vec::new(),
+            vals: Vec::new(),
+            misses: None,
+            retired: false,
         })
         .collect();
     let sampling = register_negatives(opts, &mut cluster)?;
     let mut pushes = vec![0u32; plan.keys as usize];
     let mut checker = Checker { every: opts.check_every, since: 0, keys: plan.keys, moves: 0 };
-    let mut driver = Driver { opts, technique, plan: &plan, pushes: &mut pushes, sampling, sampled: (0, 0) };
+    let mut driver = Driver {
+        opts,
+        technique,
+        plan: &plan,
+        pushes: &mut pushes,
+        sampling,
+        sampled: (0, 0),
+        pushed_at: HashMap::new(),
+        reads: Reads::default(),
+    };
     driver.train(&mut cluster, &mut workers, &mut checker)?;
     let mut report = report(opts, technique, &cluster);
     (report.sampled_accesses, report.sampled_remote) = driver.sampled;
+    let r = &driver.reads;
+    (report.gate_wait_us, report.read_staleness_sum, report.read_staleness_max, report.reads) =
+        (r.gate_wait_us, r.staleness_sum, r.staleness_max, r.count);
     for w in &workers {
         if let Some(s) = cluster.sampler(w.node, w.id) {
             report.sampling += s.stats();
@@ -138,6 +161,7 @@ fn config(opts: &SkewOptions, technique: Technique, plan: &Plan) -> Result<Confi
     let layout = Layout::uniform(plan.keys, opts.len).map_err(|e| format!("layout: {e}"))?;
     let mut cfg = Config::new(opts.nodes, opts.workers, layout);
     cfg.technique = technique;
+    cfg.gate = opts.gate;
     cfg.placement = opts.placement;
     cfg.seed = opts.seed;
     let keys = usize::try_from(plan.keys).unwrap_or(usize::MAX);
@@ -162,6 +186,18 @@ struct Driver<'a> {
     sampling: Option<(DistId, u64)>,
     /// Accesses to keys only the sampling manager drew in their step, and the remote ones.
     sampled: (u64, u64),
+    /// Per key, the pushes issued at each clock.
+    pushed_at: HashMap<Key, BTreeMap<u64, u64>>,
+    reads: Reads,
+}
+
+/// What the steps' reads saw, and the waits at gates.
+#[derive(Default)]
+struct Reads {
+    count: u64,
+    staleness_sum: u64,
+    staleness_max: u64,
+    gate_wait_us: u64,
 }
 
 impl Driver<'_> {
@@ -183,7 +219,7 @@ impl Driver<'_> {
             for w in workers.iter_mut() {
                 self.poll(cluster, w)?;
             }
-            if workers.iter().all(|w| matches!(w.phase, Phase::Done) && w.pending.is_empty()) {
+            if workers.iter().all(|w| matches!(w.phase, Phase::Done) && w.pending.is_empty() && w.retired) {
                 return Ok(());
             }
             if cluster.steps() > steps_max {
@@ -255,30 +291,57 @@ impl Driver<'_> {
                 }
                 Phase::Issuing => {
                     let mut vals = vec![0.0; w.keys.len() * self.opts.len as usize];
-                    let (ticket, _) = match cluster.pull(w.node, w.id, &w.keys, &mut vals) {
+                    let (ticket, misses) = match cluster.pull(w.node, w.id, &w.keys, &mut vals) {
                         Ok(issued) => issued,
                         // Held by the access path (or the node): wait for completions.
                         Err(OpError::Busy) => return Ok(()),
                         Err(e) => return Err(format!("node {} worker {}: pull: {e}", w.node, w.id)),
                     };
+                    w.vals = vals;
+                    w.misses = Some(misses);
                     w.phase = Phase::Pulling { ticket };
                 }
                 Phase::Pulling { ticket } => {
                     let Some(result) = cluster.take_result(w.node, w.id, ticket) else { return Ok(()) };
-                    match result {
-                        Ok(Completion::Pull(_)) => {}
-                        other => {
+                    match (result, w.misses.take()) {
+                        (Ok(Completion::Pull(remote)), Some(misses)) => {
+                            misses
+                                .fill(&remote, &mut w.vals)
+                                .map_err(|e| format!("node {} worker {}: pull: {e}", w.node, w.id))?;
+                        }
+                        (other, _) => {
                             return Err(format!("node {} worker {}: pull ended {other:?}", w.node, w.id))
                         }
                     }
-                    let jitter = w.rng.range(0, self.opts.compute_us / 5);
-                    let at = now + Duration(self.opts.compute_us - self.opts.compute_us / 10 + jitter);
+                    self.count_read(w);
+                    let compute = self.opts.compute_us * if w.index == 0 { self.opts.straggler } else { 1 };
+                    let jitter = w.rng.range(0, compute / 5);
+                    let at = now + Duration(compute - compute / 10 + jitter);
                     w.phase = Phase::Computing { at };
                 }
                 Phase::Computing { at } if at <= now => {
                     self.push(cluster, w)?;
                     w.step += 1;
+                    w.phase = if self.opts.gate != Gate::Async {
+                        let ticket = cluster.gate(w.node, w.id).map_err(|e| format!("gate: {e}"))?;
+                        Phase::Gating { ticket, since: now }
+                    } else if w.step == self.opts.steps {
+                        Phase::Done
+                    } else {
+                        Phase::Ready { at: now }
+                    };
+                }
+                Phase::Gating { ticket, since } => {
+                    let Some(result) = cluster.take_result(w.node, w.id, ticket) else { return Ok(()) };
+                    result.map_err(|e| format!("node {} worker {}: gate: {e}", w.node, w.id))?;
+                    self.reads.gate_wait_us += now.saturating_since(since).as_micros();
                     w.phase = if w.step == self.opts.steps { Phase::Done } else { Phase::Ready { at: now } };
+                }
+                Phase::Done if !w.retired => {
+                    if self.opts.gate != Gate::Async {
+                        cluster.retire(w.node, w.id).map_err(|e| format!("retire: {e}"))?;
+                    }
+                    w.retired = true;
                 }
                 _ => return Ok(()),
             }
@@ -325,10 +388,35 @@ impl Driver<'_> {
             .map_err(|e| format!("{who}: push: {e}"))?;
         for k in &keys {
             self.pushes[k.0 as usize] += 1;
+            *self.pushed_at.entry(*k).or_default().entry(u64::from(w.step)).or_default() += 1;
         }
         w.pending.push_back(t);
         cluster.advance_clock(w.node, w.id).map_err(|e| format!("{who}: clock: {e}"))?;
         Ok(())
+    }
+
+    /// The staleness of each key of `w`'s step as it read it (see `SkewReport::reads`): every
+    /// push adds 1 to every element, so a value counts the pushes it holds.
+    fn count_read(&mut self, w: &SimWorker) {
+        let len = self.opts.len as usize;
+        let clock = u64::from(w.step);
+        for (i, k) in w.keys.iter().enumerate() {
+            let x = w.vals.get(i * len).copied().unwrap_or(0.0) as u64;
+            // The first clock whose pushes the value cannot all hold.
+            let mut held = 0;
+            let mut first_missing = u64::MAX;
+            for (c, n) in self.pushed_at.get(k).into_iter().flatten() {
+                held += n;
+                if held > x {
+                    first_missing = *c;
+                    break;
+                }
+            }
+            let stale = clock.saturating_sub(first_missing);
+            self.reads.count += 1;
+            self.reads.staleness_sum += stale;
+            self.reads.staleness_max = self.reads.staleness_max.max(stale);
+        }
     }
 
     /// Takes the results of finished pushes and localizes; any error ends the run.
@@ -379,6 +467,10 @@ fn report(opts: &SkewOptions, technique: Technique, cluster: &Cluster) -> SkewRe
         staleness_samples: samples,
         sync_rounds: sum(&|s| s.sync_rounds),
         run_time_us: cluster.now().as_micros(),
+        gate_wait_us: 0,
+        read_staleness_sum: 0,
+        read_staleness_max: 0,
+        reads: 0,
         sim_steps: cluster.steps(),
         negatives: opts.negatives,
         sampled_accesses: 0,

@@ -66,6 +66,10 @@ pub struct SkewOptions {
     pub sampling: parma_core::SamplingOptions,
     /// Where keys are homed.
     pub placement: parma_core::Placement,
+    /// The clock gate: under any but `Async`, a worker waits at its gate after every step.
+    pub gate: parma_core::Gate,
+    /// The first worker computes this many times as long as the others (1: no straggler).
+    pub straggler: u64,
 }
 
 /// Where the negative entities of the KGE task come from.
@@ -116,6 +120,8 @@ impl SkewOptions {
             negatives: Negatives::Plan,
             sampling: parma_core::SamplingOptions::default(),
             placement: parma_core::Placement::default(),
+            gate: parma_core::Gate::Async,
+            straggler: 1,
         }
     }
 
@@ -146,6 +152,9 @@ impl SkewOptions {
         }
         if self.nodes == 0 || self.workers == 0 || self.steps == 0 || self.len == 0 {
             return Err("nodes, workers, steps and len must be at least 1".into());
+        }
+        if self.straggler == 0 || self.straggler > 1000 {
+            return Err(format!("the straggler's slowdown must be 1 to 1000, not {}", self.straggler));
         }
         if self.task.keys() > 1 << 27 {
             return Err("at most 2^27 keys".into());
@@ -190,6 +199,14 @@ pub struct SkewReport {
     pub sync_rounds: u64,
     /// Virtual time of the training loop, warm-up included, in µs.
     pub run_time_us: u64,
+    /// Virtual time workers spent waiting at their clock gates, summed over the workers, in µs.
+    pub gate_wait_us: u64,
+    /// Staleness of the step's reads, in clocks: for a read at clock c of a key whose value
+    /// holds every push to it issued at a clock below t (and not all of those of clock t), c − t
+    /// (0 when t ≥ c). Summed over every key of every step's pull, with the count and maximum.
+    pub read_staleness_sum: u64,
+    pub read_staleness_max: u64,
+    pub reads: u64,
     /// Simulation steps the training loop took.
     pub sim_steps: u64,
     /// Where the negatives came from.

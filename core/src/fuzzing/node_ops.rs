@@ -8,7 +8,8 @@
 //! else the technique `header >> 5` selects: 0 relocation, 1 and 6 adaptive, 2 adaptive without
 //! replication, 3 adaptive without relocation, 4 full replication, 5 multi-technique, 7 static
 //! partitioning (under multi-technique, keys 0 and 1 are hot); unless the low nibble is `0xf`,
-//! bit 0 set selects the dense placement (else hashed);
+//! bit 0 set selects the dense placement (else hashed), and bits 1 and 2 the clock gate: 0
+//! async, 1 BSP, 2 SSP with staleness 1, 3 bounded delay 1;
 //! if bit 4 is set the harness drains every output after every input (the drain contract), else
 //! only when an op says so.
 //! Then, until the bytes run out, one op per byte `op`, by `op % 16`, each reading its fields
@@ -22,7 +23,7 @@
 //! | 4, 5 | a peer's plausible answer to one of the last 16 messages the node sent (a reply, a relocation, a pointer release, a forward back...) |
 //! | 6, 7, 8 | a worker's pull, push (add), push (set): key count and keys (a few outside the layout), values |
 //! | 9 | a worker's localize |
-//! | 10 | a worker's clock or sampling command, by `(op >> 5) % 8` (for `op >= 0xe0`, by the next byte `% 8`): barrier; intent (keys as for a pull, then a byte `x`: the window `[clock + x % 8, clock + x % 8 + 1 + (x >> 3) % 8)`, or an empty one for `x >= 0xf8`); `advance_clock`; `wait_sync`; `end_intents`; `register_distribution` (a conformity level, then a uniform range or a few weighted keys, possibly outside the layout); `prepare_sample` (one of distributions 0 to 3, up to 15 samples, a window as an intent's); `pull_sample_keys` of an open sample (or of a handle never given out), up to 4 keys, sometimes with the wrong value length, then maybe `finish` |
+//! | 10 | a worker's clock or sampling command, by `(op >> 5) % 8` (for `op >= 0xe0`, by the next byte `% 8`): barrier; intent (keys as for a pull, then a byte `x`: the window `[clock + x % 8, clock + x % 8 + 1 + (x >> 3) % 8)`, or an empty one for `x >= 0xf8`); `advance_clock`; `wait_sync`; by the next byte `% 4`, `end_intents` (0, 1), `gate` (2) or `retire` (3); `register_distribution` (a conformity level, then a uniform range or a few weighted keys, possibly outside the layout); `prepare_sample` (one of distributions 0 to 3, up to 15 samples, a window as an intent's); `pull_sample_keys` of an open sample (or of a handle never given out), up to 4 keys, sometimes with the wrong value length, then maybe `finish` |
 //! | 11 | time advances (a little, or past the request timeout), then `handle_timeout` |
 //! | 12 | the transport reports a peer (or a stranger, or the node itself) failed |
 //! | 13 | drain up to `n` transmits |
@@ -38,7 +39,9 @@
 //! (pending requests, waiting operations, keys held; keys incoming and forwarding pointers at
 //! most `store_keys_max`); the outbox grows by at most what one input can add (two frames per key
 //! or entry the input names, plus one per node; peer failures add none, and timers none but
-//! where they start a sync round: two frames per key of the layout plus one per node), and a worker
+//! where they start a sync round: two frames per key of the layout plus one per node; under
+//! BSP and SSP, peer failures, timers, clock advances and retirements may add one flushed clock
+//! per node), and a worker
 //! command is accepted only while the outbox is under `outbox_frames_max`, so the outbox exceeds
 //! that bound only through peer frames the driver did not drain after; each command's result is
 //! one its arguments and the node's state allow; every transmitted message is addressed to a
@@ -63,7 +66,7 @@ mod peers;
 
 use super::{message, technique_of, Bytes};
 use crate::config::Placement;
-use crate::config::{Config, Technique};
+use crate::config::{Config, Gate, Technique};
 use crate::error::OpError;
 use crate::ids::Clock;
 use crate::ids::{DistId, Epoch, Key, NodeId, RequestId, SampleHandle, Ticket, Version, WorkerId};
@@ -129,7 +132,12 @@ pub fn node_ops(data: &[u8]) {
         if header & 0x0f == 0x0f { Technique::StaticPartitioning } else { technique_of(header >> 5) };
     let placement =
         if header & 0x0f != 0x0f && header & 1 == 1 { Placement::Dense } else { Placement::Hashed };
-    let mut h = Harness::new(node_ops_config(technique, placement), header & 0x10 != 0);
+    let mut cfg = node_ops_config(technique, placement);
+    if header & 0x0f != 0x0f {
+        cfg.gate = [Gate::Async, Gate::Bsp, Gate::Ssp { staleness: 1 }, Gate::BoundedDelay { delay: 1 }]
+            [usize::from((header >> 1) & 3)];
+    }
+    let mut h = Harness::new(cfg, header & 0x10 != 0);
     while !b.is_empty() {
         h.op(&mut b);
         h.check();
@@ -145,6 +153,7 @@ enum Cmd {
     Localize,
     Barrier { worker: WorkerId },
     Sync,
+    Gate,
 }
 
 struct Harness {
@@ -248,7 +257,7 @@ impl Harness {
                 if p != ME && p.0 < NODES {
                     self.any_peer_failed = true;
                 }
-                self.after_input(0);
+                self.after_input(self.flush_growth());
             }
             13 => {
                 let n = b.u8();
@@ -327,8 +336,15 @@ impl Harness {
     /// The most frames a timer may add: a sync round sends at most an entry per key of the
     /// layout (two frames each, at the worst split) and a message per node.
     fn round_growth(&self) -> usize {
-        if self.cfg.technique.uses_rounds() {
-            growth(KEYS as usize)
+        let round = if self.cfg.technique.uses_rounds() { growth(KEYS as usize) } else { 0 };
+        round + self.flush_growth()
+    }
+
+    /// Under a gate that waits for peers, any input that ends a request, a round or a worker's
+    /// clock may send this node's flushed clock to every peer.
+    pub(super) fn flush_growth(&self) -> usize {
+        if self.cfg.gate.staleness().is_some() {
+            usize::from(NODES)
         } else {
             0
         }
@@ -435,6 +451,14 @@ impl Harness {
                 | (Cmd::Localize, Ok(Completion::Localize))
                 | (Cmd::Sync, Ok(Completion::Sync)) => {}
                 (Cmd::Sync, Err(e)) => assert_eq!(*e, OpError::Timeout, "a wait_sync failed with {e:?}"),
+                (Cmd::Gate, Ok(Completion::Gate)) => {}
+                // A second wait of the same worker ends the first; a failed peer ends the waits
+                // of the gates that wait for peers.
+                (Cmd::Gate, Err(OpError::Timeout)) => {}
+                (Cmd::Gate, Err(OpError::PeerFailed { .. })) => {
+                    assert!(self.cfg.gate.staleness().is_some(), "a bounded-delay gate failed with a peer")
+                }
+                (Cmd::Gate, r) => panic!("a gate ended with {r:?}"),
                 (Cmd::Barrier { worker: w }, Ok(Completion::Barrier) | Err(OpError::PeerFailed { .. })) => {
                     assert_eq!(worker, *w, "a barrier completed for another worker");
                     if let Some(n) = self.in_barrier.get_mut(&worker) {
@@ -502,7 +526,9 @@ impl Harness {
         self.drain_all();
         self.check();
         assert_eq!(self.node.pending_requests(), 0, "requests still pending after their deadline");
-        let open: Vec<_> = self.open.iter().filter(|(_, c)| !matches!(c, Cmd::Barrier { .. })).collect();
+        // Barriers and gates wait for peers, which say nothing unless the input makes them.
+        let open: Vec<_> =
+            self.open.iter().filter(|(_, c)| !matches!(c, Cmd::Barrier { .. } | Cmd::Gate)).collect();
         assert!(open.is_empty(), "commands that never completed: {open:?}");
     }
 }

@@ -20,6 +20,10 @@ impl Harness {
                 let r = self.node.wait_sync(now, worker, ticket);
                 ("wait_sync", Vec::new(), r)
             }
+            12 => {
+                let r = self.node.gate(now, worker, ticket);
+                ("gate", Vec::new(), r)
+            }
             k => {
                 let keys = self.command_keys(b);
                 let r = match k {
@@ -38,8 +42,8 @@ impl Harness {
         match result {
             Ok(()) => {
                 assert!(worker.0 < WORKERS, "{kind} of worker {worker}, which does not exist, was accepted");
-                // `wait_sync` sends nothing, so a full outbox does not hold it back.
-                let sends = kind != "wait_sync";
+                // `wait_sync` and `gate` send nothing, so a full outbox does not hold them back.
+                let sends = kind != "wait_sync" && kind != "gate";
                 assert!(wanted_input || !sends, "{kind} was accepted while the outbox was full");
                 let cmd = match kind {
                     "barrier" => {
@@ -48,6 +52,7 @@ impl Harness {
                         Cmd::Barrier { worker }
                     }
                     "wait_sync" => Cmd::Sync,
+                    "gate" => Cmd::Gate,
                     _ => {
                         let Ok(values_len) = expected_len else {
                             panic!("{kind} of keys outside the layout was accepted: {keys:?}")
@@ -95,7 +100,11 @@ impl Harness {
                     }
                     OpError::Busy => !wanted_input || pending >= self.cfg.requests_pending_max,
                     OpError::StoreFull => kind == "localize",
-                    OpError::PeerFailed { node } => kind == "barrier" && node != ME && node.0 < NODES,
+                    OpError::PeerFailed { node } => {
+                        let waits =
+                            kind == "barrier" || (kind == "gate" && self.cfg.gate.staleness().is_some());
+                        waits && node != ME && node.0 < NODES
+                    }
                     _ => false,
                 };
                 assert!(ok, "{kind} {keys:?} of worker {worker} refused with {e:?}");
@@ -139,14 +148,24 @@ impl Harness {
                 let r = self.node.advance_clock(now, worker);
                 let want = if exists { Ok(Clock(before.0 + 1)) } else { Err(OpError::InvalidArgument) };
                 assert_eq!(r, want, "advance_clock of worker {worker}");
-                self.after_input(0);
+                self.after_input(self.flush_growth());
             }
             _ => {
                 // 4
-                let r = self.node.end_intents(now, worker);
                 let want = if exists { Ok(()) } else { Err(OpError::InvalidArgument) };
-                assert_eq!(r, want, "end_intents of worker {worker}");
-                self.after_input(0);
+                match b.u8() % 4 {
+                    2 => self.command(12 | (op & 0xf0), b),
+                    3 => {
+                        let r = self.node.retire(now, worker);
+                        assert_eq!(r, want, "retire of worker {worker}");
+                        self.after_input(self.flush_growth());
+                    }
+                    _ => {
+                        let r = self.node.end_intents(now, worker);
+                        assert_eq!(r, want, "end_intents of worker {worker}");
+                        self.after_input(0);
+                    }
+                }
             }
         }
     }

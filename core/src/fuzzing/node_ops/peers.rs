@@ -93,6 +93,12 @@ impl Harness {
                 Message::RequestFailed { req: self.req(b.u8()), reason, keys: self.keys(b) }
             }
             9 => Message::BarrierEnter { generation: u64::from(b.u8() % 4) },
+            // A peer's flushed clock (small, or every worker retired), instead of a release in
+            // one of four.
+            _ if sel & 0x30 == 0x30 => {
+                let x = b.u8();
+                Message::Flushed { clock: if x == 0xff { u64::MAX } else { u64::from(x % 16) } }
+            }
             _ => Message::BarrierRelease { generation: u64::from(b.u8() % 4) },
         }
     }

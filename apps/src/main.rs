@@ -723,6 +723,8 @@ mod tests {
     fn train_kge_bad_arguments_are_errors_that_say_why() {
         for (args, expect) in [
             (&["--technique", "nope"][..], "unknown technique `nope`"),
+            (&["--gate", "sync"][..], "unknown clock gate `sync`"),
+            (&["--gate", "ssp:-1"][..], "unknown clock gate `ssp:-1`"),
             (&["--engine", "gpu"][..], "unknown engine `gpu`"),
             (&["--model", "transe"][..], "unknown model `transe`"),
             (&["--reg", "l1:3"][..], "unknown regularizer `l1`"),

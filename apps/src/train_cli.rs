@@ -45,6 +45,11 @@ pub struct CommonArgs {
     /// static, relocation, full-replication or multi-technique.
     #[arg(long, value_parser = parse_technique, default_value = "adaptive")]
     pub technique: Technique,
+    /// The clock gate (consistency model): async, bsp, ssp:S or bounded-delay:T. Each step is a
+    /// clock; under BSP and SSP a step's reads see every update made S + 1 or more steps
+    /// before, by every thread.
+    #[arg(long, value_parser = crate::parse_gate, default_value = "async")]
+    pub gate: parma_core::Gate,
     /// `parma`, or `hogwild`: the same model, threads and data order on one shared array
     /// without parma (the baseline).
     #[arg(long, value_parser = parse_engine, default_value = "parma")]
@@ -209,6 +214,7 @@ impl CommonArgs {
             sync_every: self.sync_every,
             lockstep: self.lockstep,
             technique: self.technique,
+            gate: self.gate,
             engine: self.engine,
             progress: true,
             checkpoint: CheckpointOptions {

@@ -60,6 +60,7 @@ fn opts() -> TrainOptions {
         sync_every: 0,
         lockstep: false,
         technique: Technique::Adaptive,
+        gate: parma_core::Gate::Async,
         engine: Engine::Parma,
         progress: false,
         checkpoint: Default::default(),
@@ -140,6 +141,18 @@ fn lockstep_and_bounded_staleness_learn() {
     learns(&lockstep, &kge(), 3.5);
     learns(&TrainOptions { engine: Engine::Hogwild, ..lockstep }, &kge(), 3.5);
     learns(&TrainOptions { sync_every: 2, ..opts() }, &kge(), 3.5);
+}
+
+#[test]
+fn training_under_clock_gates_learns() {
+    // Seven threads over seven nodes: six parts of 69 triples and one of 66, so 23 steps of 3
+    // and 22; the thread with a step less pads its clock, or BSP would wait for a step that
+    // never comes.
+    let uneven = TrainOptions { nodes: 7, workers: 1, batch: 3, epochs: 10, ..opts() };
+    learns(&TrainOptions { gate: parma_core::Gate::Bsp, ..uneven.clone() }, &kge(), 3.5);
+    learns(&TrainOptions { gate: parma_core::Gate::Ssp { staleness: 2 }, ..uneven.clone() }, &kge(), 3.5);
+    let static_bd = TrainOptions { technique: Technique::StaticPartitioning, ..uneven };
+    learns(&TrainOptions { gate: parma_core::Gate::BoundedDelay { delay: 0 }, ..static_bd }, &kge(), 3.5);
 }
 
 #[test]

@@ -99,6 +99,7 @@ fn kge_on_umls_resumed_after_epoch_5_reaches_the_uninterrupted_quality() {
         epochs: 10,
         eval_every: 0,
         technique: Technique::Adaptive,
+        gate: parma_core::Gate::Async,
         ..Default::default()
     };
     let whole = run_kge(&kg, "umls", &o, &kge).unwrap();

@@ -21,6 +21,7 @@ fn opts() -> TrainOptions {
         ahead: 4,
         batch: 16,
         technique: Technique::Adaptive,
+        gate: parma_core::Gate::Async,
         engine: Engine::Parma,
         progress: false,
         checkpoint: Default::default(),

@@ -23,6 +23,7 @@ fn opts() -> TrainOptions {
         ahead: 4,
         batch: 32,
         technique: Technique::Adaptive,
+        gate: parma_core::Gate::Async,
         engine: Engine::Parma,
         progress: false,
         checkpoint: Default::default(),

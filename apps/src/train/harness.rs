@@ -209,9 +209,15 @@ fn train_thread<T: Task, P: Params>(
 
     let mut sched = Schedule::new(part, o.batch, mix(o.seed ^ mix(g as u64 + 1)));
     let spe = sched.steps_per_epoch;
-    // The steps per epoch of the largest part (the first), which every thread passes in lockstep.
-    let lockstep_spe =
-        if o.lockstep { m.train().len().div_ceil(o.threads()).div_ceil(o.batch) as u64 } else { spe };
+    // The steps per epoch of the largest part (the first), which every thread passes in lockstep
+    // (and, under a clock gate, as clocks: a thread with a smaller part advances its clock for
+    // the steps it lacks, so that every thread ends an epoch at the same clock).
+    let gated = o.engine == Engine::Parma && o.gate != parma_core::Gate::Async;
+    let lockstep_spe = if o.lockstep || gated {
+        m.train().len().div_ceil(o.threads()).div_ceil(o.batch) as u64
+    } else {
+        spe
+    };
     let total = spe * u64::from(o.epochs);
     let mut queue: VecDeque<(Vec<T::Example>, Vec<Key>)> = VecDeque::new();
     let mut announced = u64::from(ctx.first_epoch - 1) * spe;
@@ -259,9 +265,14 @@ fn train_thread<T: Task, P: Params>(
             bar.inc(triples.len() as u64);
         }
         // In lockstep, a thread with a smaller part passes the barriers of the steps it lacks.
-        for _ in spe..lockstep_spe {
-            p.barrier()?;
-            p.barrier()?;
+        for s in spe..lockstep_spe {
+            if o.lockstep {
+                p.barrier()?;
+                p.barrier()?;
+            }
+            if gated {
+                p.pad(s)?;
+            }
         }
         *ctx.loss.lock().unwrap_or_else(|e| e.into_inner()) += loss;
         p.barrier()?;
@@ -415,6 +426,7 @@ pub fn run<T: Task>(
                 Layout::uniform(keys, len as u32).map_err(|e| TrainError::Options(format!("layout: {e}")))?;
             let mut cfg = Config::new(opts.nodes, opts.workers, layout);
             cfg.technique = opts.technique;
+            cfg.gate = opts.gate;
             cfg.seed = opts.seed;
             if opts.technique == Technique::MultiTechnique {
                 let freqs = task.access_counts();

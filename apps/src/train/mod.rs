@@ -92,6 +92,8 @@ pub struct TrainOptions {
     pub lockstep: bool,
     /// How parma manages the parameters.
     pub technique: Technique,
+    /// The clock gate (consistency model) of parma's workers: each step is a clock.
+    pub gate: parma_core::Gate,
     /// parma, or the baseline.
     pub engine: Engine,
     /// Draw a progress bar per epoch on the terminal.
@@ -115,6 +117,7 @@ impl Default for TrainOptions {
             sync_every: 0,
             lockstep: false,
             technique: Technique::Adaptive,
+            gate: parma_core::Gate::Async,
             engine: Engine::Parma,
             progress: false,
             checkpoint: checkpointing::CheckpointOptions::default(),

@@ -32,6 +32,11 @@ pub trait Params {
     fn push(&mut self, step: u64, keys: &[Key], deltas: &[f32]) -> Result<(), TrainError>;
     /// Ends step `step`: the thread's clock moves on.
     fn advance(&mut self, step: u64) -> Result<(), TrainError>;
+    /// Advances the thread's clock for a step it does not run (its part of the epoch is
+    /// shorter than another thread's), so that every thread ends the epoch at the same clock.
+    fn pad(&mut self, _step: u64) -> Result<(), TrainError> {
+        Ok(())
+    }
     /// Waits until every update this thread made is merged everywhere its values are kept, and
     /// its copies hold the others' updates merged so far (parma: two sync rounds).
     fn sync(&mut self, step: u64) -> Result<(), TrainError>;
@@ -126,6 +131,8 @@ pub struct ParmaParams<'w> {
     rng: StdRng,
     /// Steps whose negatives were drawn by the fallback.
     pub fallbacks: u64,
+    /// Clocks advanced by `pad`: a step's clock is the step plus this.
+    padded: u64,
     /// Announced steps not yet pulled, oldest first: step, localize ticket, sample handle.
     ahead: VecDeque<(u64, Option<Ticket>, Option<SampleHandle>)>,
     pushes: VecDeque<(u64, Ticket)>,
@@ -148,6 +155,7 @@ impl<'w> ParmaParams<'w> {
             sampler,
             rng,
             fallbacks: 0,
+            padded: 0,
             ahead: VecDeque::new(),
             pushes: VecDeque::new(),
         }
@@ -179,7 +187,7 @@ impl<'w> ParmaParams<'w> {
 
 impl Params for ParmaParams<'_> {
     fn announce(&mut self, step: u64, keys: &[Key], negatives: u64) -> Result<(), TrainError> {
-        let window = (Clock(step), Clock(step + 1));
+        let window = (Clock(step + self.padded), Clock(step + self.padded + 1));
         let mut ticket = None;
         if self.technique.uses_localize() {
             ticket = Some(self.w.localize(keys).map_err(self.fail(step, "localize"))?);
@@ -259,6 +267,11 @@ impl Params for ParmaParams<'_> {
     fn advance(&mut self, step: u64) -> Result<(), TrainError> {
         self.w.advance_clock().map_err(self.fail(step, "advance_clock"))?;
         Ok(())
+    }
+
+    fn pad(&mut self, step: u64) -> Result<(), TrainError> {
+        self.padded += 1;
+        self.advance(step)
     }
 
     fn sync(&mut self, step: u64) -> Result<(), TrainError> {

@@ -171,7 +171,10 @@ pub fn run_seed_gated(seed: u64, technique: Technique, gate: Gate) -> Result<Rep
         match next {
             Some(t) => cluster.run_until(t),
             None if work.finished() => break,
-            None => return Err(fail("workers wait but nothing is due: a request was lost".into())),
+            None => {
+                let waiting = work.waiting(&cluster);
+                return Err(fail(format!("workers wait but nothing is due: a request was lost{waiting}")));
+            }
         }
         check_step(&cluster, keys, &mut moves).map_err(fail)?;
         work.poll(&mut cluster).map_err(fail)?;

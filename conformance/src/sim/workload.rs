@@ -243,6 +243,25 @@ impl Workload {
         self.workers.iter().all(|w| w.ops_left == 0 && w.current.is_none())
     }
 
+    /// The workers that wait for something, with what they wait for (for failure reports).
+    pub fn waiting(&self, cluster: &Cluster) -> String {
+        let mut out = String::new();
+        for w in &self.workers {
+            let what = match &w.current {
+                Some(Outstanding::Pull { ticket, clock, .. }) => {
+                    format!("pull {ticket:?} issued at clock {clock}")
+                }
+                Some(Outstanding::Push { ticket, .. }) => format!("push {ticket:?}"),
+                Some(Outstanding::Other { ticket }) => format!("other {ticket:?}"),
+                Some(Outstanding::Gate { ticket }) => format!("gate {ticket:?}"),
+                None => continue,
+            };
+            let clock = cluster.nodes()[w.node.index()].clock(w.id).0;
+            out.push_str(&format!("\n  node {} worker {} at clock {clock}: {what}", w.node, w.id));
+        }
+        out
+    }
+
     /// The earliest time an idle worker wants to issue its next operation.
     pub fn next_due(&self) -> Option<Instant> {
         self.workers.iter().filter(|w| w.current.is_none() && w.ops_left > 0).map(|w| w.next_at).min()
@@ -253,6 +272,11 @@ impl Workload {
         let now = cluster.now();
         for i in 0..self.workers.len() {
             self.collect(i, cluster)?;
+            if matches!(self.workers[i].current, Some(Outstanding::Gate { .. })) {
+                // A gate that let the worker pass at once has its result waiting already:
+                // nothing else may be due to bring the worker back here.
+                self.collect(i, cluster)?;
+            }
             let w = &self.workers[i];
             if w.current.is_none() && w.ops_left > 0 && w.next_at <= now {
                 self.issue(i, cluster)?;

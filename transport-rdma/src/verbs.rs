@@ -339,6 +339,9 @@ pub(crate) struct QpInfo {
     /// This node's mailbox for the peer: address and key for RDMA WRITE.
     pub mailbox_addr: u64,
     pub mailbox_rkey: u32,
+    /// This node's receive ring for the peer ([`crate::Wire::Ring`]; zero otherwise).
+    pub ring_addr: u64,
+    pub ring_rkey: u32,
 }
 
 /// One RC queue pair.
@@ -425,6 +428,21 @@ impl Qp {
         errno("ibv_post_recv", rc)
     }
 
+    /// Posts one receive with no buffer: for the completion of a WRITE with immediate data,
+    /// which writes into registered memory, not into the receive.
+    pub fn post_recv_empty(&self, wr_id: u64) -> io::Result<()> {
+        let mut wr = ffi::ibv_recv_wr { wr_id, next: ptr::null_mut(), sg_list: ptr::null_mut(), num_sge: 0 };
+        let mut bad = ptr::null_mut();
+        // SAFETY: `self.qp` is a live queue pair (destroyed only on drop); the request has no
+        // scatter list to point at, and the provider copies it before returning.
+        let rc = unsafe {
+            let ops = &mut (*(*self.qp).context).ops;
+            let post = ops.post_recv.ok_or_else(|| io::Error::other("no post_recv"))?;
+            post(self.qp, &mut wr, &mut bad)
+        };
+        errno("ibv_post_recv", rc)
+    }
+
     /// Posts `reqs` as one linked list of work requests (one `ibv_post_send`, one doorbell),
     /// at most [`POST_BATCH`] of them. On an error some of them may have been posted; the
     /// caller fails the queue pair then.
@@ -446,6 +464,13 @@ impl Qp {
                 SendOp::Write { remote_addr, rkey } => {
                     let mut wr = send_wr(r.wr_id, ffi::ibv_wr_opcode::IBV_WR_RDMA_WRITE, r.signalled);
                     wr.wr.rdma = ffi::ibv_send_wr__bindgen_ty_2__bindgen_ty_1 { remote_addr, rkey };
+                    wr
+                }
+                SendOp::WriteImm { remote_addr, rkey, imm } => {
+                    let op = ffi::ibv_wr_opcode::IBV_WR_RDMA_WRITE_WITH_IMM;
+                    let mut wr = send_wr(r.wr_id, op, r.signalled);
+                    wr.wr.rdma = ffi::ibv_send_wr__bindgen_ty_2__bindgen_ty_1 { remote_addr, rkey };
+                    wr.__bindgen_anon_1.imm_data = imm.to_be();
                     wr
                 }
             };
@@ -482,6 +507,8 @@ pub(crate) enum SendOp {
     SendImm(u32),
     /// RDMA WRITE to the peer's registered memory.
     Write { remote_addr: u64, rkey: u32 },
+    /// RDMA WRITE with immediate data: the peer learns of it from a receive's completion.
+    WriteImm { remote_addr: u64, rkey: u32, imm: u32 },
 }
 
 /// One send work request: `len` bytes at `off` in `region`.

@@ -64,12 +64,26 @@
 //!
 //! ## Choices, and what they rest on
 //!
-//! - **[`Wire::Ring`] by default, [`Wire::Send`] kept as an option.** Both are built and
-//!   measured against `ib_send_bw` in the same boots (`docs/performance.md`, "RDMA
-//!   transport"). The ring's window is counted in bytes: 2 MiB per peer holds a thousand
-//!   1 KiB frames in flight where the same memory as slots holds 32 frames of any length.
-//!   What it costs: both ends track ring positions, and a frame's bytes stay in the ring
-//!   until the sink returns it, so one slow frame holds back the bytes after it.
+//! - **[`Wire::Ring`] by default, [`Wire::Send`] kept as an option: measured.** In one boot
+//!   of the VM, four rounds each between two `ib_send_bw` runs (`docs/performance.md`, "RDMA
+//!   transport"): at 1 KiB the ring reached 0.51 to 0.89 of `ib_send_bw` against 0.20 to
+//!   0.44 for SEND/RECV, ahead in every round by 1.8 to 3.4 times; at 64 KiB the two were
+//!   within the VM's noise (0.43 to 1.13 against 0.44 to 1.27, while the same SEND/RECV code
+//!   swung from 0.41 to 1.75 in that boot). SEND/RECV's window is 32 messages per peer of any
+//!   length, and its 1 KiB sender was turned away some 250,000 times per 20,000 frames; the
+//!   ring's is counted in bytes, 2 MiB per peer (the memory the 32 receive slots took) for
+//!   up to 1,024 records, and the same sender was never turned away. What the ring costs:
+//!   both ends track ring positions (`ring.rs`, with every check on a peer's record), and a
+//!   frame's bytes stay in the ring until the sink returns it, so a frame held long holds
+//!   the ring bytes after it. A WRITE with immediate data still consumes one receive per
+//!   frame at the receiver (for the completion), so the ring saves no receive bookkeeping;
+//!   it buys the window.
+//! - **Batched doorbells in the ring, measured:** while 8 or more sends are in flight to a
+//!   peer (`batch_above_inflight`), a frame accepted waits to be posted with the ones after
+//!   it, as one list, at the next completion or progress step; with fewer it goes at once,
+//!   so a lone frame never waits. On rxe each doorbell is a system call that runs the
+//!   requester; in the same four rounds this was ahead of posting each frame at once in
+//!   every round at 1 KiB (1.1 to 1.8 times) and within the noise at 64 KiB.
 //! - **Polling by default** ([`Completion::Poll`]), measured in the VM against the completion
 //!   channel ([`Completion::Channel`]) in the same boots (`docs/performance.md`, "RDMA
 //!   transport"): in the latest boot the one-key pull's median round trip was 0.43 and 2.5 ms
@@ -168,6 +182,9 @@ pub struct RdmaOptions {
     /// [`Wire::Ring`]: records a peer may have written and not yet freed (empty receives
     /// posted per peer).
     pub ring_msgs: usize,
+    /// [`Wire::Ring`]: with at least this many sends in flight to a peer, a frame accepted
+    /// is not posted at once but with the next ones, as one list (0: always at once).
+    pub batch_above_inflight: usize,
     /// Longest frame accepted.
     pub frame_len_max: usize,
     /// Frames a node may have queued to itself and not yet received.
@@ -210,6 +227,7 @@ impl RdmaOptions {
             send_slots: 32,
             ring_len: 2 << 20,
             ring_msgs: 1024,
+            batch_above_inflight: 8,
             frame_len_max: 16 << 20,
             self_frames_max: 4096,
             heartbeat_interval: Duration::from_millis(500),

@@ -89,6 +89,10 @@ pub(crate) fn poll_cq(st: &mut State) -> bool {
                 KIND_RECV => st.arrived(peer, index, wc.len(), wc.imm_data().map(u32::from_be)),
                 KIND_SEND | KIND_CHUNK | KIND_WRITE => {
                     st.send_done(peer, index);
+                    // Frames that waited to be posted together go now.
+                    if st.peers[peer].has_queued() {
+                        st.pump(peer);
+                    }
                     if st.peers[peer].write_wanted && !st.peers[peer].write_busy && !st.closed {
                         st.write_mailbox(peer, false);
                     }

@@ -41,7 +41,7 @@ impl State {
             Ok(()) => {
                 self.stats.frames_sent += 1;
                 self.stats.bytes_sent += len as u64;
-                if to != self.me {
+                if to != self.me && self.post_now(to) {
                     self.pump(to);
                 }
             }
@@ -137,6 +137,20 @@ impl State {
         }
         p.large_chunks_left = chunks as u32;
         Ok(())
+    }
+
+    /// Whether a frame just accepted is posted at once: always with [`Wire::Send`]; with
+    /// [`Wire::Ring`] while fewer than `batch_above_inflight` sends are in flight (nothing
+    /// waits), else it waits to go with others in one list (one doorbell: on Soft-RoCE one
+    /// system call and one run of the requester) at the next completion, progress step or
+    /// full batch. A signalled send is in flight then, or the progress thread posts it.
+    fn post_now(&self, to: usize) -> bool {
+        let p = &self.peers[to];
+        let above = self.opts.batch_above_inflight;
+        self.opts.wire == Wire::Send
+            || above == 0
+            || p.log.inflight.len() < above
+            || p.queue.len() >= POST_BATCH
     }
 
     /// Messages (and, [`Wire::Ring`], the position before which ring bytes are free) the

@@ -12,7 +12,7 @@
 //! ## How frames move
 //!
 //! - **one RC queue pair per peer**, on one completion queue per node. Queue-pair numbers,
-//!   GIDs and mailbox addresses are exchanged over one short TCP connection per pair to the
+//!   GIDs, mailbox and ring addresses are exchanged over one short TCP connection per pair to the
 //!   address each node advertised through the start-up's peer table (`rdma://host:port`),
 //!   authenticated with the cluster token (`connect.rs`);
 //! - **two wires** ([`Wire`], the same on every node). [`Wire::Ring`]: per peer, a registered

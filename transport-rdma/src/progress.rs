@@ -130,6 +130,7 @@ extern "C" {
 fn wait_channel(fd: c_int, d: Duration) {
     let mut p = PollFd { fd, events: 1, revents: 0 };
     let ms = d.as_millis().clamp(1, 1000) as c_int;
+    // SAFETY: `poll(2)` on one `pollfd` that outlives the call; the result is not needed.
     unsafe { poll(&mut p, 1, ms) };
 }
 

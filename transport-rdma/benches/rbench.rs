@@ -20,7 +20,7 @@ use parma_core::transport::SendError;
 use parma_core::{Config, Key, Layout, NodeId, Technique, Transport};
 use parma_runtime::startup::ClusterToken;
 use parma_runtime::NodeRuntime;
-use parma_transport_rdma::{local_cluster as rdma_cluster, RdmaOptions};
+use parma_transport_rdma::{local_cluster as rdma_cluster, RdmaOptions, Wire};
 use parma_transport_zmq::{local_cluster as zmq_cluster, ZmqOptions};
 
 const DEADLINE: Duration = Duration::from_secs(300);
@@ -109,10 +109,27 @@ fn pull<T: Transport + Send + 'static>(mut nodes: Vec<T>, pulls: usize) -> (f64,
 }
 
 /// The default options; `RBENCH_COMPLETION=channel` or `=poll` picks how completions are
-/// waited for, `RBENCH_SLOTS=<n>` sets `recv_slots` and `send_slots`;
+/// waited for, `RBENCH_WIRE=send` or `=ring` how frames travel, `RBENCH_SLOTS=<n>` sets
+/// `recv_slots` and `send_slots`, `RBENCH_RING=<bytes>` `ring_len` and
+/// `RBENCH_RING_MSGS=<n>` `ring_msgs`, `RBENCH_BATCH=<n>` `batch_above_inflight`;
 /// `RBENCH_VERBOSE=1` prints how often the one-way sender was blocked.
 fn rdma_opts() -> RdmaOptions {
     let mut o = RdmaOptions::loopback();
+    let num = |v: &str| std::env::var(v).ok().and_then(|v| v.parse().ok());
+    match std::env::var("RBENCH_WIRE").as_deref() {
+        Ok("send") => o.wire = Wire::Send,
+        Ok("ring") => o.wire = Wire::Ring,
+        _ => {}
+    }
+    if let Some(n) = num("RBENCH_RING") {
+        o.ring_len = n;
+    }
+    if let Some(n) = num("RBENCH_RING_MSGS") {
+        o.ring_msgs = n;
+    }
+    if let Some(n) = num("RBENCH_BATCH") {
+        o.batch_above_inflight = n;
+    }
     if let Some(n) = std::env::var("RBENCH_SLOTS").ok().and_then(|v| v.parse().ok()) {
         (o.recv_slots, o.send_slots) = (n, n);
     }

@@ -26,10 +26,10 @@ use parma_core::NodeId;
 use crate::verbs::QpInfo;
 
 const MAGIC: u32 = u32::from_le_bytes(*b"PRDM");
-const VERSION: u8 = 1;
-/// magic 4, version 1, from 2, to 2, digest 8, nonce 8, info 42.
+const VERSION: u8 = 2;
+/// magic 4, version 1, from 2, to 2, digest 8, nonce 8, info 54.
 const HELLO_LEN: usize = 4 + 1 + 2 + 2 + 8 + 8 + INFO_LEN;
-const INFO_LEN: usize = 4 + 4 + 2 + 16 + 8 + 4;
+const INFO_LEN: usize = 4 + 4 + 2 + 16 + 8 + 4 + 8 + 4;
 const READY: u8 = 0x5a;
 
 /// Who this node is in the handshake.
@@ -55,6 +55,8 @@ fn encode_info(b: &mut Vec<u8>, q: &QpInfo) {
     b.extend_from_slice(&q.gid);
     b.extend_from_slice(&q.mailbox_addr.to_le_bytes());
     b.extend_from_slice(&q.mailbox_rkey.to_le_bytes());
+    b.extend_from_slice(&q.ring_addr.to_le_bytes());
+    b.extend_from_slice(&q.ring_rkey.to_le_bytes());
 }
 
 fn decode_info(b: &[u8]) -> QpInfo {
@@ -68,6 +70,8 @@ fn decode_info(b: &[u8]) -> QpInfo {
         gid,
         mailbox_addr: u64::from_le_bytes(b[26..34].try_into().unwrap_or([0; 8])),
         mailbox_rkey: u32_at(34),
+        ring_addr: u64::from_le_bytes(b[38..46].try_into().unwrap_or([0; 8])),
+        ring_rkey: u32_at(46),
     }
 }
 
@@ -281,6 +285,8 @@ mod tests {
             gid: [9; 16],
             mailbox_addr: 1 << 40,
             mailbox_rkey: 42,
+            ring_addr: 3 << 33,
+            ring_rkey: 77,
         };
         let mut b = Vec::new();
         encode_info(&mut b, &q);

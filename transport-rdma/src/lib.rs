@@ -12,33 +12,49 @@
 //! ## How frames move
 //!
 //! - **one RC queue pair per peer**, on one completion queue per node. Queue-pair numbers,
-//!   GIDs and mailbox addresses are exchanged over one short TCP connection per pair to the
+//!   GIDs, mailbox and ring addresses are exchanged over one short TCP connection per pair to the
 //!   address each node advertised through the start-up's peer table (`rdma://host:port`),
 //!   authenticated with the cluster token (`connect.rs`);
-//! - **pre-registered rings**: per peer, `recv_slots` receives of `slot_len` bytes posted from
-//!   the start, and `send_slots` send slots; a frame of at most `slot_len` bytes is encoded
-//!   straight into a registered send slot and handed to the sink straight from the receive
-//!   slot it landed in: no copy on either side;
+//! - **two wires** ([`Wire`], the same on every node). [`Wire::Ring`]: per peer, a registered
+//!   receive ring of `ring_len` bytes (2 MiB) at the receiver, in its own memory region, and
+//!   a send ring of the same size at the sender. A frame of at most half the ring is encoded
+//!   straight into the send ring and RDMA-WRITTEN with immediate data to the next free bytes
+//!   of the peer's ring (a frame that would cross the ring's end starts the next lap, the
+//!   skipped bytes counted as used); the immediate data says its length and whether it
+//!   skipped, and the receiver, which tracks the same position, checks both (`ring.rs`): a
+//!   record longer than half the ring, one that crosses the end, a wrong skip, bytes past
+//!   the free ones or records past the credits fail the peer; the NIC itself refuses a write
+//!   outside the ring's region. The frame is handed to the sink straight from the ring.
+//!   [`Wire::Send`]: per peer, `recv_slots` receives of `slot_len` bytes posted from the
+//!   start and `send_slots` send slots; a frame of at most `slot_len` bytes is encoded into
+//!   a registered send slot, sent with SEND with immediate data and handed to the sink from
+//!   the receive slot it landed in. Neither copies on either side;
 //! - **longer frames** (up to `frame_len_max`) are encoded into a per-peer registered buffer
-//!   (grown on demand, registered once per size) and sent from it in `slot_len` chunks, with
-//!   no copy on the sender; the receiver copies the chunks into one reassembly buffer per
-//!   peer as they arrive, so its memory stays `frame_len_max` per peer and chunks never wait
-//!   for slots;
-//! - **credits**: a sender has at most `recv_slots` messages unfreed at its peer. The receiver
-//!   posts a slot again before granting it, and returns credits by RDMA WRITE into the
-//!   sender's mailbox (no receive consumed, so credit returns never need credits). RNR
-//!   retries are only a safety net (`rnr_retry` 6, then the peer fails): the receiver never
-//!   runs out of posted receives;
+//!   (grown on demand, registered once per size) and sent from it in chunks (`slot_len`, or
+//!   a quarter of the ring), with no copy on the sender; the receiver copies the chunks into
+//!   one reassembly buffer per peer as they arrive, so its memory stays `frame_len_max` per
+//!   peer and chunks never wait for slots or ring bytes;
+//! - **credits**: [`Wire::Ring`]: a sender has at most `ring_len` bytes and `ring_msgs`
+//!   records unfreed in the peer's ring (a WRITE with immediate data consumes one of the
+//!   `ring_msgs` empty receives posted per peer, posted again as its completion is taken);
+//!   the receiver frees a record's bytes, in ring order, once the sink returned the frame.
+//!   [`Wire::Send`]: at most `recv_slots` messages unfreed, a slot posted again before it
+//!   is granted. Either way the receiver returns credits (freed messages, and freed ring
+//!   bytes) by RDMA WRITE into the sender's mailbox once a quarter of the window is free (no
+//!   receive consumed, so credit returns never need credits). RNR retries are only a safety
+//!   net (`rnr_retry` 6, then the peer fails): the receiver never runs out of posted
+//!   receives;
 //! - **selective signalling, posting lists**: one send in `send_slots / 4` (at most 16) is
 //!   signalled, and its completion frees every send before it (an RC send queue completes in
 //!   order); a send is also signalled when it is the last chunk of a long frame, fills the
-//!   send queue, or leaves fewer than that many send slots free, so that a sender short of
-//!   slots gets each back as soon as it can, and one that finds none always has a completion
-//!   coming. Mailbox writes are always
-//!   signalled. The sends that credits let go at once are posted as one linked list of up to
+//!   send queue, leaves fewer than that many send slots free, or (ring) empties the queue of
+//!   frames waiting for credits, so that a sender short of slots or ring bytes gets them back
+//!   as soon as it can, and one that finds none always has a completion coming. Mailbox
+//!   writes are always signalled. The sends that credits let go at once are posted as one linked list of up to
 //!   32 work requests (one `ibv_post_send`, one doorbell). A send that fails completes in
 //!   error signalled or not, and fails the peer;
-//! - **back-pressure**: a frame is accepted while a send slot (or the large buffer) is free;
+//! - **back-pressure**: a frame is accepted while a send slot or send-ring room (and, ring,
+//!   fewer than `send_slots` frames waiting for credits), or the large buffer, is free;
 //!   otherwise `try_send` answers `WouldBlock`, and the waker fires when a signalled send
 //!   completes;
 //! - **failure**: a work completion in error, a peer's heartbeat (a counter in the same
@@ -48,14 +64,28 @@
 //!
 //! ## Choices, and what they rest on
 //!
-//! - **SEND/RECV with immediate data, not RDMA WRITE with immediate: chosen, not measured.**
-//!   The WRITE_WITH_IMM variant is not built, and the device-level comparison is not
-//!   available either (the rdma-vm's perftest, Debian 12's, has no `--write_with_imm`). The
-//!   reasoning: it
-//!   would still consume one posted receive per message at the receiver (for the completion),
-//!   so it saves no receive bookkeeping, and it needs both sides to track ring positions;
-//!   SEND lets the receiver choose the slot. What SEND/RECV reaches on the device is measured
-//!   against `ib_send_bw`, which uses the same verbs (`docs/performance.md`).
+//! - **[`Wire::Ring`] by default, [`Wire::Send`] kept as an option: measured.** In one boot
+//!   of the VM, four rounds each between two `ib_send_bw` runs (`docs/performance.md`, "RDMA
+//!   transport"): at 1 KiB the ring reached 0.51 to 0.89 of `ib_send_bw` against 0.20 to
+//!   0.44 for SEND/RECV, ahead in every round by 1.8 to 3.4 times (1.7 to 2.1 in another
+//!   boot); at 64 KiB the two were within the VM's noise (0.43 to 1.13 against 0.44 to
+//!   1.27, while the same SEND/RECV code swung from 0.41 to 1.75 in that boot). Against
+//!   `ib_send_bw` the 1 KiB target of 0.8 is not met (0.39 to 1.00 over four boots). SEND/RECV's window is 32 messages per peer of any
+//!   length, and its 1 KiB sender was turned away some 250,000 times per 20,000 frames; the
+//!   ring's is counted in bytes, 2 MiB per peer (the memory the 32 receive slots took) for
+//!   up to 1,024 records, and the same sender was never turned away. What the ring costs:
+//!   both ends track ring positions (`ring.rs`, with every check on a peer's record), and a
+//!   frame's bytes stay in the ring until the sink returns it, so a frame held long holds
+//!   the ring bytes after it. A WRITE with immediate data still consumes one receive per
+//!   frame at the receiver (for the completion), so the ring saves no receive bookkeeping;
+//!   it buys the window.
+//! - **Batched doorbells in the ring, measured:** while 8 or more sends are in flight to a
+//!   peer (`batch_above_inflight`), a frame accepted waits to be posted with the ones after
+//!   it, as one list, at the next completion or progress step; with fewer it goes at once,
+//!   so a lone frame never waits. On rxe each doorbell is a system call that runs the
+//!   requester; in two boots (seven rounds) this was ahead of posting each frame at once in
+//!   every round at 1 KiB (1.1 to 1.9 times) and in six of seven at 64 KiB. A threshold of
+//!   4 measured level with 8, one of 16 behind both at 64 KiB.
 //! - **Polling by default** ([`Completion::Poll`]), measured in the VM against the completion
 //!   channel ([`Completion::Channel`]) in the same boots (`docs/performance.md`, "RDMA
 //!   transport"): in the latest boot the one-key pull's median round trip was 0.43 and 2.5 ms
@@ -85,6 +115,7 @@
 
 mod connect;
 mod progress;
+mod ring;
 mod start;
 mod state;
 mod verbs;
@@ -111,6 +142,17 @@ pub enum Completion {
     Poll,
 }
 
+/// How frames travel to a peer (see the crate docs for the choice).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wire {
+    /// SEND with immediate data into `recv_slots` posted receives of `slot_len` bytes per
+    /// peer; a window of `recv_slots` messages.
+    Send,
+    /// RDMA WRITE with immediate data into a ring of `ring_len` bytes per peer at the
+    /// receiver; a window of `ring_len` bytes and `ring_msgs` messages.
+    Ring,
+}
+
 /// Options of one node's transport; the ring sizes and timers must be the same on every
 /// node.
 #[derive(Clone, Debug)]
@@ -125,12 +167,26 @@ pub struct RdmaOptions {
     /// The GID table entry to use (RoCE: pick the RoCEv2 entry of the interface's address);
     /// `None`: the first IPv4-mapped entry, else entry 0.
     pub gid_index: Option<u8>,
-    /// Bytes of one ring slot: the longest frame sent without chunking.
+    /// How frames travel.
+    pub wire: Wire,
+    /// [`Wire::Send`]: bytes of one ring slot, the longest frame sent without chunking.
     pub slot_len: usize,
-    /// Receives posted per peer: the credits a peer gets.
+    /// [`Wire::Send`]: receives posted per peer, the credits a peer gets.
     pub recv_slots: usize,
-    /// Send slots per peer: frames accepted and not yet completed.
+    /// [`Wire::Send`]: send slots per peer, frames accepted and not yet completed.
+    /// [`Wire::Ring`]: frames per peer accepted and waiting for credits. Either: a quarter
+    /// of it (at most 16) is how often an unforced send is signalled.
     pub send_slots: usize,
+    /// [`Wire::Ring`]: bytes of the ring each node keeps for each peer's frames, and of its
+    /// send ring to each peer; frames up to half of it go in one WRITE, longer ones in
+    /// quarter-ring chunks.
+    pub ring_len: usize,
+    /// [`Wire::Ring`]: records a peer may have written and not yet freed (empty receives
+    /// posted per peer).
+    pub ring_msgs: usize,
+    /// [`Wire::Ring`]: with at least this many sends in flight to a peer, a frame accepted
+    /// is not posted at once but with the next ones, as one list (0: always at once).
+    pub batch_above_inflight: usize,
     /// Longest frame accepted.
     pub frame_len_max: usize,
     /// Frames a node may have queued to itself and not yet received.
@@ -167,9 +223,13 @@ impl RdmaOptions {
             advertise: None,
             device: std::env::var("PARMA_RDMA_DEVICE").ok(),
             gid_index,
+            wire: Wire::Ring,
             slot_len: 64 << 10,
             recv_slots: 32,
             send_slots: 32,
+            ring_len: 2 << 20,
+            ring_msgs: 1024,
+            batch_above_inflight: 8,
             frame_len_max: 16 << 20,
             self_frames_max: 4096,
             heartbeat_interval: Duration::from_millis(500),
@@ -186,7 +246,33 @@ impl RdmaOptions {
 
     /// Most work requests outstanding on one send queue.
     pub(crate) fn send_wr_max(&self) -> u32 {
-        (self.send_slots + 64) as u32
+        match self.wire {
+            Wire::Send => (self.send_slots + 64) as u32,
+            Wire::Ring => (self.ring_msgs.min(256) + 64) as u32,
+        }
+    }
+
+    /// Receives posted per peer.
+    pub(crate) fn recvs_per_peer(&self) -> usize {
+        match self.wire {
+            Wire::Send => self.recv_slots,
+            Wire::Ring => self.ring_msgs,
+        }
+    }
+
+    /// The longest frame sent as one message; longer ones go in chunks of [`Self::chunk_len`].
+    pub(crate) fn inline_len_max(&self) -> usize {
+        match self.wire {
+            Wire::Send => self.slot_len,
+            Wire::Ring => self.ring_len / 2,
+        }
+    }
+
+    pub(crate) fn chunk_len(&self) -> usize {
+        match self.wire {
+            Wire::Send => self.slot_len,
+            Wire::Ring => self.ring_len / 4,
+        }
     }
 
     pub(crate) fn validate(&self) -> Result<(), String> {
@@ -194,6 +280,8 @@ impl RdmaOptions {
             (self.slot_len >= 64 && self.slot_len <= 1 << 30, "slot_len must be 64 bytes to 1 GiB"),
             (self.recv_slots >= 4 && self.recv_slots <= 4096, "recv_slots must be 4 to 4096"),
             (self.send_slots >= 1 && self.send_slots <= 4096, "send_slots must be 1 to 4096"),
+            (self.ring_len >= 256 && self.ring_len <= 1 << 30, "ring_len must be 256 bytes to 1 GiB"),
+            (self.ring_msgs >= 4 && self.ring_msgs <= 16384, "ring_msgs must be 4 to 16384"),
             (self.frame_len_max <= u32::MAX as usize, "frame_len_max must fit 32 bits"),
             (self.self_frames_max > 0, "self_frames_max must be positive"),
             (self.heartbeat_interval < self.peer_timeout, "heartbeat_interval must be below peer_timeout"),
@@ -336,8 +424,10 @@ impl Transport for RdmaTransport {
         let n = lent.len();
         for l in &lent {
             match l {
-                // The slot is not posted again before `returned`, and the receive region
-                // outlives this call: the NIC does not write these bytes while they are lent.
+                // SAFETY: `ptr..ptr + len` lies in a receive region (checked when the message
+                // arrived), which the state owns and which outlives this call; the slot is not
+                // posted again, nor the ring bytes freed to the peer, before `returned`, so
+                // the NIC does not write these bytes while they are lent.
                 Lent::Slot { peer, ptr, len, .. } => {
                     let f = unsafe { std::slice::from_raw_parts(*ptr, *len) };
                     sink(NodeId(*peer as u16), f);

@@ -89,6 +89,10 @@ pub(crate) fn poll_cq(st: &mut State) -> bool {
                 KIND_RECV => st.arrived(peer, index, wc.len(), wc.imm_data().map(u32::from_be)),
                 KIND_SEND | KIND_CHUNK | KIND_WRITE => {
                     st.send_done(peer, index);
+                    // Frames that waited to be posted together go now.
+                    if st.peers[peer].has_queued() {
+                        st.pump(peer);
+                    }
                     if st.peers[peer].write_wanted && !st.peers[peer].write_busy && !st.closed {
                         st.write_mailbox(peer, false);
                     }
@@ -126,6 +130,7 @@ extern "C" {
 fn wait_channel(fd: c_int, d: Duration) {
     let mut p = PollFd { fd, events: 1, revents: 0 };
     let ms = d.as_millis().clamp(1, 1000) as c_int;
+    // SAFETY: `poll(2)` on one `pollfd` that outlives the call; the result is not needed.
     unsafe { poll(&mut p, 1, ms) };
 }
 

@@ -66,7 +66,7 @@ impl Bound {
             });
         }
         let o = &self.opts;
-        let cq_len = n * (o.send_wr_max() as usize + o.recv_slots) + 16;
+        let cq_len = n * (o.send_wr_max() as usize + o.recvs_per_peer()) + 16;
         let dev = Device::open(o.device.as_deref(), o.gid_index, cq_len)
             .map_err(|e| RdmaError::Device(e.to_string()))?;
         if o.completion == Completion::Channel {
@@ -79,11 +79,11 @@ impl Bound {
                 None
             } else {
                 Some(
-                    dev.qp(o.send_wr_max(), o.recv_slots as u32)
+                    dev.qp(o.send_wr_max(), o.recvs_per_peer() as u32)
                         .map_err(|e| RdmaError::Device(e.to_string()))?,
                 )
             };
-            list.push(Peer::new(qp, o.send_slots, now));
+            list.push(Peer::new(qp, o, now));
         }
         let mut st =
             State::new(m, self.opts.clone(), dev, list).map_err(|e| RdmaError::Device(e.to_string()))?;
@@ -91,7 +91,7 @@ impl Bound {
         for i in 0..n {
             psns.push(rand::random::<u32>() & 0x00ff_ffff);
             if i != m {
-                for s in 0..st.opts.recv_slots as u32 {
+                for s in 0..st.opts.recvs_per_peer() as u32 {
                     st.post_recv(i, s).map_err(RdmaError::Device)?;
                 }
             }
@@ -125,6 +125,8 @@ fn info_for(st: &State, i: usize, psn: u32) -> Option<QpInfo> {
         gid: st.dev.gid,
         mailbox_addr: st.mailbox.addr() + (i * MAILBOX_LEN) as u64,
         mailbox_rkey: st.mailbox.rkey(),
+        ring_addr: st.rings.get(i).map_or(0, |r| r.addr()),
+        ring_rkey: st.rings.get(i).map_or(0, |r| r.rkey()),
     })
 }
 
@@ -138,6 +140,7 @@ fn connect_peer(
     let mut s = lock(st);
     let s = &mut *s;
     s.peers[i].remote_mailbox = (theirs.mailbox_addr, theirs.mailbox_rkey);
+    s.peers[i].remote_ring = (theirs.ring_addr, theirs.ring_rkey);
     let qp = s.peers[i].qp.as_ref().ok_or("no queue pair")?;
     qp.connect(&s.dev, psn, theirs, o.qp_timeout, o.qp_retry).map_err(|e| e.to_string())?;
     s.peers[i].last_heard = Instant::now();

@@ -35,8 +35,8 @@ pub(crate) struct Device {
     unacked_events: u32,
 }
 
-// The verbs objects may be used from any thread; the transport serializes every use behind
-// one lock.
+// SAFETY: the verbs objects may be used from any thread (libibverbs is thread-safe); the
+// transport serializes every use behind one lock anyway.
 unsafe impl Send for Device {}
 
 fn last_err(what: &str) -> io::Error {
@@ -79,11 +79,14 @@ impl Device {
             let mut attr = ffi::ibv_port_attr::default();
             drop(c);
             let raw = ibverbs_raw_device(&dev);
+            // SAFETY: `raw` is a device of the list `dev` borrows from, alive for this call.
             let ctx = unsafe { ffi::ibv_open_device(raw) };
             if ctx.is_null() {
                 return Err(last_err("ibv_open_device"));
             }
+            // SAFETY: `ctx` was opened above and checked; `attr` is a port attribute struct that outlives the call.
             let rc = unsafe { ffi::ibv_query_port(ctx, PORT, &mut attr as *mut _ as *mut _) };
+            // SAFETY: `ctx` was opened above and is not used after this.
             unsafe { ffi::ibv_close_device(ctx) };
             errno("ibv_query_port", rc)?;
             (table, attr.lid, attr.active_mtu)
@@ -101,9 +104,11 @@ impl Device {
         let gid_index = u8::try_from(entry.gid_index)
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "GID index above 255"))?;
         let gid: ffi::ibv_gid = entry.gid.into();
+        // SAFETY: every field of the `ibv_gid` union is plain bytes; `raw` covers all 16.
         let gid = unsafe { gid.raw };
         let raw = ibverbs_raw_device(&dev);
         let mut d = Device {
+            // SAFETY: as above: `raw` is alive while `dev`'s list is; a null result is checked below.
             ctx: unsafe { ffi::ibv_open_device(raw) },
             pd: ptr::null_mut(),
             channel: ptr::null_mut(),
@@ -117,15 +122,18 @@ impl Device {
         if d.ctx.is_null() {
             return Err(last_err("ibv_open_device"));
         }
+        // SAFETY: `d.ctx` is open (checked); `Drop` frees what is allocated here, in reverse order.
         d.pd = unsafe { ffi::ibv_alloc_pd(d.ctx) };
         if d.pd.is_null() {
             return Err(last_err("ibv_alloc_pd"));
         }
+        // SAFETY: as above.
         d.channel = unsafe { ffi::ibv_create_comp_channel(d.ctx) };
         if d.channel.is_null() {
             return Err(last_err("ibv_create_comp_channel"));
         }
         let cqe = c_int::try_from(cq_len).map_err(|_| io::Error::other("completion queue too long"))?;
+        // SAFETY: `d.ctx` and `d.channel` are live (checked above).
         d.cq = unsafe { ffi::ibv_create_cq(d.ctx, cqe, ptr::null_mut(), d.channel, 0) };
         if d.cq.is_null() {
             return Err(last_err("ibv_create_cq"));
@@ -156,6 +164,7 @@ impl Device {
             qp_type: ffi::ibv_qp_type::IBV_QPT_RC,
             sq_sig_all: 0,
         };
+        // SAFETY: `self.pd` and `self.cq` live as long as the device, which outlives every `Qp` (the state's field order); `init` outlives the call.
         let qp = unsafe { ffi::ibv_create_qp(self.pd, &mut init) };
         if qp.is_null() {
             return Err(last_err("ibv_create_qp"));
@@ -174,12 +183,14 @@ impl Device {
             | ffi::ibv_qp_attr_mask::IBV_QP_PKEY_INDEX
             | ffi::ibv_qp_attr_mask::IBV_QP_PORT
             | ffi::ibv_qp_attr_mask::IBV_QP_ACCESS_FLAGS;
+        // SAFETY: `qp.qp` was created above and is live; `attr` outlives the call.
         errno("ibv_modify_qp(INIT)", unsafe { ffi::ibv_modify_qp(qp.qp, &mut attr, mask.0 as c_int) })?;
         Ok(qp)
     }
 
     /// Takes up to `out.len()` completions; returns how many.
     pub fn poll(&self, out: &mut [ffi::ibv_wc]) -> io::Result<usize> {
+        // SAFETY: `self.cq` is live while the device is; `out` is a writable array of `out.len()` completions.
         let n = unsafe {
             let ops = &mut (*(*self.cq).context).ops;
             let poll = ops.poll_cq.ok_or_else(|| io::Error::other("no poll_cq"))?;
@@ -190,6 +201,7 @@ impl Device {
 
     /// Asks for an event on the channel at the next completion.
     pub fn arm(&self) -> io::Result<()> {
+        // SAFETY: `self.cq` is live while the device is; the provider's own entry point.
         let rc = unsafe {
             let ops = &mut (*(*self.cq).context).ops;
             let notify = ops.req_notify_cq.ok_or_else(|| io::Error::other("no req_notify_cq"))?;
@@ -200,6 +212,7 @@ impl Device {
 
     /// The completion channel's file descriptor (for `poll(2)`).
     pub fn channel_fd(&self) -> c_int {
+        // SAFETY: `self.channel` is live while the device is.
         unsafe { (*self.channel).fd }
     }
 
@@ -207,10 +220,12 @@ impl Device {
     pub fn take_event(&mut self) -> bool {
         let mut cq = ptr::null_mut();
         let mut ctx = ptr::null_mut();
+        // SAFETY: the channel is live and non-blocking; `cq` and `ctx` are out-parameters that outlive the call.
         let got = unsafe { ffi::ibv_get_cq_event(self.channel, &mut cq, &mut ctx) } == 0;
         if got {
             self.unacked_events += 1;
             if self.unacked_events >= 64 {
+                // SAFETY: acknowledges events taken from this channel for this completion queue, once each.
                 unsafe { ffi::ibv_ack_cq_events(self.cq, self.unacked_events) };
                 self.unacked_events = 0;
             }
@@ -221,6 +236,7 @@ impl Device {
     /// Makes the channel's descriptor non-blocking, so that `take_event` never waits.
     pub fn channel_nonblocking(&self) -> io::Result<()> {
         let fd = self.channel_fd();
+        // SAFETY: `fcntl` on a descriptor the channel owns; F_GETFL and F_SETFL take an int.
         let flags = unsafe { libc_fcntl(fd, F_GETFL, 0) };
         if flags < 0 || unsafe { libc_fcntl(fd, F_SETFL, flags | O_NONBLOCK) } < 0 {
             return Err(last_err("fcntl(O_NONBLOCK)"));
@@ -231,6 +247,8 @@ impl Device {
 
 impl Drop for Device {
     fn drop(&mut self) {
+        // SAFETY: each object is live or null, is destroyed once, after everything made from
+        // it (every `Qp` and `Region` is dropped before the device: the state's field order).
         unsafe {
             if !self.cq.is_null() {
                 if self.unacked_events > 0 {
@@ -254,6 +272,7 @@ impl Drop for Device {
 /// The raw device pointer behind the crate's `Device` (a reference to the list's pointer).
 fn ibverbs_raw_device(d: &ibverbs::Device<'_>) -> *mut ffi::ibv_device {
     // `ibverbs::Device` is a newtype over `&*mut ibv_device`; its layout is that reference.
+    // SAFETY: see the line above; the pointer read is valid while the list `d` borrows from is.
     let r: &*mut ffi::ibv_device = unsafe { std::mem::transmute_copy(d) };
     *r
 }
@@ -273,6 +292,7 @@ pub(crate) struct Region {
     buf: Box<[u8]>,
 }
 
+// SAFETY: the region owns its buffer and registration; the transport uses it behind one lock.
 unsafe impl Send for Region {}
 
 impl Region {
@@ -280,6 +300,7 @@ impl Region {
         let mut buf = vec![0u8; len.max(8)].into_boxed_slice();
         let access =
             ffi::ibv_access_flags::IBV_ACCESS_LOCAL_WRITE | ffi::ibv_access_flags::IBV_ACCESS_REMOTE_WRITE;
+        // SAFETY: `buf` is a heap block that moves into the `Region` with `mr` and is deregistered (`Drop`) before it is freed; its address never changes.
         let mr = unsafe { ffi::ibv_reg_mr(pd, buf.as_mut_ptr().cast(), buf.len(), access.0 as c_int) };
         if mr.is_null() {
             return Err(last_err("ibv_reg_mr (is the locked-memory limit, ulimit -l, too low?)"));
@@ -300,10 +321,12 @@ impl Region {
     }
 
     pub fn lkey(&self) -> u32 {
+        // SAFETY: `self.mr` is registered (checked non-null) until `Drop`.
         unsafe { (*self.mr).lkey }
     }
 
     pub fn rkey(&self) -> u32 {
+        // SAFETY: as above.
         unsafe { (*self.mr).rkey }
     }
 
@@ -311,8 +334,11 @@ impl Region {
     /// volatile read, repeated until two agree, so that a torn write is never taken.
     pub fn read_u64(&self, off: usize) -> u64 {
         let p = self.buf[off..off + 8].as_ptr().cast::<u64>();
+        assert!(p.is_aligned(), "a mailbox word must be 8-aligned");
+        // SAFETY: `p` points at 8 bytes inside `buf` (the slice bounds-checks) and is 8-aligned: the allocator aligns blocks this large to 16 bytes and `off` is a multiple of 8 (asserted above). Volatile: the NIC writes these bytes.
         let mut a = unsafe { ptr::read_volatile(p) };
         for _ in 0..8 {
+            // SAFETY: as above.
             let b = unsafe { ptr::read_volatile(p) };
             if a == b {
                 break;
@@ -325,6 +351,7 @@ impl Region {
 
 impl Drop for Region {
     fn drop(&mut self) {
+        // SAFETY: `self.mr` was registered by `new` and is deregistered once, before `buf` is freed.
         unsafe { ffi::ibv_dereg_mr(self.mr) };
     }
 }
@@ -339,6 +366,9 @@ pub(crate) struct QpInfo {
     /// This node's mailbox for the peer: address and key for RDMA WRITE.
     pub mailbox_addr: u64,
     pub mailbox_rkey: u32,
+    /// This node's receive ring for the peer ([`crate::Wire::Ring`]; zero otherwise).
+    pub ring_addr: u64,
+    pub ring_rkey: u32,
 }
 
 /// One RC queue pair.
@@ -346,10 +376,12 @@ pub(crate) struct Qp {
     qp: *mut ffi::ibv_qp,
 }
 
+// SAFETY: a queue pair may be used from any thread; the transport uses it behind one lock.
 unsafe impl Send for Qp {}
 
 impl Qp {
     pub fn num(&self) -> u32 {
+        // SAFETY: `self.qp` is live until `Drop`.
         unsafe { (*self.qp).qp_num }
     }
 
@@ -385,6 +417,7 @@ impl Qp {
             | ffi::ibv_qp_attr_mask::IBV_QP_RQ_PSN
             | ffi::ibv_qp_attr_mask::IBV_QP_MAX_DEST_RD_ATOMIC
             | ffi::ibv_qp_attr_mask::IBV_QP_MIN_RNR_TIMER;
+        // SAFETY: `self.qp` is live; `attr` outlives the call.
         errno("ibv_modify_qp(RTR)", unsafe { ffi::ibv_modify_qp(self.qp, &mut attr, mask.0 as c_int) })?;
         let mut attr = ffi::ibv_qp_attr {
             qp_state: ffi::ibv_qp_state::IBV_QPS_RTS,
@@ -403,12 +436,14 @@ impl Qp {
             | ffi::ibv_qp_attr_mask::IBV_QP_RETRY_CNT
             | ffi::ibv_qp_attr_mask::IBV_QP_RNR_RETRY
             | ffi::ibv_qp_attr_mask::IBV_QP_MAX_QP_RD_ATOMIC;
+        // SAFETY: as above.
         errno("ibv_modify_qp(RTS)", unsafe { ffi::ibv_modify_qp(self.qp, &mut attr, mask.0 as c_int) })
     }
 
     /// Moves the queue pair to the error state: outstanding work completes flushed.
     pub fn fail(&self) {
         let mut attr = ffi::ibv_qp_attr { qp_state: ffi::ibv_qp_state::IBV_QPS_ERR, ..Default::default() };
+        // SAFETY: `self.qp` is live; `attr` outlives the call. A failure leaves the queue pair as it was.
         unsafe { ffi::ibv_modify_qp(self.qp, &mut attr, ffi::ibv_qp_attr_mask::IBV_QP_STATE.0 as c_int) };
     }
 
@@ -417,6 +452,24 @@ impl Qp {
         let mut sge = ffi::ibv_sge { addr: r.addr() + off as u64, length: len as u32, lkey: r.lkey() };
         let mut wr = ffi::ibv_recv_wr { wr_id, next: ptr::null_mut(), sg_list: &mut sge, num_sge: 1 };
         let mut bad = ptr::null_mut();
+        // SAFETY: `self.qp` is live; `wr` and `sge` outlive the call and the provider copies
+        // them; the buffer lies in `r`, registered, which the caller keeps until the receive
+        // completes (the state owns both).
+        let rc = unsafe {
+            let ops = &mut (*(*self.qp).context).ops;
+            let post = ops.post_recv.ok_or_else(|| io::Error::other("no post_recv"))?;
+            post(self.qp, &mut wr, &mut bad)
+        };
+        errno("ibv_post_recv", rc)
+    }
+
+    /// Posts one receive with no buffer: for the completion of a WRITE with immediate data,
+    /// which writes into registered memory, not into the receive.
+    pub fn post_recv_empty(&self, wr_id: u64) -> io::Result<()> {
+        let mut wr = ffi::ibv_recv_wr { wr_id, next: ptr::null_mut(), sg_list: ptr::null_mut(), num_sge: 0 };
+        let mut bad = ptr::null_mut();
+        // SAFETY: `self.qp` is a live queue pair (destroyed only on drop); the request has no
+        // scatter list to point at, and the provider copies it before returning.
         let rc = unsafe {
             let ops = &mut (*(*self.qp).context).ops;
             let post = ops.post_recv.ok_or_else(|| io::Error::other("no post_recv"))?;
@@ -448,6 +501,13 @@ impl Qp {
                     wr.wr.rdma = ffi::ibv_send_wr__bindgen_ty_2__bindgen_ty_1 { remote_addr, rkey };
                     wr
                 }
+                SendOp::WriteImm { remote_addr, rkey, imm } => {
+                    let op = ffi::ibv_wr_opcode::IBV_WR_RDMA_WRITE_WITH_IMM;
+                    let mut wr = send_wr(r.wr_id, op, r.signalled);
+                    wr.wr.rdma = ffi::ibv_send_wr__bindgen_ty_2__bindgen_ty_1 { remote_addr, rkey };
+                    wr.__bindgen_anon_1.imm_data = imm.to_be();
+                    wr
+                }
             };
             wr.num_sge = 1;
             wrs[i] = wr;
@@ -457,12 +517,16 @@ impl Qp {
         let n = reqs.len();
         let (w, g) = (wrs.as_mut_ptr(), sges.as_mut_ptr());
         for i in 0..n {
+            // SAFETY: `i` and `i + 1` are below `n` ≤ POST_BATCH, the arrays' length.
             unsafe {
                 (*w.add(i)).sg_list = g.add(i);
                 (*w.add(i)).next = if i + 1 < n { w.add(i + 1) } else { ptr::null_mut() };
             }
         }
         let mut bad = ptr::null_mut();
+        // SAFETY: `self.qp` is live; the list of `n` requests is linked above and outlives the
+        // call; each scatter entry lies in a registered region that the state keeps until the
+        // send is known complete.
         let rc = unsafe {
             let ops = &mut (*(*self.qp).context).ops;
             let post = ops.post_send.ok_or_else(|| io::Error::other("no post_send"))?;
@@ -482,6 +546,8 @@ pub(crate) enum SendOp {
     SendImm(u32),
     /// RDMA WRITE to the peer's registered memory.
     Write { remote_addr: u64, rkey: u32 },
+    /// RDMA WRITE with immediate data: the peer learns of it from a receive's completion.
+    WriteImm { remote_addr: u64, rkey: u32, imm: u32 },
 }
 
 /// One send work request: `len` bytes at `off` in `region`.
@@ -514,6 +580,7 @@ fn send_wr(wr_id: u64, opcode: ffi::ibv_wr_opcode::Type, signalled: bool) -> ffi
 
 impl Drop for Qp {
     fn drop(&mut self) {
+        // SAFETY: `self.qp` is live and destroyed once; the device it belongs to is dropped after it.
         unsafe { ffi::ibv_destroy_qp(self.qp) };
     }
 }

@@ -7,13 +7,17 @@ use std::time::{Duration, Instant};
 use parma_core::transport::{Transport, TransportEvent};
 use parma_core::NodeId;
 use parma_runtime::startup::ClusterToken;
-use parma_transport_rdma::{local_cluster, Bound, RdmaOptions, RdmaTransport};
+use parma_transport_rdma::{local_cluster, Bound, RdmaOptions, RdmaTransport, Wire};
 
-fn opts() -> RdmaOptions {
+/// Small rings of either wire: frames above 4 KiB go in chunks.
+fn opts_for(wire: Wire) -> RdmaOptions {
     let mut o = RdmaOptions::loopback();
+    o.wire = wire;
     o.slot_len = 4096;
     o.recv_slots = 8;
     o.send_slots = 8;
+    o.ring_len = 8192;
+    o.ring_msgs = 8;
     o.frame_len_max = 1 << 20;
     o.heartbeat_interval = Duration::from_millis(100);
     o.peer_timeout = Duration::from_secs(1);
@@ -21,8 +25,34 @@ fn opts() -> RdmaOptions {
     o
 }
 
+fn opts() -> RdmaOptions {
+    opts_for(RdmaOptions::loopback().wire)
+}
+
+fn cluster_of(n: u16, o: &RdmaOptions) -> Vec<RdmaTransport> {
+    local_cluster(n, o, 7, Arc::new(ClusterToken::generate())).expect("a cluster on the RDMA device")
+}
+
 fn cluster(n: u16) -> Vec<RdmaTransport> {
-    local_cluster(n, &opts(), 7, Arc::new(ClusterToken::generate())).expect("a cluster on the RDMA device")
+    cluster_of(n, &opts())
+}
+
+/// Two transports started from their own options (which should agree, and here need not).
+fn pair(o: [RdmaOptions; 2]) -> Vec<RdmaTransport> {
+    let bound = o.map(|o| Bound::bind(o).expect("bind"));
+    let table: Vec<String> = bound.iter().map(|b| b.endpoint().to_string()).collect();
+    let token = Arc::new(ClusterToken::generate());
+    std::thread::scope(|s| {
+        let hs: Vec<_> = bound
+            .into_iter()
+            .enumerate()
+            .map(|(i, b)| {
+                let (table, token) = (table.clone(), token.clone());
+                s.spawn(move || b.start(NodeId(i as u16), table, 7, token).expect("start"))
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().expect("start-up thread")).collect()
+    })
 }
 
 fn failures(ts: &[RdmaTransport]) -> String {
@@ -74,14 +104,52 @@ fn round(ts: &mut [RdmaTransport], lens: &[usize]) {
     }
 }
 
-#[test]
-fn frames_of_every_shape_arrive_intact() {
-    let mut ts = cluster(2);
+fn every_shape(wire: Wire) {
+    let mut ts = cluster_of(2, &opts_for(wire));
     round(&mut ts, &[0, 1, 4095, 4096, 4097, 10_000, 65_536, 1 << 20]);
-    // More than the credits, so that they must come back.
+    // More than the credits, so that they must come back; in the ring, every length from
+    // empty to half the ring, so that records skip its end at many offsets.
     let many: Vec<usize> = (0..200).map(|i| (i * 37) % 9000).collect();
     round(&mut ts, &many);
+    let small: Vec<usize> = (0..600).map(|i| (i * 997) % 4097).collect();
+    round(&mut ts, &small);
     assert_eq!(failures(&ts), "");
+}
+
+#[test]
+fn frames_of_every_shape_arrive_intact_through_the_ring() {
+    every_shape(Wire::Ring);
+}
+
+#[test]
+fn frames_of_every_shape_arrive_intact_through_send_slots() {
+    every_shape(Wire::Send);
+}
+
+/// A peer's record that breaks the ring fails that peer, with the reason, and nothing else.
+/// Node 0 is (wrongly) set up with a ring four times node 1's, so its frame of 5,000 bytes
+/// (one WRITE at offset 0, inside node 1's 8 KiB ring) is more than half node 1's ring.
+#[test]
+fn a_broken_ring_record_fails_the_peer() {
+    let mut big = opts_for(Wire::Ring);
+    big.ring_len = 32 << 10;
+    let mut ts = pair([big, opts_for(Wire::Ring)]);
+    std::thread::sleep(Duration::from_millis(200));
+    ts[0].try_send(NodeId(1), 5000, &mut |b| b.fill(1)).expect("accepted");
+    // A bound against a hang, not a measurement.
+    let until = Instant::now() + Duration::from_secs(30);
+    let ev = loop {
+        if let Some(ev) = ts[1].poll_event() {
+            break ev;
+        }
+        assert!(Instant::now() < until, "the broken record was never reported: {}", failures(&ts));
+        let n = ts[1].poll_recv(16, &mut |_, f| panic!("a frame of {} bytes handed out", f.len()));
+        assert_eq!(n, Ok(0));
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    assert_eq!(ev, TransportEvent::PeerFailed(NodeId(0)));
+    let why = ts[1].failure(NodeId(0)).unwrap_or_default();
+    assert!(why.contains("a record of 5000 bytes in a ring of 8192"), "failed for another reason: {why}");
 }
 
 #[test]
@@ -115,27 +183,14 @@ fn a_killed_node_is_reported_within_the_peer_timeout() {
 /// write in flight to report it instead.
 #[test]
 fn an_unsignalled_send_that_fails_fails_the_peer() {
-    let mut o = opts();
+    let mut o = opts_for(Wire::Send);
     o.slot_len = 8192;
     // No heartbeat write after the first ones, no silence timeout within the test.
     o.heartbeat_interval = Duration::from_secs(60);
     o.peer_timeout = Duration::from_secs(120);
     let mut short = o.clone();
     short.slot_len = 4096;
-    let bound = [Bound::bind(o).expect("bind"), Bound::bind(short).expect("bind")];
-    let table: Vec<String> = bound.iter().map(|b| b.endpoint().to_string()).collect();
-    let token = Arc::new(ClusterToken::generate());
-    let mut ts: Vec<RdmaTransport> = std::thread::scope(|s| {
-        let hs: Vec<_> = bound
-            .into_iter()
-            .enumerate()
-            .map(|(i, b)| {
-                let (table, token) = (table.clone(), token.clone());
-                s.spawn(move || b.start(NodeId(i as u16), table, 7, token).expect("start"))
-            })
-            .collect();
-        hs.into_iter().map(|h| h.join().expect("start-up thread")).collect()
-    });
+    let mut ts = pair([o, short]);
     // Let the start-up heartbeats complete first.
     std::thread::sleep(Duration::from_millis(200));
     ts[0].try_send(NodeId(1), 6000, &mut |b| b.fill(1)).expect("accepted");

@@ -19,6 +19,8 @@ fn options() -> RdmaOptions {
     o.slot_len = 16 << 10;
     o.recv_slots = 32;
     o.send_slots = 64;
+    o.ring_len = 256 << 10;
+    o.ring_msgs = 256;
     o
 }
 

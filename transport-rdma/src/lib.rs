@@ -129,7 +129,7 @@ use std::time::Duration;
 use parma_core::transport::{RecvError, SendError, Transport, TransportCounters, TransportEvent};
 use parma_core::NodeId;
 
-pub use start::{local_cluster, Bound};
+pub use start::{local_cluster, local_cluster_with, Bound};
 use state::{Lent, State};
 
 /// How the progress thread learns of completions.

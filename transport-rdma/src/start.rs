@@ -240,7 +240,17 @@ pub fn local_cluster(
     digest: u64,
     token: Arc<dyn Token + Send + Sync>,
 ) -> Result<Vec<RdmaTransport>, RdmaError> {
-    let bound = (0..n).map(|_| Bound::bind(opts.clone())).collect::<Result<Vec<_>, _>>()?;
+    local_cluster_with(&vec![opts.clone(); usize::from(n)], digest, token)
+}
+
+/// [`local_cluster`] with each node's own options, `opts[i]` for node `i` (tests of nodes
+/// whose options disagree).
+pub fn local_cluster_with(
+    opts: &[RdmaOptions],
+    digest: u64,
+    token: Arc<dyn Token + Send + Sync>,
+) -> Result<Vec<RdmaTransport>, RdmaError> {
+    let bound = opts.iter().map(|o| Bound::bind(o.clone())).collect::<Result<Vec<_>, _>>()?;
     let table: Vec<String> = bound.iter().map(|b| b.endpoint().to_string()).collect();
     std::thread::scope(|s| {
         let hs: Vec<_> = bound

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use parma_core::transport::{Transport, TransportEvent};
 use parma_core::NodeId;
 use parma_runtime::startup::ClusterToken;
-use parma_transport_rdma::{local_cluster, Bound, RdmaOptions, RdmaTransport, Wire};
+use parma_transport_rdma::{local_cluster, local_cluster_with, RdmaOptions, RdmaTransport, Wire};
 
 /// Small rings of either wire: frames above 4 KiB go in chunks.
 fn opts_for(wire: Wire) -> RdmaOptions {
@@ -39,20 +39,7 @@ fn cluster(n: u16) -> Vec<RdmaTransport> {
 
 /// Two transports started from their own options (which should agree, and here need not).
 fn pair(o: [RdmaOptions; 2]) -> Vec<RdmaTransport> {
-    let bound = o.map(|o| Bound::bind(o).expect("bind"));
-    let table: Vec<String> = bound.iter().map(|b| b.endpoint().to_string()).collect();
-    let token = Arc::new(ClusterToken::generate());
-    std::thread::scope(|s| {
-        let hs: Vec<_> = bound
-            .into_iter()
-            .enumerate()
-            .map(|(i, b)| {
-                let (table, token) = (table.clone(), token.clone());
-                s.spawn(move || b.start(NodeId(i as u16), table, 7, token).expect("start"))
-            })
-            .collect();
-        hs.into_iter().map(|h| h.join().expect("start-up thread")).collect()
-    })
+    local_cluster_with(&o, 7, Arc::new(ClusterToken::generate())).expect("start")
 }
 
 fn failures(ts: &[RdmaTransport]) -> String {

@@ -183,23 +183,52 @@ pub enum Gate {
         /// The bound τ.
         delay: u32,
     },
+    /// SparseSSP (flexps-report.txt §8): SSP(s) that lets a worker run up to `speculation`
+    /// clocks further ahead while the keys it declared for its clock meet none that the
+    /// workers behind it declared for theirs. A key is *declared* for clock t by a worker's
+    /// intent ([`crate::Node::intent`]) covering t, signaled while the worker's clock was at
+    /// most t − speculation. A read at clock c of a key the reader declared for c sees every
+    /// update made at clocks ≤ c − s − 1 to it by a worker that declared it for that clock;
+    /// every other read and update is bounded as under SSP(s + speculation).
+    SparseSsp {
+        /// The bound s.
+        staleness: u32,
+        /// How many clocks beyond s a worker may speculate (at least 1).
+        speculation: u32,
+    },
 }
 
 impl Gate {
     /// The gate's name on the command line and in reports: `async`, `bsp`, `ssp:S`,
-    /// `bounded-delay:T`.
+    /// `bounded-delay:T`, `sparse-ssp:S:P`.
     pub fn name(self) -> alloc::string::String {
         match self {
             Gate::Async => "async".into(),
             Gate::Bsp => "bsp".into(),
             Gate::Ssp { staleness } => alloc::format!("ssp:{staleness}"),
             Gate::BoundedDelay { delay } => alloc::format!("bounded-delay:{delay}"),
+            Gate::SparseSsp { staleness, speculation } => {
+                alloc::format!("sparse-ssp:{staleness}:{speculation}")
+            }
         }
     }
 
     /// The gate called `name` (see [`Gate::name`]); `ssp` alone is `ssp:1`, `bounded-delay`
-    /// alone `bounded-delay:1`.
+    /// alone `bounded-delay:1`, `sparse-ssp` alone `sparse-ssp:1:1` and `sparse-ssp:S`
+    /// `sparse-ssp:S:1`. A speculation of 0 is refused (that is `ssp:S`).
     pub fn from_name(name: &str) -> Option<Gate> {
+        if let Some(rest) = name.strip_prefix("sparse-ssp") {
+            let mut bounds = [1u32, 1];
+            let mut parts = rest.split(':');
+            if parts.next() != Some("") {
+                return None;
+            }
+            for (i, b) in parts.enumerate() {
+                *bounds.get_mut(i)? = b.parse().ok()?;
+            }
+            let [staleness, speculation] = bounds;
+            return (speculation > 0).then_some(Gate::SparseSsp { staleness, speculation });
+        }
         let (kind, bound) = match name.split_once(':') {
             Some((k, b)) => (k, Some(b.parse::<u32>().ok()?)),
             None => (name, None),
@@ -214,12 +243,21 @@ impl Gate {
     }
 
     /// The staleness bound of a gate that waits for other workers: `Some(0)` for BSP, `Some(s)`
-    /// for SSP; `None` for the others.
+    /// for SSP and SparseSSP; `None` for the others.
     pub const fn staleness(self) -> Option<u32> {
         match self {
             Gate::Bsp => Some(0),
-            Gate::Ssp { staleness } => Some(staleness),
+            Gate::Ssp { staleness } | Gate::SparseSsp { staleness, .. } => Some(staleness),
             _ => None,
+        }
+    }
+
+    /// SparseSSP's speculation: how many clocks beyond its staleness bound a worker may run
+    /// on declared keys (0 for every other gate).
+    pub const fn speculation(self) -> u32 {
+        match self {
+            Gate::SparseSsp { speculation, .. } => speculation,
+            _ => 0,
         }
     }
 }
@@ -417,6 +455,9 @@ impl Config {
         }
         positive(self.intents_max, "intents_max")?;
         positive(self.intent_keys_max, "intent_keys_max")?;
+        if matches!(self.gate, Gate::SparseSsp { speculation: 0, .. }) {
+            return Err(ConfigError::Bound { name: "gate speculation" });
+        }
         if self.sync_idle_interval.as_micros() == 0 || self.sync_rounds_per_sec_max == Some(0) {
             return Err(ConfigError::Bound { name: "sync_idle_interval" });
         }
@@ -460,11 +501,31 @@ mod tests {
 
     #[test]
     fn gates_have_names_that_parse_back_and_enter_the_digest() {
-        for g in [Gate::Async, Gate::Bsp, Gate::Ssp { staleness: 3 }, Gate::BoundedDelay { delay: 0 }] {
+        for g in [
+            Gate::Async,
+            Gate::Bsp,
+            Gate::Ssp { staleness: 3 },
+            Gate::BoundedDelay { delay: 0 },
+            Gate::SparseSsp { staleness: 2, speculation: 3 },
+        ] {
             assert_eq!(Gate::from_name(&g.name()), Some(g));
         }
         assert_eq!(Gate::from_name("ssp"), Some(Gate::Ssp { staleness: 1 }));
-        for bad in ["", "ssp:", "ssp:-1", "bsp:2", "async:0", "sync", "bounded-delay:x"] {
+        assert_eq!(Gate::from_name("sparse-ssp"), Some(Gate::SparseSsp { staleness: 1, speculation: 1 }));
+        assert_eq!(Gate::from_name("sparse-ssp:3"), Some(Gate::SparseSsp { staleness: 3, speculation: 1 }));
+        for bad in [
+            "",
+            "ssp:",
+            "ssp:-1",
+            "bsp:2",
+            "async:0",
+            "sync",
+            "bounded-delay:x",
+            "sparse-ssp:1:0",
+            "sparse-ssp:1:2:3",
+            "sparse-sspx",
+            "sparse-ssp:",
+        ] {
             assert_eq!(Gate::from_name(bad), None, "{bad}");
         }
         let base = Config::new(2, 1, Layout::uniform(100, 4).unwrap());

@@ -152,7 +152,7 @@ fn message(selector: u8, b: &mut Bytes<'_>) -> Message {
         3 => FailReason::StoreFull,
         _ => FailReason::Refused,
     };
-    match selector % 15 {
+    match selector % 17 {
         0 => Message::Pull { req: RequestId(b.u64()), origin: NodeId(b.u16()), hops: b.u8(), keys: b.keys() },
         1 => Message::PullReply { req: RequestId(b.u64()), keys: b.keys(), values: b.values() },
         2 => Message::Push {
@@ -227,7 +227,9 @@ fn message(selector: u8, b: &mut Bytes<'_>) -> Message {
             }
         }
         13 => Message::DistCheck { dist: DistId(b.u32()), fingerprint: b.u64() },
-        _ => Message::Flushed { clock: b.u64() },
+        14 => Message::Flushed { clock: b.u64() },
+        15 => Message::Speculate { query: b.u64(), below: b.u64(), keys: b.keys() },
+        _ => Message::SpeculateReply { query: b.u64(), clear: b.u8() & 1 == 1 },
     }
 }
 

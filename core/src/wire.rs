@@ -12,9 +12,9 @@ use crate::ids::{ClusterId, DistId, Epoch, Key, NodeId, RequestId, Version};
 
 /// The first four bytes of every frame.
 pub const MAGIC: [u8; 4] = *b"PRMA";
-/// The format version this code writes and reads. Version 3 (2026-11-25) names the failed
-/// node in `RequestFailed`'s unreachable reason; `docs/wire.md` lists the changes.
-pub const FORMAT_VERSION: u8 = 4;
+/// The format version this code writes and reads. Version 5 (2026-11-27) adds SparseSSP's
+/// `Speculate` and `SpeculateReply`; `docs/wire.md` lists the changes.
+pub const FORMAT_VERSION: u8 = 5;
 /// Bytes in the fixed header.
 pub const HEADER_LEN: usize = 20;
 
@@ -237,6 +237,14 @@ pub enum Message {
     /// applied at its main copy (the sender's flushed clock; `u64::MAX` once all its workers
     /// retired). Sent to every peer whenever it grows.
     Flushed { clock: u64 },
+    /// Under SparseSSP, to a node whose flushed clock is below `below`: may a worker of the
+    /// sender read `keys` now, or may an update made on the receiver at a clock below `below`
+    /// to one of them still be unapplied at its main copy, or still be made? Answered by
+    /// [`Message::SpeculateReply`] with the same `query`.
+    Speculate { query: u64, below: u64, keys: Vec<Key> },
+    /// The answer to [`Message::Speculate`] `query`: `clear` when none of its keys has such an
+    /// update on the sender.
+    SpeculateReply { query: u64, clear: bool },
 }
 
 /// Message kinds as numbered on the wire.
@@ -259,6 +267,8 @@ pub enum Kind {
     SyncReply = 13,
     DistCheck = 14,
     Flushed = 15,
+    Speculate = 16,
+    SpeculateReply = 17,
 }
 
 impl TryFrom<u8> for Kind {
@@ -266,7 +276,7 @@ impl TryFrom<u8> for Kind {
 
     /// The kind numbered `n` on the wire; [`WireError::UnknownKind`] for any other number.
     fn try_from(n: u8) -> Result<Kind, WireError> {
-        const ALL: [Kind; 15] = [
+        const ALL: [Kind; 17] = [
             Kind::Pull,
             Kind::PullReply,
             Kind::Push,
@@ -282,6 +292,8 @@ impl TryFrom<u8> for Kind {
             Kind::SyncReply,
             Kind::DistCheck,
             Kind::Flushed,
+            Kind::Speculate,
+            Kind::SpeculateReply,
         ];
         ALL.into_iter().find(|k| *k as u8 == n).ok_or(WireError::UnknownKind { kind: n })
     }
@@ -306,6 +318,8 @@ impl Message {
             Message::SyncReply { .. } => Kind::SyncReply,
             Message::DistCheck { .. } => Kind::DistCheck,
             Message::Flushed { .. } => Kind::Flushed,
+            Message::Speculate { .. } => Kind::Speculate,
+            Message::SpeculateReply { .. } => Kind::SpeculateReply,
         }
     }
 
@@ -326,6 +340,8 @@ impl Message {
             Message::RequestFailed { keys: k, .. } => FAILED_HEAD + keys(k),
             Message::BarrierEnter { .. } | Message::BarrierRelease { .. } | Message::Flushed { .. } => U64,
             Message::DistCheck { .. } => U32 + U64,
+            Message::Speculate { keys: k, .. } => U64 + U64 + keys(k),
+            Message::SpeculateReply { .. } => U64 + U8,
             Message::Sync { starts, ends, replicas, deltas, owners, .. } => {
                 SYNC_HEAD
                     + keys(starts)
@@ -447,6 +463,15 @@ impl Message {
                 w.u64(*generation)
             }
             Message::Flushed { clock } => w.u64(*clock),
+            Message::Speculate { query, below, keys } => {
+                w.u64(*query);
+                w.u64(*below);
+                w.keys(keys);
+            }
+            Message::SpeculateReply { query, clear } => {
+                w.u64(*query);
+                w.u8(u8::from(*clear));
+            }
             Message::DistCheck { dist, fingerprint } => {
                 w.u32(dist.0);
                 w.u64(*fingerprint);
@@ -611,6 +636,16 @@ pub fn decode(
         }
         Kind::DistCheck => Message::DistCheck { dist: DistId(r.u32()?), fingerprint: r.u64()? },
         Kind::Flushed => Message::Flushed { clock: r.u64()? },
+        Kind::Speculate => Message::Speculate { query: r.u64()?, below: r.u64()?, keys: r.keys()? },
+        Kind::SpeculateReply => {
+            let query = r.u64()?;
+            let clear = match r.u8()? {
+                0 => false,
+                1 => true,
+                _ => return Err(WireError::BadField),
+            };
+            Message::SpeculateReply { query, clear }
+        }
     };
     if !r.buf.is_empty() {
         return Err(WireError::TrailingBytes);

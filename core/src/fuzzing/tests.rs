@@ -74,6 +74,8 @@ fn valid_samples() -> Vec<(&'static str, Message)> {
         ),
         ("dist-check", Message::DistCheck { dist: DistId(2), fingerprint: 0x0123_4567_89ab_cdef }),
         ("flushed", Message::Flushed { clock: 0x0000_0001_0000_0002 }),
+        ("speculate", Message::Speculate { query: 3, below: 9, keys: k(&[4, 21]) }),
+        ("speculate-reply", Message::SpeculateReply { query: 3, clear: true }),
     ]
 }
 
@@ -104,7 +106,7 @@ fn wire_decode_seeds() -> Vec<(alloc::string::String, Vec<u8>, Result<(), WireEr
         ("reserved-after-sender", patch(0, 14, &[1, 0]), WireError::BadField),
         ("foreign-cluster", patch(0, 8, &[0, 0, 0, 0]), WireError::ForeignCluster { cluster: 0 }),
         ("kind-zero", patch(0, 5, &[0]), WireError::UnknownKind { kind: 0 }),
-        ("kind-unknown", patch(0, 5, &[16]), WireError::UnknownKind { kind: 16 }),
+        ("kind-unknown", patch(0, 5, &[18]), WireError::UnknownKind { kind: 18 }),
         ("key-count-huge", patch(0, HEADER_LEN + 11, &u32::MAX.to_le_bytes()), WireError::CountTooLarge),
         ("write-kind", patch(2, HEADER_LEN + 11, &[2]), WireError::BadField),
         ("fail-reason", patch(8, HEADER_LEN + 8, &[5]), WireError::BadField),

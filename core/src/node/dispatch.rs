@@ -99,6 +99,8 @@ impl Node {
             }
             Message::DistCheck { dist, fingerprint } => self.check_distribution(from, dist, fingerprint),
             Message::Flushed { clock } => self.flushed_from(from, clock),
+            Message::Speculate { query, below, keys } => self.serve_speculate(from, query, below, &keys),
+            Message::SpeculateReply { query, clear } => self.speculate_answered(from, query, clear),
         }
     }
 
@@ -145,7 +147,8 @@ impl Node {
             Message::PointerRelease { released } => released.iter().all(|r| layout.contains(r.key)),
             Message::BarrierEnter { .. } => self.me == super::barrier::COORDINATOR,
             Message::BarrierRelease { .. } => true,
-            Message::DistCheck { .. } | Message::Flushed { .. } => true,
+            Message::Speculate { keys, .. } => keys_ok(keys),
+            Message::DistCheck { .. } | Message::Flushed { .. } | Message::SpeculateReply { .. } => true,
         }
     }
 

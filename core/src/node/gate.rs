@@ -22,11 +22,17 @@
 //!
 //! **Bounded delay τ.** A worker at clock c passes once none of its own requests issued at a
 //! clock below c − τ is outstanding. Other workers are not waited for.
+//!
+//! **SparseSSP(s, p).** A worker passes as under SSP(s), or earlier, on speculation
+//! (`super::speculation`): once it would pass SSP(s + p), and no node whose flushed clock is
+//! below c − s has an update to a key the worker declared for c that may still be unapplied
+//! or made at a clock below c − s.
 
 use alloc::collections::BTreeMap;
 use alloc::vec;
 use alloc::vec::Vec;
 
+use super::speculation::{Declared, Speculation};
 use super::Node;
 use crate::config::Gate;
 use crate::error::OpError;
@@ -35,11 +41,13 @@ use crate::time::Instant;
 use crate::wire::Message;
 
 /// A worker waiting at its gate.
-#[derive(Clone, Copy, Debug)]
-struct Waiter {
-    worker: WorkerId,
+#[derive(Clone, Debug)]
+pub(super) struct Waiter {
+    pub(super) worker: WorkerId,
     ticket: Ticket,
-    clock: u64,
+    pub(super) clock: u64,
+    /// Under SparseSSP: its speculation, once begun.
+    pub(super) spec: Option<Speculation>,
 }
 
 /// Outstanding requests of one worker issued at one clock.
@@ -50,21 +58,32 @@ struct Issued {
 }
 
 pub(super) struct GateState {
-    gate: Gate,
-    replicas: bool,
+    pub(super) gate: Gate,
+    pub(super) replicas: bool,
     /// Per local worker: its outstanding requests by the clock they were issued at.
     issued: Vec<BTreeMap<u64, Issued>>,
     retired: Vec<bool>,
     /// Per node: the highest flushed clock it announced (this node's own at its index).
-    flushed: Vec<u64>,
+    pub(super) flushed: Vec<u64>,
     /// The global flushed clock: the minimum of `flushed`.
-    global: u64,
-    /// The lowest clock of this node's live workers and `global`, when the open round started;
-    /// `None` once that round was abandoned.
-    round_start: Option<(u64, u64)>,
-    /// The same, of the last round that ended clean.
+    pub(super) global: u64,
+    /// The lowest clock of this node's live workers, `global`, and the round's number (of
+    /// `rounds_begun`), when the open round started; `None` once that round was abandoned.
+    round_start: Option<(u64, u64, u64)>,
+    /// The first two of the last round that ended clean.
     round_clean: (u64, u64),
-    waiters: Vec<Waiter>,
+    /// Rounds begun, and the number of the last one that ended clean.
+    pub(super) rounds_begun: u64,
+    pub(super) clean_begun: u64,
+    pub(super) waiters: Vec<Waiter>,
+    /// Under SparseSSP: per local worker, the intents it signaled that may still matter, and
+    /// the keys in all of them.
+    pub(super) declared: Vec<Vec<Declared>>,
+    pub(super) declared_keys: usize,
+    /// The end of the latest-ending intent this node refused under SparseSSP.
+    pub(super) refused_until: u64,
+    /// The last speculation query number used.
+    pub(super) next_query: u64,
 }
 
 impl GateState {
@@ -79,7 +98,13 @@ impl GateState {
             global: 0,
             round_start: None,
             round_clean: (0, 0),
+            rounds_begun: 0,
+            clean_begun: 0,
             waiters: Vec::new(),
+            declared: (0..workers).map(|_| Vec::new()).collect(),
+            declared_keys: 0,
+            refused_until: 0,
+            next_query: 0,
         }
     }
 
@@ -153,11 +178,14 @@ impl GateState {
                 let need = clock.saturating_sub(u64::from(delay));
                 self.issued.get(worker.index()).and_then(|m| m.keys().next()).is_none_or(|c| *c >= need)
             }
-            g => {
-                let need = clock.saturating_sub(u64::from(g.staleness().unwrap_or(0)));
-                self.global >= need && (!self.replicas || self.round_clean.1 >= need)
-            }
+            g => self.reached(clock.saturating_sub(u64::from(g.staleness().unwrap_or(0)))),
         }
+    }
+
+    /// Whether every update made at a clock below `need` is applied at its main copy and
+    /// every replica here was refreshed after that.
+    pub(super) fn reached(&self, need: u64) -> bool {
+        self.global >= need && (!self.replicas || self.round_clean.1 >= need)
     }
 
     /// Whether the gate waits for other nodes (then a failed peer ends the waits).
@@ -193,7 +221,12 @@ impl Node {
             let old = self.gate.waiters.swap_remove(i);
             self.complete(old.worker, old.ticket, Err(OpError::Timeout));
         }
-        self.gate.waiters.push(Waiter { worker, ticket, clock });
+        let mut waiter = Waiter { worker, ticket, clock, spec: None };
+        if self.speculation_admits(&mut waiter) {
+            self.complete(worker, ticket, Ok(super::Completion::Gate));
+            return Ok(());
+        }
+        self.gate.waiters.push(waiter);
         Ok(())
     }
 
@@ -203,6 +236,8 @@ impl Node {
         let r = self.gate.retired.get_mut(worker.index()).ok_or(OpError::InvalidArgument)?;
         *r = true;
         self.sync.now = now;
+        let clock = self.clock(worker).0;
+        self.gate.clip_declared(worker, clock);
         self.gate_progress();
         self.drain_loopback(now);
         Ok(())
@@ -230,6 +265,7 @@ impl Node {
             let me = self.me.index();
             if f > self.gate.flushed[me] {
                 self.gate.flushed[me] = f;
+                self.gate.prune_declared(f);
                 for n in 0..self.cfg.nodes {
                     let to = NodeId(n);
                     if to != self.me && !self.failed_peers.contains(&to) {
@@ -247,14 +283,17 @@ impl Node {
     fn admit_waiters(&mut self) {
         let mut waiters = core::mem::take(&mut self.gate.waiters);
         let mut passed = Vec::new();
-        waiters.retain(|w| {
-            if self.gate.admits(w.worker, w.clock) {
+        let mut i = 0;
+        while i < waiters.len() {
+            let w = &mut waiters[i];
+            if self.gate.admits(w.worker, w.clock) || self.speculation_admits(w) {
+                let w = waiters.remove(i);
                 passed.push((w.worker, w.ticket));
-                false
             } else {
-                true
+                i += 1;
             }
-        });
+        }
+        // Nothing above adds waiters: `gate` is a worker's call, not one made from here.
         self.gate.waiters = waiters;
         for (w, t) in passed {
             self.complete(w, t, Ok(super::Completion::Gate));
@@ -278,7 +317,8 @@ impl Node {
             return;
         }
         let lowest = self.gate.lowest_clock(self.worker_clocks());
-        self.gate.round_start = Some((lowest, self.gate.global));
+        self.gate.rounds_begun += 1;
+        self.gate.round_start = Some((lowest, self.gate.global, self.gate.rounds_begun));
     }
 
     /// The open round was abandoned: its deltas are not known to be applied.
@@ -294,6 +334,7 @@ impl Node {
         }
         if let Some(s) = self.gate.round_start.take() {
             self.gate.round_clean = (self.gate.round_clean.0.max(s.0), self.gate.round_clean.1.max(s.1));
+            self.gate.clean_begun = self.gate.clean_begun.max(s.2);
         }
         self.gate_progress();
     }
@@ -312,4 +353,4 @@ impl Node {
 
 #[cfg(test)]
 #[path = "gate_tests.rs"]
-mod tests;
+pub(super) mod tests;

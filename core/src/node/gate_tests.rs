@@ -11,21 +11,21 @@ use crate::layout::Layout;
 use crate::time::Instant;
 use crate::wire::{Message, WriteKind};
 
-const W: WorkerId = WorkerId(0);
+pub(in crate::node) const W: WorkerId = WorkerId(0);
 
-fn cluster(nodes: u16, gate: Gate, technique: Technique) -> Vec<Node> {
+pub(in crate::node) fn cluster(nodes: u16, gate: Gate, technique: Technique) -> Vec<Node> {
     let mut c = Config::new(nodes, 1, Layout::uniform(64, 2).unwrap());
     c.gate = gate;
     c.technique = technique;
     (0..nodes).map(|n| Node::new(c.clone(), NodeId(n)).unwrap()).collect()
 }
 
-fn key_homed(nodes: &[Node], home: u16) -> Key {
+pub(in crate::node) fn key_homed(nodes: &[Node], home: u16) -> Key {
     (0..64).map(Key).find(|k| nodes[0].home(*k) == NodeId(home)).unwrap()
 }
 
 /// Delivers every message until none is left; returns how many went.
-fn deliver(nodes: &mut [Node], now: Instant) -> usize {
+pub(in crate::node) fn deliver(nodes: &mut [Node], now: Instant) -> usize {
     let mut sent = 0;
     loop {
         let mut batch = Vec::new();
@@ -45,11 +45,11 @@ fn deliver(nodes: &mut [Node], now: Instant) -> usize {
     }
 }
 
-fn passed(n: &mut Node) -> Vec<(Ticket, Result<Completion, OpError>)> {
+pub(in crate::node) fn passed(n: &mut Node) -> Vec<(Ticket, Result<Completion, OpError>)> {
     core::iter::from_fn(|| n.poll_event()).map(Event::into_parts).map(|(_, t, r)| (t, r)).collect()
 }
 
-fn gate_passes(n: &mut Node, now: Instant, t: u64) -> bool {
+pub(in crate::node) fn gate_passes(n: &mut Node, now: Instant, t: u64) -> bool {
     n.gate(now, W, Ticket(t)).unwrap();
     let got = passed(n);
     assert!(got.len() <= 1, "{got:?}");
@@ -188,7 +188,7 @@ fn a_second_wait_of_the_same_worker_ends_the_first() {
 }
 
 /// Runs one round (or whatever its timers hold) on each node of `which`, `now` moved on first.
-fn rounds(nodes: &mut [Node], which: &[usize], now: &mut Instant) {
+pub(in crate::node) fn rounds(nodes: &mut [Node], which: &[usize], now: &mut Instant) {
     *now = *now + crate::time::Duration::from_millis(5);
     for &i in which {
         nodes[i].handle_timeout(*now);

@@ -154,11 +154,16 @@ impl Node {
             && clock < end
             && !keys.is_empty();
         let s = &mut self.sync;
-        if kept
-            && (s.intents >= self.cfg.intents_max || s.intent_keys + keys.len() > self.cfg.intent_keys_max)
+        if (kept
+            && (s.intents >= self.cfg.intents_max || s.intent_keys + keys.len() > self.cfg.intent_keys_max))
+            || !self.gate.room_to_declare(clock.0, start.0, end.0, keys.len(), &self.cfg)
         {
+            // Under SparseSSP the worker may still work on these keys: until its clock passes
+            // the window, this node answers every speculation with a conflict.
+            self.gate.refused(end.0);
             return Err(OpError::Busy);
         }
+        self.gate.declare(worker, clock.0, start.0, end.0, keys);
         self.stats.intents_by_kind[kind as usize] += 1;
         self.stats.intents_signaled += 1;
         self.stats.intent_keys_signaled += keys.len() as u64;

@@ -16,6 +16,7 @@ mod record;
 mod replicas;
 mod round;
 mod sample;
+mod speculation;
 mod stats;
 
 use alloc::collections::VecDeque;

@@ -1,7 +1,7 @@
 //! Counters a node keeps about itself, readable by the application.
 
 /// Number of message kinds counted separately (wire kinds are below this).
-pub const KINDS: usize = 16;
+pub const KINDS: usize = 18;
 
 /// Counters of one node's protocol work. All counts since the node started.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -104,6 +104,10 @@ pub struct Stats {
     pub staleness_sum_us: u64,
     pub staleness_samples: u64,
     pub staleness_max_us: u64,
+    /// Under SparseSSP: gate waits that passed on speculation (before the staleness bound
+    /// alone would have let them), and speculations that met a conflict and waited on.
+    pub gates_speculated: u64,
+    pub speculations_conflicted: u64,
 }
 
 impl Stats {

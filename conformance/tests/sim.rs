@@ -60,7 +60,7 @@ fn static_partitioning_1000_seeds() {
 }
 
 /// Every technique under `gate`, `count` seeds each: the gate's bound on every read (BSP,
-/// SSP), and no run stuck at a gate. `parma sim --gate` runs more (docs/verification.md).
+/// SSP, SparseSSP), and no run stuck at a gate. `parma sim --gate` runs more (docs/verification.md).
 fn gated(gate: Gate, count: u64) {
     let mut failures = Vec::new();
     for t in Technique::ALL {
@@ -86,6 +86,11 @@ fn ssp_60_seeds_per_technique() {
 #[test]
 fn bounded_delay_60_seeds_per_technique() {
     gated(Gate::BoundedDelay { delay: 1 }, 60);
+}
+
+#[test]
+fn sparse_ssp_60_seeds_per_technique() {
+    gated(Gate::SparseSsp { staleness: 1, speculation: 2 }, 60);
 }
 
 /// Set in the child processes of [`a_seed_replays_exactly_in_another_process`].

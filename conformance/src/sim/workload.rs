@@ -40,7 +40,9 @@ pub struct Mix {
     pub strict_reads: bool,
     /// The clock gate: under any but `Async`, every worker advances its clock after every
     /// operation and waits at the gate before the next; under BSP and SSP(s) a read at clock
-    /// c must hold every add issued at a clock below c − s.
+    /// c must hold every add issued at a clock below c − s. Under SparseSSP(s, p), every add
+    /// issued below c − s − p, and, for a key the reader declared for c, every add issued
+    /// below c − s that its worker had declared (see `parma_core::Gate::SparseSsp`).
     pub gate: Gate,
 }
 
@@ -83,6 +85,8 @@ enum Outstanding {
         vals: Vec<f32>,
         misses: PullMisses,
         clock: u64,
+        /// Under SparseSSP: its keys were declared for `clock`.
+        declared: bool,
     },
     Push {
         ticket: Ticket,
@@ -109,6 +113,8 @@ struct SimWorker {
     issued: usize,
     /// How many operations ahead it signals intent; `None`: never.
     ahead: Option<usize>,
+    /// Per operation, its node's clock for this worker when the intent for it was signaled.
+    signaled_at: HashMap<usize, u64>,
     ops_left: u32,
     next_at: Instant,
     current: Option<Outstanding>,
@@ -130,6 +136,8 @@ pub struct Ledger {
     /// Per key, the sum of the pushes issued below each clock that saw one: (clock, sum of
     /// the pushes issued at that clock), in no order.
     pub pushed_at: HashMap<Key, HashMap<u64, u64>>,
+    /// The same, of the pushes their worker had declared for their clock (under SparseSSP).
+    pub declared_at: HashMap<Key, HashMap<u64, u64>>,
     /// Every value ever set, per key.
     pub set_values: HashMap<Key, HashSet<u32>>,
     next_set: u32,
@@ -186,7 +194,8 @@ impl Workload {
                     rng: wrng,
                     plan,
                     issued: 0,
-                    ahead: if mix.rounds { ahead } else { None },
+                    ahead: if mix.rounds || mix.gate.speculation() > 0 { ahead } else { None },
+                    signaled_at: HashMap::new(),
                     ops_left: mix.ops_per_worker,
                     next_at: Instant(rng.range(0, mix.think_us_max)),
                     current: None,
@@ -335,11 +344,14 @@ impl Workload {
         self.ledger.ops_done += 1;
         let who = format!("node {} worker {}", w.node, w.id);
         match (current, result) {
-            (Some(Outstanding::Pull { keys, mut vals, misses, clock, .. }), Ok(Completion::Pull(remote))) => {
+            (
+                Some(Outstanding::Pull { keys, mut vals, misses, clock, declared, .. }),
+                Ok(Completion::Pull(remote)),
+            ) => {
                 let layout = cluster.nodes()[0].config().layout.clone();
                 misses.fill(&remote, &mut vals).map_err(|e| format!("{who}: pull completion: {e}"))?;
                 self.check_read(i, &keys, &vals, &layout)?;
-                self.check_gate(i, &keys, &vals, &layout, clock)
+                self.check_gate(i, &keys, &vals, &layout, clock, declared)
             }
             (Some(Outstanding::Push { keys, deltas, .. }), Ok(Completion::Write)) => {
                 let w = &mut self.workers[i];
@@ -380,6 +392,8 @@ impl Workload {
     /// Under BSP and SSP(s): a read at clock c holds every add issued at a clock below
     /// c − s (its value, a sum of adds, is at least theirs). Not checked once a node stopped
     /// (its workers' adds may be lost with it).
+    /// Under SparseSSP(s, p) the same with bound c − s − p, plus, when the reader declared the
+    /// keys for c, the declared adds issued below c − s.
     fn check_gate(
         &self,
         i: usize,
@@ -387,13 +401,19 @@ impl Workload {
         vals: &[f32],
         layout: &parma_core::Layout,
         clock: u64,
+        declared: bool,
     ) -> Result<(), String> {
         let Some(s) = self.mix.gate.staleness() else { return Ok(()) };
         if self.failure {
             return Ok(());
         }
         let bound = clock.saturating_sub(u64::from(s));
+        let all_below = bound.saturating_sub(u64::from(self.mix.gate.speculation()));
         let w = &self.workers[i];
+        let sum = |book: &HashMap<Key, HashMap<u64, u64>>, k: &Key, from: u64, below: u64| -> u64 {
+            book.get(k)
+                .map_or(0, |by| by.iter().filter(|(c, _)| (from..below).contains(*c)).map(|(_, d)| *d).sum())
+        };
         let mut at = 0;
         for k in keys {
             let x = vals[at];
@@ -401,19 +421,28 @@ impl Workload {
             if is_set_key(*k) {
                 continue;
             }
-            let due: u64 = self
-                .ledger
-                .pushed_at
-                .get(k)
-                .map_or(0, |by| by.iter().filter(|(c, _)| **c < bound).map(|(_, d)| *d).sum());
+            let mut due = sum(&self.ledger.pushed_at, k, 0, all_below);
+            if declared {
+                due += sum(&self.ledger.declared_at, k, all_below, bound);
+            }
             if (x as u64) < due {
                 return Err(format!(
-                    "node {} worker {}: {:?}: key {k} read {x} at clock {clock}, below the {due} added at clocks < {bound}",
-                    w.node, w.id, self.mix.gate
+                    "node {} worker {}: {}: key {k} read {x} at clock {clock}, below the {due} added at clocks < {all_below}{}",
+                    w.node,
+                    w.id,
+                    self.mix.gate.name(),
+                    if declared { format!(" and declared below {bound}") } else { String::new() }
                 ));
             }
         }
         Ok(())
+    }
+
+    /// Whether worker `i`'s operation `j`, issued at clock `clock`, was declared for it under
+    /// SparseSSP: its intent was signaled at a clock at most `clock` − p.
+    fn declared(&self, i: usize, j: usize, clock: u64) -> bool {
+        let p = u64::from(self.mix.gate.speculation());
+        p > 0 && self.workers[i].signaled_at.get(&j).is_some_and(|at| at + p <= clock && j as u64 == clock)
     }
 
     fn check_read(
@@ -479,12 +508,15 @@ impl Workload {
             let from = if j == 0 { 0 } else { j + ahead };
             let plan: Vec<(usize, Vec<Key>)> =
                 (from..=j + ahead).filter_map(|m| w.plan.get(m).map(|k| (m, k.clone()))).collect();
+            let now_clock = cluster.nodes()[node.index()].clock(id).0;
             for (m, ks) in plan {
                 let (start, end) = (Clock(m as u64), Clock(m as u64 + 1));
                 cluster.intent(node, id, &ks, start, end).map_err(err)?;
+                self.workers[i].signaled_at.entry(m).or_insert(now_clock);
             }
         }
         let total = layout.total_len(&keys).map_err(|k| format!("key {k} outside layout"))?;
+        let declared = self.declared(i, j, cluster.nodes()[node.index()].clock(id).0);
         if roll < self.mix.p_pull / 3.0 && !self.dists.is_empty() {
             let w = &mut self.workers[i];
             let d = self.dists[w.rng.range(0, self.dists.len() as u64 - 1) as usize].clone();
@@ -498,12 +530,13 @@ impl Workload {
                 return Err(format!("node {node} worker {id}: locally sampled keys went remote"));
             }
             let clock = cluster.nodes()[node.index()].clock(id).0;
-            self.workers[i].current = Some(Outstanding::Pull { ticket, keys, vals, misses, clock });
+            self.workers[i].current =
+                Some(Outstanding::Pull { ticket, keys, vals, misses, clock, declared: false });
         } else if roll < self.mix.p_pull {
             let mut vals = vec![f32::NAN; total];
             let (ticket, misses) = cluster.pull(node, id, &keys, &mut vals).map_err(err)?;
             let clock = cluster.nodes()[node.index()].clock(id).0;
-            self.workers[i].current = Some(Outstanding::Pull { ticket, keys, vals, misses, clock });
+            self.workers[i].current = Some(Outstanding::Pull { ticket, keys, vals, misses, clock, declared });
         } else if roll < self.mix.p_pull + self.mix.p_push {
             keys.retain(|k| !is_set_key(*k));
             let deltas: Vec<u32> = keys.iter().map(|_| self.workers[i].rng.range(1, 5) as u32).collect();
@@ -514,6 +547,10 @@ impl Workload {
                 *self.ledger.pushed.entry(*k).or_default() += u64::from(*d);
                 if self.mix.gate != Gate::Async {
                     *self.ledger.pushed_at.entry(*k).or_default().entry(clock).or_default() += u64::from(*d);
+                }
+                if declared {
+                    *self.ledger.declared_at.entry(*k).or_default().entry(clock).or_default() +=
+                        u64::from(*d);
                 }
             }
             let ticket = cluster.write(node, id, WriteKind::Add, &keys, &vals).map_err(err)?;

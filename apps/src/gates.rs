@@ -35,10 +35,18 @@ pub fn run(
                 progress(&r, gate, began.elapsed());
                 rows.push(GateRow { gate, report: r });
             }
+            let hiccups = if o.hiccups_per_mille > 0 {
+                format!(
+                    "; {} steps in a thousand of every worker take {}× as long",
+                    o.hiccups_per_mille, o.hiccup_factor
+                )
+            } else {
+                String::new()
+            };
             let _ = writeln!(
                 out,
                 "{} task, {}: {} nodes × {} workers, {} steps each, worker 0 computes {straggler}× as long \
-                 ({} µs per step, the others {} µs)\n",
+                 ({} µs per step, the others {} µs){hiccups}\n",
                 o.task.name(),
                 t.name(),
                 o.nodes,

@@ -175,6 +175,9 @@ struct TechniquesArgs {
     /// MF: cells per batch.
     #[arg(long, default_value_t = 64)]
     cells: u32,
+    /// MF: Zipf exponent of column popularity (0: uniform).
+    #[arg(long, default_value_t = 1.1)]
+    col_zipf: f64,
     /// Also print where the bytes went: by message kind, replica refreshes and deltas, and
     /// forwarded keys.
     #[arg(long)]
@@ -200,7 +203,8 @@ impl TechniquesArgs {
             negatives: self.negatives,
             ..Kge::default()
         });
-        let mf = Task::Mf(Mf { rows: self.rows, cols: self.cols, cells: self.cells, ..Mf::default() });
+        let mf =
+            Task::Mf(Mf { rows: self.rows, cols: self.cols, cells: self.cells, col_zipf: self.col_zipf });
         let tasks = match self.task {
             TaskArg::Kge => vec![kge],
             TaskArg::Mf => vec![mf],
@@ -274,6 +278,12 @@ struct GatesArgs {
     /// Worker 0 computes this many times as long as the others.
     #[arg(long, default_value_t = 3)]
     straggler: u64,
+    /// Transient stragglers: this many steps in a thousand, of every worker, take
+    /// `--hiccup-factor` times as long.
+    #[arg(long, default_value_t = 0)]
+    hiccups_per_mille: u32,
+    #[arg(long, default_value_t = 10)]
+    hiccup_factor: u64,
 }
 
 fn run_gates(args: &GatesArgs) -> Result<(), String> {
@@ -282,7 +292,16 @@ fn run_gates(args: &GatesArgs) -> Result<(), String> {
     } else {
         args.workload.technique.clone()
     };
-    let opts = args.workload.options();
+    let opts: Vec<SkewOptions> = args
+        .workload
+        .options()
+        .into_iter()
+        .map(|o| SkewOptions {
+            hiccups_per_mille: args.hiccups_per_mille,
+            hiccup_factor: args.hiccup_factor,
+            ..o
+        })
+        .collect();
     for o in &opts {
         SkewOptions { straggler: args.straggler, ..o.clone() }.check()?;
     }

@@ -266,10 +266,12 @@ impl Driver<'_> {
                 .map_err(|e| format!("{who}: prepare sample: {e}"))?;
             w.handles.push_back(h);
         }
-        if self.technique.uses_rounds() {
+        // Under SparseSSP every technique signals intents: they declare a step's keys.
+        if self.technique.uses_rounds() || self.opts.gate.speculation() > 0 {
             let (start, end) = (Clock(u64::from(step)), Clock(u64::from(step) + 1));
             cluster.intent(w.node, w.id, &keys, start, end).map_err(|e| format!("{who}: intent: {e}"))?;
-        } else if self.technique.uses_localize() {
+        }
+        if !self.technique.uses_rounds() && self.technique.uses_localize() {
             let t = cluster.localize(w.node, w.id, &keys).map_err(|e| format!("{who}: localize: {e}"))?;
             w.pending.push_back(t);
         }
@@ -314,7 +316,14 @@ impl Driver<'_> {
                         }
                     }
                     self.count_read(w);
-                    let compute = self.opts.compute_us * if w.index == 0 { self.opts.straggler } else { 1 };
+                    let mut compute =
+                        self.opts.compute_us * if w.index == 0 { self.opts.straggler } else { 1 };
+                    // Drawn only when asked for, so that runs without hiccups draw what they did.
+                    if self.opts.hiccups_per_mille > 0
+                        && w.rng.range(0, 999) < u64::from(self.opts.hiccups_per_mille)
+                    {
+                        compute *= self.opts.hiccup_factor;
+                    }
                     let jitter = w.rng.range(0, compute / 5);
                     let at = now + Duration(compute - compute / 10 + jitter);
                     w.phase = Phase::Computing { at };

@@ -70,6 +70,10 @@ pub struct SkewOptions {
     pub gate: parma_core::Gate,
     /// The first worker computes this many times as long as the others (1: no straggler).
     pub straggler: u64,
+    /// Transient stragglers: this many steps in a thousand, drawn per worker and step, take
+    /// `hiccup_factor` times as long (0: none).
+    pub hiccups_per_mille: u32,
+    pub hiccup_factor: u64,
 }
 
 /// Where the negative entities of the KGE task come from.
@@ -122,6 +126,8 @@ impl SkewOptions {
             placement: parma_core::Placement::default(),
             gate: parma_core::Gate::Async,
             straggler: 1,
+            hiccups_per_mille: 0,
+            hiccup_factor: 1,
         }
     }
 
@@ -155,6 +161,12 @@ impl SkewOptions {
         }
         if self.straggler == 0 || self.straggler > 1000 {
             return Err(format!("the straggler's slowdown must be 1 to 1000, not {}", self.straggler));
+        }
+        if self.hiccups_per_mille > 1000 || self.hiccup_factor == 0 || self.hiccup_factor > 1000 {
+            return Err(format!(
+                "hiccups are 0 to 1000 steps in a thousand, each 1 to 1000 times as long, not {} and {}",
+                self.hiccups_per_mille, self.hiccup_factor
+            ));
         }
         if self.task.keys() > 1 << 27 {
             return Err("at most 2^27 keys".into());

@@ -62,7 +62,7 @@ pub(super) struct GateState {
     pub(super) replicas: bool,
     /// Per local worker: its outstanding requests by the clock they were issued at.
     issued: Vec<BTreeMap<u64, Issued>>,
-    retired: Vec<bool>,
+    pub(super) retired: Vec<bool>,
     /// Per node: the highest flushed clock it announced (this node's own at its index).
     pub(super) flushed: Vec<u64>,
     /// The global flushed clock: the minimum of `flushed`.
@@ -84,6 +84,8 @@ pub(super) struct GateState {
     pub(super) refused_until: u64,
     /// The last speculation query number used.
     pub(super) next_query: u64,
+    /// Per local worker: a speculation begun ahead for the clock it names.
+    pub(super) prepared: Vec<Option<(u64, Speculation)>>,
 }
 
 impl GateState {
@@ -105,6 +107,7 @@ impl GateState {
             declared_keys: 0,
             refused_until: 0,
             next_query: 0,
+            prepared: vec![None; workers],
         }
     }
 
@@ -210,6 +213,7 @@ impl Node {
         let clock = self.clock(worker).0;
         if self.gate.admits(worker, clock) {
             self.complete(worker, ticket, Ok(super::Completion::Gate));
+            self.prepare_speculation(worker, clock);
             return Ok(());
         }
         if self.gate.waits_for_peers() {
@@ -224,6 +228,7 @@ impl Node {
         let mut waiter = Waiter { worker, ticket, clock, spec: None };
         if self.speculation_admits(&mut waiter) {
             self.complete(worker, ticket, Ok(super::Completion::Gate));
+            self.prepare_speculation(worker, clock);
             return Ok(());
         }
         self.gate.waiters.push(waiter);
@@ -238,6 +243,7 @@ impl Node {
         self.sync.now = now;
         let clock = self.clock(worker).0;
         self.gate.clip_declared(worker, clock);
+        self.gate.prepared[worker.index()] = None;
         self.gate_progress();
         self.drain_loopback(now);
         Ok(())
@@ -249,7 +255,7 @@ impl Node {
         self.gate.global()
     }
 
-    fn worker_clocks(&self) -> impl Iterator<Item = u64> + '_ {
+    pub(super) fn worker_clocks(&self) -> impl Iterator<Item = u64> + '_ {
         self.sync.workers.iter().map(|w| w.clock.0)
     }
 
@@ -288,15 +294,16 @@ impl Node {
             let w = &mut waiters[i];
             if self.gate.admits(w.worker, w.clock) || self.speculation_admits(w) {
                 let w = waiters.remove(i);
-                passed.push((w.worker, w.ticket));
+                passed.push((w.worker, w.ticket, w.clock));
             } else {
                 i += 1;
             }
         }
         // Nothing above adds waiters: `gate` is a worker's call, not one made from here.
         self.gate.waiters = waiters;
-        for (w, t) in passed {
+        for (w, t, clock) in passed {
             self.complete(w, t, Ok(super::Completion::Gate));
+            self.prepare_speculation(w, clock);
         }
     }
 

@@ -56,6 +56,8 @@ pub(super) struct Speculation {
     conflict: bool,
     /// `rounds_begun` when the last answer came.
     cleared: Option<u64>,
+    /// The keys asked about.
+    keys: Vec<Key>,
 }
 
 impl GateState {
@@ -140,13 +142,28 @@ impl GateState {
         keys
     }
 
-    /// Whether a worker of this node (flushed clock `f`) may still have an update to one of
-    /// `keys` made at a clock below `below` that is not applied, or may still make one.
-    fn conflicts(&self, f: u64, below: u64, keys: &[Key]) -> bool {
+    /// The speculation prepared for `worker` at `clock`, if any (it is taken either way).
+    fn take_prepared(&mut self, worker: WorkerId, clock: u64) -> Option<Speculation> {
+        let p = self.prepared.get_mut(worker.index())?.take()?;
+        (p.0 == clock).then_some(p.1)
+    }
+
+    /// Whether a worker here, at one of `clocks`, could still declare a key for a clock
+    /// below `below`: an intent counts for clocks p or more beyond the clock it was signaled
+    /// at.
+    fn may_still_declare(&self, clocks: impl Iterator<Item = u64>, below: u64) -> bool {
+        let p = u64::from(self.gate.speculation());
+        clocks.zip(&self.retired).any(|(c, r)| !*r && c.saturating_add(p) < below)
+    }
+
+    /// Whether a worker of this node (flushed clock `f`, workers at `clocks`) may still have
+    /// an update to one of `keys` made at a clock below `below` that is not applied, or may
+    /// still make one.
+    fn conflicts(&self, f: u64, below: u64, keys: &[Key], clocks: impl Iterator<Item = u64>) -> bool {
         if f >= below {
             return false;
         }
-        if self.refused_until > f {
+        if self.refused_until > f || self.may_still_declare(clocks, below) {
             return true;
         }
         let keys: HashSet<Key> = keys.iter().copied().collect();
@@ -167,42 +184,11 @@ impl Node {
         if !self.gate.reached(need.saturating_sub(u64::from(speculation))) {
             return false;
         }
-        let again = w.spec.as_ref().is_none_or(|s| s.conflict && self.gate.global > s.global);
-        if again {
-            let keys = self.gate.declared_for(w.worker, w.clock, u64::from(speculation));
-            self.gate.next_query += 1;
-            let query = self.gate.next_query;
-            let mut spec = Speculation {
-                query,
-                global: self.gate.global,
-                awaiting: Vec::new(),
-                conflict: false,
-                cleared: None,
-            };
-            if keys.len() > self.cfg.keys_per_message_max {
-                spec.conflict = true;
-            } else if !keys.is_empty() {
-                for n in 0..self.cfg.nodes {
-                    let node = NodeId(n);
-                    let f = self.gate.flushed[node.index()];
-                    if f >= need {
-                        continue;
-                    }
-                    if node != self.me {
-                        spec.awaiting.push(node);
-                    } else if self.local_conflicts(f, need, &keys) {
-                        spec.conflict = true;
-                    }
-                }
-            }
-            if spec.conflict {
-                self.stats.speculations_conflicted += 1;
-            } else {
-                for to in spec.awaiting.clone() {
-                    self.send(to, Message::Speculate { query, below: need, keys: keys.clone() });
-                }
-            }
-            w.spec = Some(spec);
+        if w.spec.is_none() {
+            w.spec = self.gate.take_prepared(w.worker, w.clock);
+        }
+        if w.spec.as_ref().is_none_or(|s| s.conflict && self.gate.global > s.global) {
+            w.spec = Some(self.begin_speculation(w.worker, w.clock, need));
         }
         let Some(spec) = w.spec.as_mut() else { return false };
         if spec.conflict {
@@ -215,21 +201,86 @@ impl Node {
             return false;
         }
         let asked_at = *spec.cleared.get_or_insert(self.gate.rounds_begun);
-        let pass = !self.gate.replicas || self.gate.clean_begun > asked_at;
+        // A replica here may predate the updates; one made from now on holds them.
+        let pass = !self.gate.replicas
+            || self.gate.clean_begun > asked_at
+            || !spec.keys.iter().any(|k| self.keys.has_replica(*k));
         if pass {
             self.stats.gates_speculated += 1;
         }
         pass
     }
 
-    /// [`GateState::conflicts`] for a reader on this node (flushed clock `f`), which sees every
+    /// Asks about the keys `worker` declared for `clock` (`need` = clock − s): checks this
+    /// node, sends a query to every other node whose flushed clock is below `need`.
+    fn begin_speculation(&mut self, worker: WorkerId, clock: u64, need: u64) -> Speculation {
+        let p = u64::from(self.cfg.gate.speculation());
+        let keys = self.gate.declared_for(worker, clock, p);
+        self.gate.next_query += 1;
+        let query = self.gate.next_query;
+        let mut spec = Speculation {
+            query,
+            global: self.gate.global,
+            awaiting: Vec::new(),
+            conflict: false,
+            cleared: None,
+            keys: Vec::new(),
+        };
+        if keys.len() > self.cfg.keys_per_message_max {
+            spec.conflict = true;
+        } else if !keys.is_empty() {
+            for n in 0..self.cfg.nodes {
+                let node = NodeId(n);
+                let f = self.gate.flushed[node.index()];
+                if f >= need {
+                    continue;
+                }
+                if node != self.me {
+                    spec.awaiting.push(node);
+                } else if self.local_conflicts(worker, f, need, &keys) {
+                    spec.conflict = true;
+                }
+            }
+        }
+        if spec.conflict {
+            spec.awaiting.clear();
+            self.stats.speculations_conflicted += 1;
+        } else {
+            for to in spec.awaiting.clone() {
+                self.send(to, Message::Speculate { query, below: need, keys: keys.clone() });
+            }
+        }
+        spec.keys = keys;
+        spec
+    }
+
+    /// `worker` passed its gate at `clock`. With a speculation p ≥ 2 the keys it declared for
+    /// the next clock are final now (an intent signaled from now on counts from clock + 2):
+    /// asks about them already, so that the answers are likely in when it gets there.
+    pub(super) fn prepare_speculation(&mut self, worker: WorkerId, clock: u64) {
+        let Gate::SparseSsp { staleness, speculation } = self.gate.gate else { return };
+        let next = clock + 1;
+        let need = next.saturating_sub(u64::from(staleness));
+        let slot = worker.index();
+        if speculation < 2 || self.gate.global >= need || slot >= self.gate.prepared.len() {
+            return;
+        }
+        let spec = self.begin_speculation(worker, next, need);
+        self.gate.prepared[slot] = Some((next, spec));
+    }
+
+    /// [`GateState::conflicts`] for `reader` on this node (flushed clock `f`), which sees every
     /// update made here in its store at once: what matters are this node's writes still on
-    /// their way to a main copy elsewhere, and the intents of its workers still below `below`.
-    fn local_conflicts(&self, f: u64, below: u64, keys: &[Key]) -> bool {
+    /// their way to a main copy elsewhere, and the intents of its other workers still below
+    /// `below` (the reader's own updates it sees, whatever their clock: its accesses never
+    /// overtake its own earlier ones).
+    fn local_conflicts(&self, reader: WorkerId, f: u64, below: u64, keys: &[Key]) -> bool {
         if f >= below {
             return false;
         }
-        if self.gate.refused_until > f {
+        let others =
+            self.worker_clocks().enumerate().map(|(i, c)| if i == reader.index() { u64::MAX } else { c });
+        if self.gate.refused_until > f || self.gate.may_still_declare(others, below) {
             return true;
         }
         let keys: HashSet<Key> = keys.iter().copied().collect();
@@ -239,9 +290,11 @@ impl Node {
             .values()
             .any(|p| matches!(p.kind, PendingKind::Write) && p.clock < below && meets(&p.keys));
         sending
-            || self.gate.declared.iter().zip(&self.sync.workers).any(|(d, w)| {
+            || self.gate.declared.iter().zip(&self.sync.workers).enumerate().any(|(i, (d, w))| {
                 let c = w.clock.0;
-                c < below && d.iter().any(|e| e.start < below && e.end > c && meets(&e.keys))
+                i != reader.index()
+                    && c < below
+                    && d.iter().any(|e| e.start < below && e.end > c && meets(&e.keys))
             })
     }
 
@@ -252,7 +305,7 @@ impl Node {
             return;
         }
         let f = self.gate.flushed[self.me.index()];
-        let clear = !self.gate.conflicts(f, below, keys);
+        let clear = !self.gate.conflicts(f, below, keys, self.worker_clocks());
         self.send(from, Message::SpeculateReply { query, clear });
     }
 
@@ -263,11 +316,10 @@ impl Node {
             self.stats.messages_rejected += 1;
             return;
         }
-        let Some(spec) =
-            self.gate.waiters.iter_mut().filter_map(|w| w.spec.as_mut()).find(|s| s.query == query)
-        else {
-            return;
-        };
+        let gate = &mut self.gate;
+        let waiting = gate.waiters.iter_mut().filter_map(|w| w.spec.as_mut());
+        let prepared = gate.prepared.iter_mut().filter_map(|p| p.as_mut().map(|p| &mut p.1));
+        let Some(spec) = waiting.chain(prepared).find(|s| s.query == query) else { return };
         let Some(i) = spec.awaiting.iter().position(|n| *n == from) else { return };
         spec.awaiting.swap_remove(i);
         if !clear {

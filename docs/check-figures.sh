@@ -205,6 +205,19 @@ figure "straggler (MF-like, adaptive, worker 0 3× slower): training time under 
     "$(g ssp:3 3) / $(g ssp:1 3) / $(g bsp 3)"
 figure "straggler (MF-like, adaptive): largest read staleness in clocks, async / ssp:3 / ssp:1 / bsp" \
     "$(g async 6) / $(g ssp:3 6) / $(g ssp:1 6) / $(g bsp 6)"
+hiccups=(--straggler 1 --hiccups-per-mille 50 --hiccup-factor 10)
+sparse_mf=(--cols 1000000 --col-zipf 0 --cells 16)
+for t in adaptive static; do
+    run "gates-sparse-$t" "$PARMA" gates --task mf --nodes 4 --steps 200 --technique "$t" "${sparse_mf[@]}" \
+        "${hiccups[@]}" --gates async,ssp:1,sparse-ssp:1:4,sparse-ssp:1:16,ssp:17
+    rows "$tmp/gates-sparse-$t.out" | block "gates-sparse-$t"
+done
+run gates-zipf-hiccups "$PARMA" gates --task mf --nodes 4 --steps 200 --technique adaptive "${hiccups[@]}" \
+    --gates async,ssp:1,sparse-ssp:1:16,ssp:17
+rows "$tmp/gates-zipf-hiccups.out" | block gates-zipf-hiccups
+gs() { rows "$tmp/gates-sparse-adaptive.out" | row_named "$1" | cell "$2"; }
+figure "transient stragglers (sparse MF, adaptive, 5 % of steps 10× slower): training time under ssp:1 / sparse-ssp:1:16 / ssp:17, vs async" \
+    "$(gs ssp:1 3) / $(gs sparse-ssp:1:16 3) / $(gs ssp:17 3)"
 
 # --- parma sim (docs/verification.md)
 sim_block() { # the table without its last column (wall time)

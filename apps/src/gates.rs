@@ -43,17 +43,23 @@ pub fn run(
             } else {
                 String::new()
             };
+            let pace = if straggler > 1 {
+                format!(
+                    "worker 0 computes {straggler}× as long ({} µs per step, the others {} µs)",
+                    o.compute_us * straggler,
+                    o.compute_us
+                )
+            } else {
+                format!("{} µs of compute per step", o.compute_us)
+            };
             let _ = writeln!(
                 out,
-                "{} task, {}: {} nodes × {} workers, {} steps each, worker 0 computes {straggler}× as long \
-                 ({} µs per step, the others {} µs){hiccups}\n",
+                "{} task, {}: {} nodes × {} workers, {} steps each, {pace}{hiccups}\n",
                 o.task.name(),
                 t.name(),
                 o.nodes,
                 o.workers,
-                o.steps,
-                o.compute_us * straggler,
-                o.compute_us
+                o.steps
             );
             out.push_str(&table(&rows, usize::from(o.nodes) * usize::from(o.workers)));
             out.push('\n');

@@ -346,7 +346,7 @@ struct SimArgs {
     /// One technique by name (default: every technique).
     #[arg(long, value_parser = parse_technique)]
     technique: Option<Technique>,
-    /// The clock gate: async, bsp, ssp:S or bounded-delay:T. Under any but async, workers
+    /// The clock gate: async, bsp, ssp:S, bounded-delay:T or sparse-ssp:S:P. Under any but async, workers
     /// wait at the gate after every operation and every read is checked against its bound.
     #[arg(long, value_parser = parse_gate, default_value = "async")]
     gate: Gate,
@@ -389,7 +389,7 @@ fn parse_placement(name: &str) -> Result<parma_core::Placement, String> {
 pub(crate) fn parse_gate(name: &str) -> Result<Gate, String> {
     Gate::from_name(name).ok_or_else(|| {
         format!(
-            "unknown clock gate `{name}`; one of: async, bsp, ssp:S, bounded-delay:T (S, T: whole numbers)"
+            "unknown clock gate `{name}`; one of: async, bsp, ssp:S, bounded-delay:T, sparse-ssp:S:P (S, T: whole numbers; P: at least 1)"
         )
     })
 }

@@ -45,9 +45,10 @@ pub struct CommonArgs {
     /// static, relocation, full-replication or multi-technique.
     #[arg(long, value_parser = parse_technique, default_value = "adaptive")]
     pub technique: Technique,
-    /// The clock gate (consistency model): async, bsp, ssp:S or bounded-delay:T. Each step is a
-    /// clock; under BSP and SSP a step's reads see every update made S + 1 or more steps
-    /// before, by every thread.
+    /// The clock gate (consistency model): async, bsp, ssp:S, bounded-delay:T or
+    /// sparse-ssp:S:P. Each step is a clock; under BSP and SSP a step's reads see every update
+    /// made S + 1 or more steps before, by every thread; under SparseSSP the same for the
+    /// keys of steps signaled at least P steps ahead (`--ahead` ≥ P).
     #[arg(long, value_parser = crate::parse_gate, default_value = "async")]
     pub gate: parma_core::Gate,
     /// `parma`, or `hogwild`: the same model, threads and data order on one shared array

@@ -158,6 +158,14 @@ impl TrainOptions {
         if self.ahead > 1024 {
             return bad(format!("--ahead must be at most 1024 steps, not {}", self.ahead));
         }
+        let p = self.gate.speculation() as usize;
+        if self.ahead < p {
+            return bad(format!(
+                "--gate {} declares a step's keys only when they are signaled {p} steps ahead: --ahead must be at least {p}, not {}",
+                self.gate.name(),
+                self.ahead
+            ));
+        }
         self.checkpoint.check(self.engine)
     }
 

@@ -125,6 +125,8 @@ const PUSHES_IN_FLIGHT: usize = 8;
 pub struct ParmaParams<'w> {
     w: &'w mut Worker,
     technique: Technique,
+    /// Intents are signaled under every technique (SparseSSP: they declare a step's keys).
+    declare: bool,
     dist: Option<DistId>,
     /// The negatives' distribution, for the fallback draws.
     sampler: NegSampler,
@@ -144,6 +146,7 @@ impl<'w> ParmaParams<'w> {
     pub fn new(
         w: &'w mut Worker,
         technique: Technique,
+        gate: parma_core::Gate,
         dist: Option<DistId>,
         sampler: NegSampler,
         rng: StdRng,
@@ -151,6 +154,7 @@ impl<'w> ParmaParams<'w> {
         ParmaParams {
             w,
             technique,
+            declare: gate.speculation() > 0,
             dist,
             sampler,
             rng,
@@ -191,7 +195,8 @@ impl Params for ParmaParams<'_> {
         let mut ticket = None;
         if self.technique.uses_localize() {
             ticket = Some(self.w.localize(keys).map_err(self.fail(step, "localize"))?);
-        } else if self.technique.uses_rounds() {
+        }
+        if self.technique.uses_rounds() || self.declare {
             match self.w.intent(keys, window.0, window.1) {
                 // Intents are hints: when the node is too busy to take one, the keys are
                 // accessed wherever they are.

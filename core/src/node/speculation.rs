@@ -15,9 +15,15 @@
 //! at clocks in [F, c − s) are made, by the contract, only to keys declared for their clock,
 //! which the check saw (the worker behind is at clock F or later, and an intent for a clock
 //! below c − s ≤ F + p signaled from now on does not count). This node checks itself; every
-//! other such node answers a [`Message::Speculate`]. With replicas, a round that began after
-//! the last answer must then end clean, as under SSP, so that every replica here was refreshed
-//! after those updates were applied.
+//! other such node answers a [`Message::Speculate`]. When a declared key is a replica here, a
+//! round that began after the last answer must then end clean, as under SSP, so that the
+//! replica was refreshed after those updates were applied (a replica made later holds them).
+//!
+//! **Asking ahead.** With p ≥ 2 the keys a worker declared for clock c + 1 are final once it
+//! passes clock c: the node asks about them then, and the answers usually wait for the
+//! worker. That is why a node answers with a conflict while one of its workers could still
+//! declare a key for a clock below the bound (its clock + p is below it): an answer given
+//! early must stay true.
 //!
 //! The FlexPS report compares the fast worker's parameters with the slowest worker's current
 //! ones only; comparing with every clock the workers behind may still update makes the bound

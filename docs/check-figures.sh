@@ -239,19 +239,19 @@ else
     not_run "simulation, 10,000 seeds per technique: runs that pass every check" --sweep
     block_not_run sim-10000 --sweep
 fi
-gated="simulation under clock gates, 1,000 seeds per technique each: runs that pass every check, bsp / ssp:2 / bounded-delay:1"
+gated="simulation under clock gates, 1,000 seeds per technique each: runs that pass every check, bsp / ssp:2 / bounded-delay:1 / sparse-ssp:1:2"
 if [ "$sweep" = 1 ]; then
     counts=()
-    for gate in bsp ssp:2 bounded-delay:1; do
+    for gate in bsp ssp:2 bounded-delay:1 sparse-ssp:1:2; do
         run "sim-$gate" "$PARMA" sim --seeds 1000 --gate "$gate"
         sim_block "$tmp/sim-$gate.out" | block "sim-1000-$gate"
         read -r p n <<<"$(sim_passed "$tmp/sim-$gate.out")"
         counts+=("$(commas "$p") of $(commas "$n")")
     done
-    figure "$gated" "${counts[0]} / ${counts[1]} / ${counts[2]}"
+    figure "$gated" "${counts[0]} / ${counts[1]} / ${counts[2]} / ${counts[3]}"
 else
     not_run "$gated" --sweep
-    for gate in bsp ssp:2 bounded-delay:1; do block_not_run "sim-1000-$gate" --sweep; done
+    for gate in bsp ssp:2 bounded-delay:1 sparse-ssp:1:2; do block_not_run "sim-1000-$gate" --sweep; done
 fi
 
 # --- the fuzz entry points as ordinary tests (docs/verification.md)

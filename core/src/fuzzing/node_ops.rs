@@ -9,7 +9,8 @@
 //! replication, 3 adaptive without relocation, 4 full replication, 5 multi-technique, 7 static
 //! partitioning (under multi-technique, keys 0 and 1 are hot); unless the low nibble is `0xf`,
 //! bit 0 set selects the dense placement (else hashed), and bits 1 and 2 the clock gate: 0
-//! async, 1 BSP, 2 SSP with staleness 1, 3 bounded delay 1;
+//! async, 1 BSP, 2 SSP with staleness 1 (SparseSSP(1, 2) if bit 3 is set too), 3 bounded
+//! delay 1;
 //! if bit 4 is set the harness drains every output after every input (the drain contract), else
 //! only when an op says so.
 //! Then, until the bytes run out, one op per byte `op`, by `op % 16`, each reading its fields
@@ -136,6 +137,10 @@ pub fn node_ops(data: &[u8]) {
     if header & 0x0f != 0x0f {
         cfg.gate = [Gate::Async, Gate::Bsp, Gate::Ssp { staleness: 1 }, Gate::BoundedDelay { delay: 1 }]
             [usize::from((header >> 1) & 3)];
+        // Bit 3 turns SSP(1) into SparseSSP(1, 2).
+        if header & 0x0c == 0x0c {
+            cfg.gate = Gate::SparseSsp { staleness: 1, speculation: 2 };
+        }
     }
     let mut h = Harness::new(cfg, header & 0x10 != 0);
     while !b.is_empty() {
@@ -341,13 +346,19 @@ impl Harness {
     }
 
     /// Under a gate that waits for peers, any input that ends a request, a round or a worker's
-    /// clock may send this node's flushed clock to every peer.
+    /// clock may send this node's flushed clock to every peer; under SparseSSP also, for every
+    /// worker, a speculation query to every peer for its clock and one for the next, and an
+    /// answer to a peer's query.
     pub(super) fn flush_growth(&self) -> usize {
-        if self.cfg.gate.staleness().is_some() {
-            usize::from(NODES)
+        if self.cfg.gate.staleness().is_none() {
+            return 0;
+        }
+        let queries = if self.cfg.gate.speculation() > 0 {
+            2 * usize::from(NODES) * usize::from(self.cfg.workers_per_node) + 1
         } else {
             0
-        }
+        };
+        usize::from(NODES) + queries
     }
 
     /// Keys of a command: a count, then one byte per key; a few land outside the layout.

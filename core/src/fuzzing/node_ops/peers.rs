@@ -99,6 +99,15 @@ impl Harness {
                 let x = b.u8();
                 Message::Flushed { clock: if x == 0xff { u64::MAX } else { u64::from(x % 16) } }
             }
+            // SparseSSP: a peer asks about keys, or answers a query (the node's last few, or
+            // one it never asked), instead of a release in one of eight.
+            _ if sel & 0xf0 == 0x20 => {
+                let (query, below) = (u64::from(b.u8() % 8), u64::from(b.u8() % 16));
+                Message::Speculate { query, below, keys: self.keys(b) }
+            }
+            _ if sel & 0xf0 == 0x60 => {
+                Message::SpeculateReply { query: u64::from(b.u8() % 8), clear: b.u8() & 1 == 1 }
+            }
             _ => Message::BarrierRelease { generation: u64::from(b.u8() % 4) },
         }
     }
@@ -189,6 +198,7 @@ impl Harness {
                 let keys = released.iter().map(|r| r.key).collect();
                 (to, Message::Pull { req: RequestId(u64::from(twist)), origin: to, hops: 0, keys })
             }
+            Message::Speculate { query, .. } => (to, Message::SpeculateReply { query: *query, clear: !back }),
             _ => return None,
         })
     }

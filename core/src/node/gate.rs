@@ -274,8 +274,19 @@ impl Node {
                 self.gate.prune_declared(f);
                 for n in 0..self.cfg.nodes {
                     let to = NodeId(n);
-                    if to != self.me && !self.failed_peers.contains(&to) {
-                        self.send(to, Message::Flushed { clock: f });
+                    if to == self.me || self.failed_peers.contains(&to) {
+                        continue;
+                    }
+                    // One flushed clock per peer waits in the outbox: a newer one replaces it
+                    // (it is true when it leaves), so an input that lets the clock grow twice
+                    // sends it once.
+                    let queued = self.outbox.iter_mut().rev().find_map(|t| match &mut t.msg {
+                        Message::Flushed { clock } if t.to == to => Some(clock),
+                        _ => None,
+                    });
+                    match queued {
+                        Some(clock) => *clock = f,
+                        None => self.send(to, Message::Flushed { clock: f }),
                     }
                 }
             }

@@ -232,7 +232,9 @@ impl Node {
             cleared: None,
             keys: Vec::new(),
         };
-        if keys.len() > self.cfg.keys_per_message_max {
+        // Under back-pressure (a full outbox) it sends nothing: that counts as a conflict,
+        // asked again when the global flushed clock grows.
+        if keys.len() > self.cfg.keys_per_message_max || (!keys.is_empty() && !self.wants_input()) {
             spec.conflict = true;
         } else if !keys.is_empty() {
             for n in 0..self.cfg.nodes {

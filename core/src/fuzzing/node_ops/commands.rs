@@ -42,7 +42,8 @@ impl Harness {
         match result {
             Ok(()) => {
                 assert!(worker.0 < WORKERS, "{kind} of worker {worker}, which does not exist, was accepted");
-                // `wait_sync` and `gate` send nothing, so a full outbox does not hold them back.
+                // `wait_sync` sends nothing and `gate` nothing while the outbox is full (a
+                // speculation waits), so a full outbox does not hold them back.
                 let sends = kind != "wait_sync" && kind != "gate";
                 assert!(wanted_input || !sends, "{kind} was accepted while the outbox was full");
                 let cmd = match kind {
@@ -79,7 +80,9 @@ impl Harness {
                     // The outbox held fewer than its bound frames when the command was accepted.
                     self.outbox_max = self.outbox_max.min(self.cfg.outbox_frames_max - 1);
                 }
-                self.after_input(growth(keys.len()));
+                // Under SparseSSP a gate may ask every peer about this clock and the next.
+                let asks = if kind == "gate" { self.flush_growth() } else { 0 };
+                self.after_input(growth(keys.len()) + asks);
             }
             Err(e) => {
                 let ok = match e {

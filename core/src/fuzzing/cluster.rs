@@ -12,8 +12,9 @@
 //! if `h1 >> 5 == 7` a tight store (`store_keys_max` = the most keys homed on one node, plus one),
 //! else room for every key. The placement is dense if `h0 ^ h1` has an odd number of set bits,
 //! else hashed. The clock gate ([`Config::gate`]) by `(h0 ^ h1) >> 5`: 1 BSP, 2 SSP(1), 3 SSP(2),
-//! 4 bounded delay 1, else async (no header bit was free: this way every input from before the
-//! gates, which all have 0 or 7 there, keeps its meaning). The layout has [`KEYS`] keys of
+//! 4 bounded delay 1, else async (no header bit was free: this way every committed input from
+//! before the gates, each with 0 or 7 there, keeps its meaning; under async a wait passes at
+//! once). The layout has [`KEYS`] keys of
 //! [`LEN`] floats; frames hold two keys.
 //!
 //! Then one step per byte `op`, by `op % 16`, until the bytes run out:
@@ -66,11 +67,11 @@
 //! a worker that passes at clock c has no request of its own issued at a clock below c − τ
 //! still under way. A wait is not a request: no deadline applies to it.
 //!
-//! Then the heal: every worker that does not wait at its gate runs [`crate::access::finalize_steps`] (retiring
-//! under a gate, then ending its intents; the delivery below stands in for the barriers and
-//! sync waits), and so does each waiting worker once its gate lets it pass; every queue is
-//! delivered until all are empty,
-//! and, while sync rounds have work left, every node's clock moves to its next timer and the
+//! Then the heal: every worker that does not wait at its gate runs
+//! [`crate::access::finalize_steps`] (retiring under a gate, then ending its intents; the
+//! delivery below stands in for the barriers and sync waits), and so does each waiting worker
+//! once its gate lets it pass; every queue is delivered until all are empty, and, while sync
+//! rounds have work left, every node's clock moves to its next timer and the
 //! queues are delivered again (at most [`HEAL_DELIVERIES_MAX`] deliveries and
 //! [`HEAL_TIMER_STEPS_MAX`] timer steps). A worker still waiting at its gate when everything
 //! else is quiet (no frame, no request, every other worker finalized) and either no node has a

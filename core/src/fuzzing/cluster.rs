@@ -11,7 +11,11 @@
 //! `keys_per_message_max = 1 + (h1 >> 1) % 3`, `requests_pending_max = 2 + (h1 >> 3) % 4`, and
 //! if `h1 >> 5 == 7` a tight store (`store_keys_max` = the most keys homed on one node, plus one),
 //! else room for every key. The placement is dense if `h0 ^ h1` has an odd number of set bits,
-//! else hashed. The layout has [`KEYS`] keys of [`LEN`] floats; frames hold two keys.
+//! else hashed. The clock gate ([`Config::gate`]) by `(h0 ^ h1) >> 5`: 1 BSP, 2 SSP(1), 3 SSP(2),
+//! 4 bounded delay 1, else async (no header bit was free: this way every committed input from
+//! before the gates, each with 0 or 7 there, keeps its meaning; under async a wait passes at
+//! once). The layout has [`KEYS`] keys of
+//! [`LEN`] floats; frames hold two keys.
 //!
 //! Then one step per byte `op`, by `op % 16`, until the bytes run out:
 //!
@@ -25,7 +29,7 @@
 //! | 12 | a worker signals intent: keys as for a pull, then a byte `x`: the window is `[c + x % 8, c + x % 8 + 1 + (x >> 3) % 8)` for the worker's clock `c` |
 //! | 13 | a node's clock advances (next byte: by `x/1024` of the request timeout, or for `x >= 0xf0` by the whole timeout) and it handles its timers |
 //! | 14 | deliver up to 15 frames from one queue (a burst) |
-//! | 15 | a worker's clock step, by a byte `p` (node `p % n`, worker `(p >> 2) % workers`), by `(p >> 4) % 4`: nothing (a pause), `advance_clock`, `wait_sync`, `end_intents` |
+//! | 15 | a worker's clock step, by a byte `p` (node `p % n`, worker `(p >> 2) % workers`), by `(p >> 4) % 4`: nothing (a pause), `advance_clock`, `wait_sync`, `end_intents`; with bit 6 set, a pause is a wait at the gate and an advance is followed by one |
 //!
 //! A worker step reads a parameter byte `p` (node `p % n`, worker `(p >> 2) % workers`, `1 +
 //! ((p >> 4) & 7) % 3` keys, and if bit 7 is set the worker first tries its keys in the store, as the
@@ -37,6 +41,10 @@
 //! bound (so the node's own `Busy` stays reachable). An access it holds (it would overtake the
 //! worker's own remote operation on a key, or the bound is full) is not issued: the runtime's
 //! worker would be waiting then, and the step does nothing.
+//!
+//! A worker waits at its gate ([`Node::gate`]) at its current clock, at most once at a time:
+//! while it waits it issues nothing (its steps do nothing), as the runtime's worker is blocked
+//! in the call.
 //!
 //! # What is checked
 //!
@@ -52,10 +60,24 @@
 //! values are small integers, so sums are exact). A command is
 //! refused only as `Busy` at a bound or, for localize, `StoreFull`.
 //!
-//! Then the heal: every worker ends its intents, every queue is delivered until all are empty,
-//! and, while sync rounds have work left, every node's clock moves to its next timer and the
+//! Gates (see [`mod@gate`]): a wait ends only by passing; under BSP and SSP(s), a pull issued
+//! after its worker passed the gate at clock c sees, for each key that never received a set or
+//! a failed add, at least the sum of the adds issued by any worker at clocks below c − s (under
+//! every technique, replicas included), the check the simulator makes; under bounded delay τ,
+//! a worker that passes at clock c has no request of its own issued at a clock below c − τ
+//! still under way. A wait is not a request: no deadline applies to it.
+//!
+//! Then the heal: every worker that does not wait at its gate runs
+//! [`crate::access::finalize_steps`] (retiring under a gate, then ending its intents; the
+//! delivery below stands in for the barriers and sync waits), and so does each waiting worker
+//! once its gate lets it pass; every queue is delivered until all are empty, and, while sync
+//! rounds have work left, every node's clock moves to its next timer and the
 //! queues are delivered again (at most [`HEAL_DELIVERIES_MAX`] deliveries and
-//! [`HEAL_TIMER_STEPS_MAX`] timer steps). Settled means every node idle; under techniques that
+//! [`HEAL_TIMER_STEPS_MAX`] timer steps). A worker still waiting at its gate when everything
+//! else is quiet (no frame, no request, every other worker finalized) and either no node has a
+//! timer or every node ran [`GATE_QUIET_ROUNDS`] more rounds is stuck: a finding, as in the
+//! simulator. (No peer ever fails here, so no wait may end with `PeerFailed`.) Settled means
+//! every node idle; under techniques that
 //! keep replicas for the whole run, it means every node completed two rounds with nothing else
 //! outstanding, and then two more. Then every node must be idle (or, with permanent replicas,
 //! have nothing pending, incoming or waiting) with no forwarding pointer, every issued
@@ -69,7 +91,7 @@ use alloc::vec::Vec;
 
 use super::{technique_of, Bytes};
 use crate::access::{Issue, WorkerAccess};
-use crate::config::{Config, Placement, Technique};
+use crate::config::{Config, Gate, Placement, Technique};
 use crate::error::OpError;
 use crate::ids::Clock;
 use crate::ids::{Key, NodeId, Ticket, WorkerId};
@@ -94,6 +116,20 @@ pub const HEAL_DELIVERIES_MAX: usize = 1 << 16;
 pub const HEAL_TIMER_STEPS_MAX: usize = 1 << 12;
 /// Timer rounds one clock advance may take before the timers count as stuck.
 const TIMER_ROUNDS_MAX: usize = 1 << 12;
+/// Sync rounds every node runs, once all is quiet in the heal, before a worker still waiting
+/// at its gate counts as stuck.
+pub const GATE_QUIET_ROUNDS: u64 = 8;
+
+/// The gate the top three bits of `h0 ^ h1` select (see the module docs).
+pub fn gate_of(x: u8) -> Gate {
+    match x >> 5 {
+        1 => Gate::Bsp,
+        2 => Gate::Ssp { staleness: 1 },
+        3 => Gate::Ssp { staleness: 2 },
+        4 => Gate::BoundedDelay { delay: 1 },
+        _ => Gate::Async,
+    }
+}
 
 /// The configuration the header bytes `h0`, `h1` select (see the module docs).
 pub fn cluster_config(h0: u8, h1: u8) -> Config {
@@ -107,6 +143,7 @@ pub fn cluster_config(h0: u8, h1: u8) -> Config {
     }
     let homes = Homes::new(cfg.placement, nodes, KEYS);
     cfg.timing.immediate = h0 & 0x20 != 0;
+    cfg.gate = gate_of(h0 ^ h1);
     if cfg.technique == Technique::MultiTechnique {
         cfg.hot_keys = alloc::sync::Arc::new([Key(u64::from(h0 >> 6))].into_iter().collect());
     }
@@ -130,17 +167,28 @@ pub fn cluster_config(h0: u8, h1: u8) -> Config {
 
 /// Runs one schedule and the heal; panics on any broken promise (see the module docs).
 pub fn cluster_schedule(data: &[u8]) {
+    run(data, |_| {});
+}
+
+fn run(data: &[u8], setup: impl FnOnce(&mut Cluster)) -> Cluster {
     let mut b = Bytes { data };
     let (h0, h1) = (b.u8(), b.u8());
     let mut c = Cluster::new(cluster_config(h0, h1));
+    setup(&mut c);
     while !b.is_empty() {
         c.step(&mut b);
         c.check();
     }
     c.heal();
+    c
 }
 
+mod gate;
 mod heal;
+
+pub use gate::GateTally;
+#[cfg(test)]
+pub(super) use gate::{cluster_schedule_tally, Mutation};
 
 /// A frame in a queue, with the keys it relocates (none unless it is a `Relocate`).
 struct Frame {
@@ -151,10 +199,12 @@ struct Frame {
 #[derive(Debug)]
 enum OpKind {
     /// `lower`: per key of `keys`, the sum of the adds completed when the pull was issued, or
-    /// issued before it by the same worker, whichever is larger per float.
+    /// issued before it by the same worker, whichever is larger per float; `bound`: the adds
+    /// issued at clocks below it must be seen (the gate's promise).
     Pull {
         keys: Vec<Key>,
         lower: Vec<f32>,
+        bound: u64,
     },
     Write {
         write: WriteKind,
@@ -165,6 +215,8 @@ enum OpKind {
         keys: Vec<Key>,
     },
     Sync,
+    /// A wait at the gate.
+    Gate,
 }
 
 #[derive(Debug)]
@@ -172,6 +224,8 @@ struct Op {
     node: usize,
     worker: WorkerId,
     issued: Instant,
+    /// The worker's clock when it issued the operation.
+    clock: u64,
     kind: OpKind,
 }
 
@@ -188,6 +242,19 @@ struct KeyModel {
     uncertain: bool,
     /// Sum of the adds issued, by the node and worker that issued them.
     own: BTreeMap<(usize, WorkerId), [f32; LEN]>,
+    /// Sum of the adds issued, by the clock of the worker that issued them.
+    at: BTreeMap<u64, [f32; LEN]>,
+}
+
+/// One worker at its clock gate.
+#[derive(Clone, Copy, Debug, Default)]
+struct Seat {
+    /// The wait under way: its ticket.
+    waiting: Option<Ticket>,
+    /// The clock at which the gate last let the worker pass.
+    passed: Option<u64>,
+    /// The heal ran the worker's finalize.
+    finalized: bool,
 }
 
 struct Cluster {
@@ -207,8 +274,15 @@ struct Cluster {
     keys: Vec<KeyModel>,
     /// Each worker's access path, by node and worker.
     paths: Vec<Vec<WorkerAccess>>,
+    /// Each worker at its gate, by node and worker.
+    seats: Vec<Vec<Seat>>,
+    /// Gates passed in the current drain (node, worker, clock), checked when it ends.
+    passed: Vec<(usize, WorkerId, u64)>,
+    tally: core::cell::Cell<GateTally>,
     /// The heal has begun: nothing may time out any more (every frame is delivered).
     healing: bool,
+    #[cfg(test)]
+    mutation: Option<Mutation>,
 }
 
 impl Cluster {
@@ -234,7 +308,12 @@ impl Cluster {
                     (0..cfg.workers_per_node).map(|_| WorkerAccess::new(cfg.requests_pending_max)).collect()
                 })
                 .collect(),
+            seats: alloc::vec![alloc::vec![Seat::default(); usize::from(cfg.workers_per_node)]; n],
+            passed: Vec::new(),
+            tally: Default::default(),
             healing: false,
+            #[cfg(test)]
+            mutation: None,
             cfg,
         }
     }
@@ -320,6 +399,10 @@ impl Cluster {
         while let Some(ev) = self.nodes[i].poll_event() {
             self.complete(i, ev);
         }
+        // After every event: a request that ended with the gate's pass has completed.
+        for (i, worker, clock) in core::mem::take(&mut self.passed) {
+            self.check_bounded_delay(i, worker, clock);
+        }
     }
 
     // ----- workers -----
@@ -352,9 +435,10 @@ impl Cluster {
                 .collect(),
             None => Vec::new(),
         };
-        // The driver holds its workers back while it cannot send (as the runtime does).
+        // The driver holds its workers back while it cannot send (as the runtime does), and a
+        // worker waiting at its gate issues nothing.
         let blocked = (0..self.n).any(|j| self.queues[i * self.n + j].len() >= QUEUE_MAX);
-        if blocked || !self.nodes[i].wants_input() {
+        if blocked || !self.nodes[i].wants_input() || self.waits(i, worker) {
             return;
         }
         match (kind, write, window) {
@@ -390,11 +474,19 @@ impl Cluster {
         let i = usize::from(p) % self.n;
         let worker = WorkerId(u16::from(p >> 2) % self.cfg.workers_per_node);
         let now = self.now[i];
+        if self.waits(i, worker) {
+            return;
+        }
+        let gate = p & 0x40 != 0;
         match (p >> 4) % 4 {
+            0 if gate => self.gate(i, worker),
             1 => {
                 let before = self.nodes[i].clock(worker);
                 let r = self.nodes[i].advance_clock(now, worker);
                 assert_eq!(r, Ok(Clock(before.0 + 1)), "node {i}: advance_clock of {worker}");
+                if gate {
+                    self.gate(i, worker);
+                }
             }
             2 => {
                 if !self.nodes[i].wants_input() {
@@ -438,16 +530,17 @@ impl Cluster {
             Err(e) => panic!("node {i} refused a pull of {keys:?} with {e:?}"),
         };
         let remote: Vec<usize> = misses.positions().collect();
+        let bound = self.gate_bound(i, worker);
         for (j, k) in keys.iter().enumerate().filter(|(j, _)| !remote.contains(j)) {
             let lower = self.lower(i, worker, *k);
-            self.check_read(*k, &vals[j * LEN..(j + 1) * LEN], &lower);
+            self.check_read(*k, &vals[j * LEN..(j + 1) * LEN], &lower, bound);
         }
         if remote.is_empty() {
             return;
         }
         let keys = misses.keys().to_vec();
         let lower = keys.iter().flat_map(|k| self.lower(i, worker, *k)).collect();
-        self.issued(i, worker, ticket, r, OpKind::Pull { keys, lower });
+        self.issued(i, worker, ticket, r, OpKind::Pull { keys, lower, bound });
     }
 
     /// What a pull of `k` by `worker` of node `i` must at least read, per float (unless the
@@ -471,6 +564,7 @@ impl Cluster {
     ) {
         let ticket = self.ticket();
         let now = self.now[i];
+        let clock = self.nodes[i].clock(worker).0;
         let path = &mut self.paths[i][worker.index()];
         let issued =
             path.write_via(&mut self.nodes[i], now, worker, ticket, write, &keys, &values, local_first);
@@ -494,6 +588,7 @@ impl Cluster {
                     if !sent || r.is_ok() {
                         add(&mut m.issued, v);
                         add(m.own.entry((i, worker)).or_default(), v);
+                        add(m.at.entry(clock).or_default(), v);
                     }
                 }
             }
@@ -521,7 +616,8 @@ impl Cluster {
     fn issued(&mut self, i: usize, worker: WorkerId, ticket: Ticket, r: Result<(), OpError>, kind: OpKind) {
         match r {
             Ok(()) => {
-                self.ops.insert(ticket, Op { node: i, worker, issued: self.now[i], kind });
+                let clock = self.nodes[i].clock(worker).0;
+                self.ops.insert(ticket, Op { node: i, worker, issued: self.now[i], clock, kind });
             }
             Err(OpError::Busy) => assert!(
                 self.nodes[i].pending_requests() >= self.cfg.requests_pending_max,
@@ -533,12 +629,14 @@ impl Cluster {
     }
 
     /// A value read (by a pull) of a key: within what the adds so far allow (see
-    /// [`Cluster::lower`]).
-    fn check_read(&self, k: Key, v: &[f32], lower: &[f32]) {
+    /// [`Cluster::lower`]), and with every add issued at a clock below `bound` (the gate's
+    /// promise, [`Cluster::check_gate_read`]).
+    fn check_read(&self, k: Key, v: &[f32], lower: &[f32], bound: u64) {
         let m = &self.keys[k.0 as usize];
         if m.sets > 0 {
             return;
         }
+        self.check_gate_read(k, v, bound);
         // A replica may be a round old: only the upper bound holds for what it shows.
         let replicas = self.cfg.technique.uses_replicas();
         for e in 0..LEN {
@@ -556,11 +654,15 @@ impl Cluster {
         let Some(op) = self.ops.remove(&ticket) else {
             panic!("node {i} completed ticket {ticket:?}, which is not under way: {result:?}")
         };
+        assert_eq!((op.node, op.worker), (i, worker), "{op:?} completed at node {i}, worker {worker}");
+        if let OpKind::Gate = op.kind {
+            self.gate_ended(i, worker, ticket, op.clock, result);
+            return;
+        }
         assert!(
             self.paths[i][worker.index()].complete(ticket),
             "node {i} completed {ticket:?}, which worker {worker}'s access path did not send"
         );
-        assert_eq!((op.node, op.worker), (i, worker), "{op:?} completed at node {i}, worker {worker}");
         let timeout = self.cfg.request_timeout;
         match (&op.kind, &result) {
             (_, Err(OpError::Timeout)) => {
@@ -576,10 +678,11 @@ impl Cluster {
                 }
             }
             (_, Err(e)) => panic!("{op:?} failed with {e:?} at node {i}"),
-            (OpKind::Pull { keys, lower }, Ok(Completion::Pull(values))) => {
+            (OpKind::Pull { keys, lower, bound }, Ok(Completion::Pull(values))) => {
                 assert_eq!(values.len(), keys.len() * LEN, "{op:?} completed with {values:?}");
                 for (j, k) in keys.iter().enumerate() {
-                    self.check_read(*k, &values[j * LEN..(j + 1) * LEN], &lower[j * LEN..(j + 1) * LEN]);
+                    let (v, l) = (&values[j * LEN..(j + 1) * LEN], &lower[j * LEN..(j + 1) * LEN]);
+                    self.check_read(*k, v, l, *bound);
                 }
             }
             (OpKind::Write { write, keys, values }, Ok(Completion::Write)) => {
@@ -626,7 +729,10 @@ impl Cluster {
         // A request fails within one scan interval (an eighth of the timeout) of its deadline.
         let timeout = self.cfg.request_timeout;
         let late = Duration(timeout.as_micros() + timeout.as_micros() / 8);
-        if let Some(op) = self.ops.values().find(|op| op.node == i && op.issued + late <= target) {
+        // A wait at the gate has no deadline: it lasts until the other workers are far enough.
+        let overdue =
+            |op: &&Op| op.node == i && op.issued + late <= target && !matches!(op.kind, OpKind::Gate);
+        if let Some(op) = self.ops.values().find(overdue) {
             panic!("{op:?} is still under way at node {i} at {target:?}, past its deadline");
         }
     }

@@ -659,6 +659,14 @@ fn cluster_schedule_seeds() -> Vec<(String, Vec<u8>)> {
                 &[PUSH, at(3, 1, false), 0, 0x01],
             ]),
         ),
+        // Clock gates, each worker waiting at its gate every other clock (see `lockstep`).
+        ("gates-bsp-adaptive", lockstep(gated_header(1, false, crate::Gate::Bsp))),
+        ("gates-ssp1-full-replication", lockstep(gated_header(4, false, crate::Gate::Ssp { staleness: 1 }))),
+        ("gates-ssp2-relocation", lockstep(gated_header(0, false, crate::Gate::Ssp { staleness: 2 }))),
+        (
+            "gates-bounded-delay-static",
+            lockstep(gated_header(7, false, crate::Gate::BoundedDelay { delay: 1 }))
+        ),
         // Static partitioning: sets, adds and pulls at the home; localize does nothing.
         (
             "static",
@@ -720,3 +728,6 @@ fn cluster_schedule_pseudo_random() {
         run_named(cluster_schedule, &alloc::format!("pseudo-random input {i}"), &data);
     }
 }
+
+mod gates;
+use gates::{gated_header, lockstep};

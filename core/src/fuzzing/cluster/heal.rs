@@ -1,13 +1,13 @@
-//! The heal of the `cluster_schedule` target (see the parent module's docs): every worker ends
-//! its intents, every frame is delivered and the timers run until the cluster has settled, then
-//! the end state is checked.
+//! The heal of the `cluster_schedule` target (see the parent module's docs): every worker
+//! finalizes once it does not wait at its gate, every frame is delivered and the timers run
+//! until the cluster has settled, then the end state is checked.
 
 use alloc::vec::Vec;
 
 use hashbrown::HashMap;
 
 use super::{Cluster, HEAL_DELIVERIES_MAX, HEAL_TIMER_STEPS_MAX, KEYS, LEN};
-use crate::ids::{Key, WorkerId};
+use crate::ids::Key;
 use crate::store::Whereabouts;
 use crate::time::Duration;
 
@@ -24,26 +24,26 @@ impl Cluster {
     /// is exact.
     pub(super) fn heal(&mut self) {
         self.healing = true;
-        for i in 0..self.n {
-            for w in 0..self.cfg.workers_per_node {
-                let now = self.now[i];
-                assert_eq!(self.nodes[i].end_intents(now, WorkerId(w)), Ok(()), "node {i}: end_intents");
-            }
-            self.drain(i);
-        }
         let permanent = self.cfg.technique.keeps_replicas();
         let mut deliveries = 0;
         let mut settle = Settle { stage: 0, target: Vec::new() };
+        let mut quiet = None;
         let mut steps = 0;
         loop {
-            self.deliver_all(&mut deliveries);
-            if self.settled(permanent, &mut settle) {
+            // Workers whose gates let them pass finalize; their retires may send more.
+            while self.finalize_ready() || self.frames > 0 {
+                self.deliver_all(&mut deliveries);
+            }
+            if !self.all_finalized() {
+                self.check_stuck_gates(&mut quiet);
+            } else if self.settled(permanent, &mut settle) {
                 break;
             }
             steps += 1;
             assert!(
                 steps <= HEAL_TIMER_STEPS_MAX,
-                "the cluster did not settle within {HEAL_TIMER_STEPS_MAX} timer steps: {}",
+                "the cluster did not settle within {HEAL_TIMER_STEPS_MAX} timer steps; waiting at gates: {}{}",
+                self.waiters(),
                 self.summary()
             );
             for i in 0..self.n {
@@ -178,7 +178,7 @@ impl Cluster {
     }
 
     /// A line per node, for failure messages.
-    fn summary(&self) -> alloc::string::String {
+    pub(super) fn summary(&self) -> alloc::string::String {
         use core::fmt::Write as _;
         let mut out = alloc::string::String::new();
         for (i, n) in self.nodes.iter().enumerate() {

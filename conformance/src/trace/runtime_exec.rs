@@ -10,7 +10,7 @@ use parma_core::{
     WorkerId,
 };
 
-use super::exec::{BarrierOut, Executor, SampleOut, Setup};
+use super::exec::{BarrierOut, Executor, GatedSteps, SampleOut, Setup};
 use super::hosted::HostedNode;
 
 /// Longest wait of a `kill` command for the node to stop and every other node to hear of it.
@@ -161,6 +161,30 @@ impl Executor for RuntimeExecutor {
             handles.into_iter().map(|h| h.join().unwrap_or(Err(OpError::Closed))).collect()
         });
         results.into_iter().collect()
+    }
+
+    fn gated_steps(&mut self, spec: &GatedSteps) -> Result<Vec<f32>, String> {
+        let killed = &self.killed;
+        let results: Vec<Result<Vec<f32>, String>> = thread::scope(|s| {
+            let handles: Vec<_> = self
+                .nodes
+                .iter_mut()
+                .zip(killed)
+                .map(|(n, k)| {
+                    let id = n.id();
+                    let h = (!*k).then(|| s.spawn(move || n.gated_steps(spec)));
+                    (id, h)
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|(id, h)| match h {
+                    None => Err(format!("n{id} is stopped")),
+                    Some(h) => h.join().unwrap_or_else(|_| Err(format!("n{id}: panicked"))),
+                })
+                .collect()
+        });
+        super::gated::combine(results)
     }
 
     fn register(&mut self, dist: &Distribution, level: Conformity) -> Result<DistId, OpError> {

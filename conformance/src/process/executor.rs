@@ -340,6 +340,10 @@ impl Executor for ProcessExecutor {
     }
 
     fn gated_steps(&mut self, spec: &GatedSteps) -> Result<Vec<f32>, String> {
+        // Every worker of every node takes part: a stopped node's would never come.
+        if let Some(i) = self.killed.iter().position(|k| *k) {
+            return Err(format!("n{i} is stopped"));
+        }
         let request = Request::GatedSteps {
             keys: key_numbers(&spec.keys),
             steps: spec.steps,
@@ -349,17 +353,12 @@ impl Executor for ProcessExecutor {
         let mut replies = self.broadcast(&request).into_iter();
         let mut results = Vec::new();
         for n in (0..self.setup.nodes).map(NodeId) {
-            let r = if self.killed[n.index()] {
-                Err(format!("n{n} is stopped"))
-            } else {
-                match replies.next() {
-                    Some((_, Ok(Reply::Steps(r)))) => r.map(|bits| from_bits(&bits)),
-                    Some((_, Err(e))) => Err(format!("n{n}: {e}")),
-                    Some((_, Ok(other))) => self.unexpected(n, other).map_err(|e| format!("n{n}: {e}")),
-                    None => Err(format!("n{n}: no answer")),
-                }
-            };
-            results.push(r);
+            results.push(match replies.next() {
+                Some((_, Ok(Reply::Steps(r)))) => r.map(|bits| from_bits(&bits)),
+                Some((_, Err(e))) => Err(format!("n{n}: {e}")),
+                Some((_, Ok(other))) => self.unexpected(n, other).map_err(|e| format!("n{n}: {e}")),
+                None => Err(format!("n{n}: no answer")),
+            });
         }
         gated::combine(results)
     }

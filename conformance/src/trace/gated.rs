@@ -23,6 +23,8 @@ use parma_core::{Gate, Key, Layout, NodeId, Technique, WorkerId};
 
 use super::{Args, Setup};
 
+/// What a `gated-steps` on a cluster whose workers finished fails with, on every executor.
+pub const FINISHED: &str = "the workers finished already";
 /// Most steps one `gated-steps` may ask for.
 pub const STEPS_MAX: u32 = 1_000;
 /// Largest `each=`: the sums must stay exact in an `f32` (below 2^24).
@@ -182,14 +184,15 @@ fn each_element(
 }
 
 /// What the nodes' (or workers') parts of a `gated-steps` ended with, as one answer: every
-/// failure, joined, or else the first sums (every one was checked exact).
+/// distinct failure, joined, or else the first sums (every one was checked exact).
 pub fn combine(results: impl IntoIterator<Item = Result<Vec<f32>, String>>) -> Result<Vec<f32>, String> {
     let mut sums = None;
     let mut failures = Vec::new();
     for r in results {
         match r {
             Ok(v) => _ = sums.get_or_insert(v),
-            Err(e) => failures.push(e),
+            Err(e) if !failures.contains(&e) => failures.push(e),
+            Err(_) => {}
         }
     }
     if !failures.is_empty() {

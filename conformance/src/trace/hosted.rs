@@ -165,7 +165,7 @@ impl HostedNode {
         let cfg = self.node.config().clone();
         let workers = std::mem::take(&mut self.workers);
         if workers.is_empty() {
-            return Err(format!("n{}: the workers finished already", self.id()));
+            return Err(gated::FINISHED.into());
         }
         let results: Vec<Result<Vec<f32>, String>> = thread::scope(|s| {
             let handles: Vec<_> = workers

@@ -521,11 +521,25 @@ mod tests {
                      gated-steps keys=0..4 steps=2 each=1 slow=1:1\n----\nok\nk0 = 8\nk1 = 8\nk2 = 8\nk3 = 8\n\n\
                      gated-steps keys=0..4 steps=2 each=1\n----\nerror: the workers finished already\n\n\
                      gated-steps keys=0..4 steps=2 each=1 slow=2:0\n----\nok\n";
-        let mut make = |s: &Setup| -> Box<dyn Executor> { Box::new(SimExecutor::new(s, 0).unwrap()) };
-        let e = run_trace(trace, &mut make).unwrap_err();
-        assert!(e.contains("line 17: `slow=` names worker 0 of node 2, not in the cluster"), "{e}");
-        let (out, matched) = run_trace(&trace[..trace.rfind("\n\ngated").unwrap() + 1], &mut make).unwrap();
-        assert!(matched, "{out}");
+        let mut sim = |s: &Setup| -> Box<dyn Executor> { Box::new(SimExecutor::new(s, 0).unwrap()) };
+        let mut threaded = |s: &Setup| -> Box<dyn Executor> {
+            let ends = cluster(s.nodes, ThreadedOptions::default());
+            let control = ends[0].controller();
+            Box::new(RuntimeExecutor::new(s, ends).unwrap().with_kill(move |n| control.kill(n)))
+        };
+        let makers: [&mut dyn FnMut(&Setup) -> Box<dyn Executor>; 2] = [&mut sim, &mut threaded];
+        for make in makers {
+            let e = run_trace(trace, make).unwrap_err();
+            assert!(e.contains("line 17: `slow=` names worker 0 of node 2, not in the cluster"), "{e}");
+            let (out, matched) = run_trace(&trace[..trace.rfind("\n\ngated").unwrap() + 1], make).unwrap();
+            assert!(matched, "{out}");
+            // Not with a node stopped: its workers would never come.
+            let killed = "cluster nodes=2 workers=1 keys=4 len=1 gate=bsp\n----\nok\n\n\
+                          kill node=1\n----\nok\n\n\
+                          gated-steps keys=0..4 steps=2 each=1\n----\nerror: n1 is stopped\n";
+            let (out, matched) = run_trace(killed, make).unwrap();
+            assert!(matched, "{out}");
+        }
     }
 
     #[test]

@@ -164,24 +164,16 @@ impl Executor for RuntimeExecutor {
     }
 
     fn gated_steps(&mut self, spec: &GatedSteps) -> Result<Vec<f32>, String> {
-        let killed = &self.killed;
+        // Every worker of every node takes part: a stopped node's would never come.
+        if let Some(i) = self.killed.iter().position(|k| *k) {
+            return Err(format!("n{i} is stopped"));
+        }
         let results: Vec<Result<Vec<f32>, String>> = thread::scope(|s| {
-            let handles: Vec<_> = self
-                .nodes
-                .iter_mut()
-                .zip(killed)
-                .map(|(n, k)| {
-                    let id = n.id();
-                    let h = (!*k).then(|| s.spawn(move || n.gated_steps(spec)));
-                    (id, h)
-                })
-                .collect();
+            let handles: Vec<_> =
+                self.nodes.iter_mut().map(|n| (n.id(), s.spawn(move || n.gated_steps(spec)))).collect();
             handles
                 .into_iter()
-                .map(|(id, h)| match h {
-                    None => Err(format!("n{id} is stopped")),
-                    Some(h) => h.join().unwrap_or_else(|_| Err(format!("n{id}: panicked"))),
-                })
+                .map(|(id, h)| h.join().unwrap_or_else(|_| Err(format!("n{id}: panicked"))))
                 .collect()
         });
         super::gated::combine(results)

@@ -180,7 +180,7 @@ impl Executor for SimExecutor {
 
     fn gated_steps(&mut self, spec: &GatedSteps) -> Result<Vec<f32>, String> {
         if self.finished {
-            return Err("the workers finished already".into());
+            return Err(gated::FINISHED.into());
         }
         if let Some(n) = (0..self.setup.nodes).map(NodeId).find(|n| self.cluster.is_dead(*n)) {
             return Err(format!("n{n} is stopped"));

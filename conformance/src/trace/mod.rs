@@ -527,7 +527,8 @@ mod tests {
             let control = ends[0].controller();
             Box::new(RuntimeExecutor::new(s, ends).unwrap().with_kill(move |n| control.kill(n)))
         };
-        let makers: [&mut dyn FnMut(&Setup) -> Box<dyn Executor>; 2] = [&mut sim, &mut threaded];
+        type Make<'a> = &'a mut dyn FnMut(&Setup) -> Box<dyn Executor>;
+        let makers: [Make<'_>; 2] = [&mut sim, &mut threaded];
         for make in makers {
             let e = run_trace(trace, make).unwrap_err();
             assert!(e.contains("line 17: `slow=` names worker 0 of node 2, not in the cluster"), "{e}");

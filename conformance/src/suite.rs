@@ -216,6 +216,9 @@ impl Executor for Unstarted {
     fn concurrent_push(&mut self, _: &[parma_core::Key], _: u32, _: f32) -> Result<(), parma_core::OpError> {
         Err(parma_core::OpError::Closed)
     }
+    fn gated_steps(&mut self, _: &crate::trace::GatedSteps) -> Result<Vec<f32>, String> {
+        Err("the cluster did not start".into())
+    }
     fn keys_forwarded(&mut self) -> u64 {
         0
     }

@@ -5,7 +5,7 @@ use std::io::{BufRead, Write};
 use std::sync::Arc;
 use std::time::Duration;
 
-use parma_core::{Clock, Config, DistId, SampleHandle, WorkerId};
+use parma_core::{Clock, Config, DistId, NodeId, SampleHandle, WorkerId};
 use parma_runtime::startup::{establish, ClusterToken, Launch};
 use parma_transport_zmq::Bound;
 
@@ -13,7 +13,7 @@ use super::wire::{
     from_bits, key_numbers, level_named, read_line, to_bits, to_keys, Reply, Request, Response, WireError,
     WireSetup,
 };
-use crate::trace::HostedNode;
+use crate::trace::{GatedSteps, HostedNode};
 
 /// Longest wait at the rendezvous for the other agents.
 pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(20);
@@ -143,6 +143,15 @@ fn call(node: &mut HostedNode, request: Request) -> Response {
         Request::ConcurrentPush { keys, rounds, each_bits } => {
             node.concurrent_push(&to_keys(&keys), rounds, f32::from_bits(each_bits))?;
             Reply::Done
+        }
+        Request::GatedSteps { keys, steps, each_bits, slow } => {
+            let spec = GatedSteps {
+                keys: to_keys(&keys),
+                steps,
+                each: f32::from_bits(each_bits),
+                slow: slow.map(|(n, w)| (NodeId(n), WorkerId(w))),
+            };
+            Reply::Steps(node.gated_steps(&spec).map(|sums| to_bits(&sums)))
         }
         Request::Register { dist, level } => {
             let id = node.register(&dist.to_dist()?, level_named(&level)?)?;

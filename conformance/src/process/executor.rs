@@ -14,7 +14,7 @@ use super::child::{AgentProcess, EXIT_WAIT};
 use super::wire::{from_bits, key_numbers, to_bits, to_keys, Reply, Request, WireDist, WireError, WireSetup};
 use super::AgentCommand;
 use crate::trace::runtime_exec::{finalized, settle_with, KILL_WAIT};
-use crate::trace::{BarrierOut, Executor, SampleOut, Setup, BARRIER_TIMEOUT};
+use crate::trace::{gated, BarrierOut, Executor, GatedSteps, SampleOut, Setup, BARRIER_TIMEOUT};
 
 /// Longest wait for one call's answer: longer than the longest call an agent makes (a
 /// barrier), so that a late answer means a stuck agent.
@@ -337,6 +337,30 @@ impl Executor for ProcessExecutor {
             }
         }
         first
+    }
+
+    fn gated_steps(&mut self, spec: &GatedSteps) -> Result<Vec<f32>, String> {
+        // Every worker of every node takes part: a stopped node's would never come.
+        if let Some(i) = self.killed.iter().position(|k| *k) {
+            return Err(format!("n{i} is stopped"));
+        }
+        let request = Request::GatedSteps {
+            keys: key_numbers(&spec.keys),
+            steps: spec.steps,
+            each_bits: spec.each.to_bits(),
+            slow: spec.slow.map(|(n, w)| (n.0, w.0)),
+        };
+        let mut replies = self.broadcast(&request).into_iter();
+        let mut results = Vec::new();
+        for n in (0..self.setup.nodes).map(NodeId) {
+            results.push(match replies.next() {
+                Some((_, Ok(Reply::Steps(r)))) => r.map(|bits| from_bits(&bits)),
+                Some((_, Err(e))) => Err(format!("n{n}: {e}")),
+                Some((_, Ok(other))) => self.unexpected(n, other).map_err(|e| format!("n{n}: {e}")),
+                None => Err(format!("n{n}: no answer")),
+            });
+        }
+        gated::combine(results)
     }
 
     fn register(&mut self, dist: &Distribution, level: Conformity) -> Result<DistId, OpError> {

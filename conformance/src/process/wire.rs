@@ -10,8 +10,8 @@ use std::io::BufRead;
 
 use parma_core::sampling::{SampleError, SamplingStats};
 use parma_core::{
-    Conformity, DistId, Distribution, Key, Layout, NodeId, OpError, Placement, SampleHandle, SamplingOptions,
-    Technique,
+    Conformity, DistId, Distribution, Gate, Key, Layout, NodeId, OpError, Placement, SampleHandle,
+    SamplingOptions, Technique,
 };
 use serde::{Deserialize, Serialize};
 
@@ -59,6 +59,7 @@ pub struct WireSetup {
     sample_size_max: u64,
     hot_keys: Vec<u64>,
     hold_us: Option<u64>,
+    gate: String,
 }
 
 impl WireSetup {
@@ -81,6 +82,7 @@ impl WireSetup {
             sample_size_max: o.sample_size_max,
             hot_keys: s.hot_keys.iter().map(|k| k.0).collect(),
             hold_us: s.relocation_hold.map(|h| h.as_micros()),
+            gate: s.gate.name(),
         })
     }
 
@@ -90,6 +92,7 @@ impl WireSetup {
             .ok_or_else(|| format!("unknown technique `{}`", self.technique))?;
         let placement = Placement::from_name(&self.placement)
             .ok_or_else(|| format!("unknown placement `{}`", self.placement))?;
+        let gate = Gate::from_name(&self.gate).ok_or_else(|| format!("unknown gate `{}`", self.gate))?;
         let sampling = SamplingOptions {
             pool_size: self.pool_size,
             reuse: self.reuse,
@@ -107,6 +110,7 @@ impl WireSetup {
             sampling,
             hot_keys: self.hot_keys.iter().copied().map(Key).collect(),
             relocation_hold: self.hold_us.map(parma_core::Duration),
+            gate,
         })
     }
 }
@@ -185,6 +189,13 @@ pub enum Request {
         rounds: u32,
         each_bits: u32,
     },
+    /// This node's part of a `gated-steps`; `slow` is the slow worker's (node, worker).
+    GatedSteps {
+        keys: Vec<u64>,
+        steps: u32,
+        each_bits: u32,
+        slow: Option<(u16, u16)>,
+    },
     Register {
         dist: WireDist,
         level: String,
@@ -255,6 +266,8 @@ pub enum Reply {
     },
     /// One result per worker of the node, in worker order.
     Workers(Vec<Result<(), WireError>>),
+    /// How a `gated-steps` ended on the node: the sums one worker read, or every failure.
+    Steps(Result<Vec<u32>, String>),
 }
 
 /// One response line.

@@ -17,18 +17,21 @@ fn every_trace_setup_crosses_unchanged() {
     assert!(!files.is_empty());
     for path in files {
         let text = std::fs::read_to_string(&path).unwrap();
-        let first = parse(&text).unwrap().remove(0);
-        let setup = setup_from(&first.command).unwrap();
-        let wire = WireSetup::from_setup(&setup).unwrap();
-        let back = through_json(&wire).to_setup().unwrap();
-        assert_eq!(WireSetup::from_setup(&back).unwrap(), wire, "{path:?}");
-        let (a, b) = (setup.config(), back.config());
-        assert_eq!(a.wire_cluster(), b.wire_cluster(), "{path:?}");
-        assert_eq!(
-            (a.workers_per_node, a.sampling, a.relocation_hold),
-            (b.workers_per_node, b.sampling, b.relocation_hold)
-        );
-        assert_eq!(a.hot_keys, b.hot_keys, "{path:?}");
+        // Every cluster of the trace: its first command and any later `cluster`.
+        let clusters = parse(&text).unwrap().into_iter().filter(|b| b.command.starts_with("cluster"));
+        for block in clusters {
+            let setup = setup_from(&block.command).unwrap();
+            let wire = WireSetup::from_setup(&setup).unwrap();
+            let back = through_json(&wire).to_setup().unwrap();
+            assert_eq!(WireSetup::from_setup(&back).unwrap(), wire, "{path:?}");
+            let (a, b) = (setup.config(), back.config());
+            assert_eq!(a.wire_cluster(), b.wire_cluster(), "{path:?}");
+            assert_eq!(
+                (a.workers_per_node, a.sampling, a.relocation_hold, a.gate),
+                (b.workers_per_node, b.sampling, b.relocation_hold, b.gate)
+            );
+            assert_eq!(a.hot_keys, b.hot_keys, "{path:?}");
+        }
     }
 }
 
@@ -38,6 +41,9 @@ fn a_setup_with_an_unknown_name_does_not_cross() {
     let mut wire = WireSetup::from_setup(&setup).unwrap();
     wire.technique = "teleportation".into();
     assert!(wire.to_setup().unwrap_err().contains("teleportation"));
+    let mut wire = WireSetup::from_setup(&setup).unwrap();
+    wire.gate = "ssp:soon".into();
+    assert!(wire.to_setup().unwrap_err().contains("unknown gate `ssp:soon`"));
 }
 
 #[test]

@@ -4,9 +4,11 @@ use parma_core::sampling::SamplingStats;
 use std::sync::Arc;
 
 use parma_core::{
-    Clock, Config, Conformity, DistId, Distribution, Duration, Key, Layout, NodeId, OpError, Placement,
+    Clock, Config, Conformity, DistId, Distribution, Duration, Gate, Key, Layout, NodeId, OpError, Placement,
     SampleHandle, SamplingOptions, Technique, WorkerId,
 };
+
+pub use super::gated::GatedSteps;
 
 /// The cluster a trace asks for.
 #[derive(Clone, Debug)]
@@ -23,6 +25,8 @@ pub struct Setup {
     pub hot_keys: Vec<Key>,
     /// How long a key that moved stays put at least; `None` keeps `Config`'s default.
     pub relocation_hold: Option<Duration>,
+    /// The clock gate workers wait at when they advance their clocks.
+    pub gate: Gate,
 }
 
 impl Setup {
@@ -33,6 +37,7 @@ impl Setup {
         cfg.placement = self.placement;
         cfg.sampling = self.sampling;
         cfg.hot_keys = Arc::new(self.hot_keys.iter().copied().collect());
+        cfg.gate = self.gate;
         if let Some(hold) = self.relocation_hold {
             cfg.relocation_hold = hold;
         }
@@ -92,6 +97,13 @@ pub trait Executor {
     /// Every worker of every node adds `each` to every element of every key, `rounds` times,
     /// concurrently.
     fn concurrent_push(&mut self, keys: &[Key], rounds: u32, each: f32) -> Result<(), OpError>;
+    /// Every worker of every node runs `spec.steps` steps at once: pull the keys and check the
+    /// gate's bound on what it read, push `spec.each` to every key, advance the clock (waiting
+    /// at the gate). Then every worker reads the final sums, which must be exact, and finishes
+    /// (finalize, or retire on the simulator): no worker command may follow on this cluster.
+    /// The sums one worker read, or a message naming the worker, clock, key, value and bound
+    /// of a read that broke the gate's guarantee, or the operation that failed.
+    fn gated_steps(&mut self, spec: &GatedSteps) -> Result<Vec<f32>, String>;
     /// Keys forwarded by all nodes so far (a node that did not hold a key passed a request on).
     fn keys_forwarded(&mut self) -> u64;
     /// Every worker of every node enters the cluster-wide barrier at once; returns how each

@@ -13,6 +13,7 @@ use parma_core::{
 use parma_runtime::{NodeRuntime, Options, Worker};
 
 use super::exec::{BarrierOut, SampleOut};
+use super::gated::{self, GatedSteps};
 
 /// Longest wait of a `barrier` command (the runtime's default is for real training runs).
 pub const BARRIER_TIMEOUT: StdDuration = StdDuration::from_secs(60);
@@ -156,6 +157,42 @@ impl HostedNode {
         results.into_iter().collect()
     }
 
+    /// This node's part of a `gated-steps` ([`gated`]): every worker of this node, all at once,
+    /// runs the steps, reads the final sums and finalizes (a worker that failed is dropped
+    /// instead, which retires it: no gate waits for it). The sums one worker read, or every
+    /// failure.
+    pub fn gated_steps(&mut self, spec: &GatedSteps) -> Result<Vec<f32>, String> {
+        let cfg = self.node.config().clone();
+        let workers = std::mem::take(&mut self.workers);
+        if workers.is_empty() {
+            return Err(gated::FINISHED.into());
+        }
+        let results: Vec<Result<Vec<f32>, String>> = thread::scope(|s| {
+            let handles: Vec<_> = workers
+                .into_iter()
+                .map(|mut w| {
+                    let cfg = &cfg;
+                    let who = format!("n{} w{}", w.node(), w.id());
+                    let name = who.clone();
+                    let h = s.spawn(move || match steps_of(&mut w, cfg, spec) {
+                        // A failed worker is dropped, which retires it.
+                        Err(failed) => Err(failed),
+                        Ok(checked) => {
+                            let done = w.finalize().map_err(|e| format!("{name}: finalize: {e}"));
+                            checked.and_then(|sums| done.map(|()| sums))
+                        }
+                    });
+                    (who, h)
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|(who, h)| h.join().unwrap_or_else(|_| Err(format!("{who}: panicked"))))
+                .collect()
+        });
+        gated::combine(results)
+    }
+
     /// Registers `dist` under `level` through worker 0; returns its id.
     pub fn register(&mut self, dist: &Distribution, level: Conformity) -> Result<DistId, OpError> {
         self.worker(WorkerId(0))?.register_distribution(dist.clone(), level)
@@ -225,6 +262,10 @@ impl HostedNode {
     /// Finalizes every worker of this node at once (their last barriers need the other nodes'
     /// workers finalizing meanwhile); how each one's ended, in worker order.
     pub fn finalize(&mut self) -> Vec<Result<(), OpError>> {
+        if self.workers.is_empty() {
+            // They finished in a `gated-steps` (which reported how).
+            return vec![Ok(()); usize::from(self.node.config().workers_per_node)];
+        }
         let workers = std::mem::take(&mut self.workers);
         thread::scope(|s| {
             let handles: Vec<_> = workers.into_iter().map(|w| s.spawn(move || w.finalize())).collect();
@@ -241,4 +282,49 @@ impl HostedNode {
         }
         Ok(())
     }
+}
+
+/// One worker's part of a `gated-steps`: the steps, then the final sums it read (`Ok(Err)`:
+/// what it read broke a check), or the operation that failed (`Err`). A read that broke the
+/// gate's guarantee does not stop the worker (the others would wait for it at the gate and
+/// the barriers); it is reported once the worker is through.
+fn steps_of(w: &mut Worker, cfg: &Config, spec: &GatedSteps) -> Result<Result<Vec<f32>, String>, String> {
+    let who = (w.node(), w.id());
+    let op = |what: &str, e: OpError| format!("n{} w{}: {what}: {e}", who.0, who.1);
+    let workers = u64::from(cfg.nodes) * u64::from(cfg.workers_per_node);
+    let total = cfg.layout.total_len(&spec.keys).map_err(|k| format!("key {k} outside layout"))?;
+    let start = w.clock();
+    if cfg.technique.uses_rounds() {
+        let end = Clock(start.0 + u64::from(spec.steps) + 1);
+        w.intent(&spec.keys, start, end).map_err(|e| op("intent", e))?;
+    }
+    let add = vec![spec.each; total];
+    let mut vals = vec![0.0; total];
+    let mut tickets = Vec::new();
+    let mut broken = None;
+    for step in 0..u64::from(spec.steps) {
+        if spec.is_slow(who.0, who.1) {
+            thread::sleep(gated::SLOW_STEP);
+        }
+        w.pull(&spec.keys, &mut vals).map_err(|e| op("pull", e))?;
+        let at = (step, w.clock().0);
+        if let Err(e) =
+            gated::check_read((cfg.gate, cfg.technique), spec, &cfg.layout, workers, who, at, &vals)
+        {
+            broken.get_or_insert(e);
+        }
+        tickets.push(w.push(&spec.keys, &add).map_err(|e| op("push", e))?);
+        w.advance_clock().map_err(|e| op(&format!("gate at clock {}", w.clock().0), e))?;
+    }
+    tickets.into_iter().try_for_each(|t| w.wait(t)).map_err(|e| op("push", e))?;
+    // Every push is in: every delta reaches its owner, then every replica hears from its owner.
+    for _ in 0..2 {
+        w.barrier().map_err(|e| op("barrier", e))?;
+        w.wait_sync().map_err(|e| op("wait-sync", e))?;
+    }
+    w.pull(&spec.keys, &mut vals).map_err(|e| op("pull", e))?;
+    Ok(match broken {
+        Some(e) => Err(e),
+        None => gated::check_final(spec, &cfg.layout, workers, who, &vals).map(|()| vals),
+    })
 }

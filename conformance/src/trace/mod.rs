@@ -3,11 +3,13 @@
 //!
 //! A trace file is a list of blocks separated by blank lines. Each block is one command line,
 //! a `----` line, and the expected output lines. Lines starting with `#` are comments. The first
-//! command is `cluster`, which sets up the cluster every later command runs on.
+//! command is `cluster`, which sets up the cluster every later command runs on. A later
+//! `cluster` finishes the cluster so far (as the end of the trace would) and starts a new one,
+//! so that one trace can run the same commands under several configurations.
 //!
 //! | command | arguments | output |
 //! | --- | --- | --- |
-//! | `cluster` | `nodes= workers= keys= len= [technique=<name>]` (any name of [`Technique`]; default `relocation`) | `ok` |
+//! | `cluster` | `nodes= workers= keys= len= [technique=<name>] [gate=<name>]` (any name of [`Technique`]; default `relocation`; any name of [`Gate`]: `async` (default), `bsp`, `ssp:S`, `bounded-delay:T`) | `ok` |
 //! | `pull` | `node= worker= keys=a,b` | `k<key> = <values> (local\|remote)` per key |
 //! | `push` / `set` | `node= worker= keys=a,b values=x,y,...` or `each=x` | `ok` |
 //! | `localize` | `node= worker= keys=a,b` | `ok` |
@@ -20,6 +22,7 @@
 //! | `wait-sync` | `node= worker=` | `ok` once the node completed two more sync rounds |
 //! | `settle` | | `ok` once time passed the relocation hold and every running node, one after the other, completed two more sync rounds, twice over |
 //! | `concurrent-push` | `keys=a,b rounds=R each=x` | every worker of every node pushes `x` to every key, `R` times, all at once: `ok` |
+//! | `gated-steps` | `keys=a..b steps=N each=x [slow=node:worker]` | every worker of every node, all at once, `N` times: pull the keys and check the gate's bound on what it read, push `x` to every key, advance its clock (waiting at the gate); the `slow` worker is slower. Then every worker reads exact sums and finishes: `ok`, then `k<key> = <values>` per key (see [`gated`]) |
 //! | `register` | `dist=uniform:a..b` or `dist=weighted:k:w,k:w,...`, `level=` (`conform`, `bounded`, `long-term`, `non-conform`) | `dist <id>`, registered on every node in node order |
 //! | `prepare-sample` | `node= worker= dist= n= start= end=` | `handle <h>` |
 //! | `pull-sample` | `node= worker= handle= count=` | `k<key> = <values> (local\|remote)` per sample |
@@ -36,24 +39,31 @@
 //!
 //! `owners`, `placement` and `settle` look only at running nodes, not at those `kill` stopped.
 //!
+//! `gated-steps` finishes the cluster's workers (so that no gate waits for them): it is the last
+//! worker command of its cluster, and it expects every key at 0 and every worker at the same
+//! clock when it starts. A read that broke the gate's guarantee makes it print `error: ` and
+//! the worker, its clock, the key, the value read and the bound.
+//!
 //! Any command may instead output `error: <message>`. A `keys=` value may be a range `a..b`.
 //! Running with the environment variable `PARMA_REWRITE=1` rewrites the expected outputs from
 //! what the executor produced (review the diff before committing it).
 
 mod exec;
+pub mod gated;
 mod hosted;
 pub(crate) mod runtime_exec;
 mod sim_exec;
+mod sim_gated;
 
 use std::fmt::Write as _;
 
-pub use exec::{BarrierOut, Executor, SampleOut, Setup};
+pub use exec::{BarrierOut, Executor, GatedSteps, SampleOut, Setup};
 pub use hosted::{HostedNode, BARRIER_TIMEOUT};
 pub use runtime_exec::RuntimeExecutor;
 pub use sim_exec::SimExecutor;
 
 use parma_core::{
-    Clock, Conformity, Distribution, Key, NodeId, OpError, Placement, SampleHandle, Technique, WorkerId,
+    Clock, Conformity, Distribution, Gate, Key, NodeId, OpError, Placement, SampleHandle, Technique, WorkerId,
 };
 
 /// One block of a trace file.
@@ -189,6 +199,18 @@ fn fmt_pulled(keys: &[Key], lens: &[usize], vals: &[f32], local: &[bool]) -> Str
     out
 }
 
+/// `ok`, then one line per key with its values; what a short answer lacks is not printed.
+fn fmt_sums(keys: &[Key], lens: &[usize], vals: &[f32]) -> String {
+    let mut out = String::from("ok\n");
+    let mut at = 0;
+    for (k, len) in keys.iter().zip(lens) {
+        let v = vals.get(at..at + len).unwrap_or_default();
+        let _ = writeln!(out, "k{k} = {}", fmt_values(v));
+        at += len;
+    }
+    out
+}
+
 fn fmt_err(e: OpError) -> String {
     format!("error: {e}\n")
 }
@@ -287,6 +309,13 @@ fn run_command(exec: &mut dyn Executor, line: &str, forwarded: &mut u64) -> Resu
                 Err(e) => fmt_err(e),
             }
         }
+        "gated-steps" => {
+            let spec = GatedSteps::parse(&a, exec.setup())?;
+            match exec.gated_steps(&spec) {
+                Ok(sums) => fmt_sums(&spec.keys, &lens(&spec.keys)?, &sums),
+                Err(e) => format!("error: {e}\n"),
+            }
+        }
         "forwarded" => {
             let now = exec.keys_forwarded();
             let before = std::mem::replace(forwarded, now);
@@ -371,6 +400,9 @@ pub fn setup_from(line: &str) -> Result<Setup, String> {
     let hot_keys = if a.get("hot").is_some() { a.key_list("hot")? } else { Vec::new() };
     let relocation_hold =
         if a.get("hold").is_some() { Some(parma_core::Duration(a.num("hold")?)) } else { None };
+    let name = a.get("gate").unwrap_or("async");
+    let gate = Gate::from_name(name)
+        .ok_or_else(|| format!("unknown gate `{name}`: one of `async`, `bsp`, `ssp:S`, `bounded-delay:T`"))?;
     Ok(Setup {
         nodes: a.num("nodes")?,
         workers: a.num("workers")?,
@@ -380,6 +412,7 @@ pub fn setup_from(line: &str) -> Result<Setup, String> {
         sampling,
         hot_keys,
         relocation_hold,
+        gate,
     })
 }
 
@@ -409,6 +442,13 @@ pub fn run_trace(
         let block = &blocks[bi];
         bi += 1;
         let actual = if bi == 1 {
+            "ok\n".to_string()
+        } else if block.command.split_whitespace().next() == Some("cluster") {
+            // The cluster so far ends as at the end of a trace; a new one starts.
+            let setup = setup_from(&block.command).map_err(|e| format!("line {}: {e}", block.line))?;
+            exec.finish().map_err(|e| format!("line {}: the cluster before: {e}", block.line))?;
+            exec = make(&setup);
+            forwarded = 0;
             "ok\n".to_string()
         } else {
             run_command(exec.as_mut(), &block.command, &mut forwarded)
@@ -446,6 +486,61 @@ mod tests {
         assert_eq!(hot, vec![Key(5), Key(7), Key(8)]);
         assert_eq!(cfg.relocation_hold, parma_core::Duration(250));
         assert!(setup_from("cluster nodes=3 workers=1 keys=9 len=1 hold=soon").is_err());
+    }
+
+    #[test]
+    fn the_gate_reaches_the_configuration_and_a_bad_name_is_refused() {
+        let s = setup_from("cluster nodes=2 workers=1 keys=4 len=1 gate=ssp:3").unwrap();
+        assert_eq!(s.config().gate, Gate::Ssp { staleness: 3 });
+        let s = setup_from("cluster nodes=2 workers=1 keys=4 len=1").unwrap();
+        assert_eq!(s.config().gate, Gate::Async);
+        let e = setup_from("cluster nodes=2 workers=1 keys=4 len=1 gate=sometimes").unwrap_err();
+        assert!(e.contains("unknown gate `sometimes`"), "{e}");
+    }
+
+    #[test]
+    fn a_later_cluster_finishes_the_one_before_and_starts_anew() {
+        let trace = "cluster nodes=2 workers=1 keys=4 len=1 technique=static\n----\nok\n\n\
+                     push node=0 worker=0 keys=1 each=3\n----\nok\n\n\
+                     cluster nodes=2 workers=1 keys=4 len=1 technique=static gate=bsp\n----\nok\n\n\
+                     pull node=0 worker=0 keys=1\n----\nk1 = 0 (remote)\n\n\
+                     cluster nodes=2 workers=1 keys=4 len=1 gate=never\n----\nok\n";
+        let mut gates = Vec::new();
+        let mut make = |s: &Setup| -> Box<dyn Executor> {
+            gates.push(s.gate);
+            Box::new(SimExecutor::new(s, 0).unwrap())
+        };
+        let e = run_trace(trace, &mut make).unwrap_err();
+        assert!(e.contains("line 17: unknown gate `never`"), "{e}");
+        assert_eq!(gates, vec![Gate::Async, Gate::Bsp]);
+    }
+
+    #[test]
+    fn gated_steps_after_the_workers_finished_is_an_error() {
+        let trace = "cluster nodes=2 workers=2 keys=4 len=1 technique=static gate=bsp\n----\nok\n\n\
+                     gated-steps keys=0..4 steps=2 each=1 slow=1:1\n----\nok\nk0 = 8\nk1 = 8\nk2 = 8\nk3 = 8\n\n\
+                     gated-steps keys=0..4 steps=2 each=1\n----\nerror: the workers finished already\n\n\
+                     gated-steps keys=0..4 steps=2 each=1 slow=2:0\n----\nok\n";
+        let mut sim = |s: &Setup| -> Box<dyn Executor> { Box::new(SimExecutor::new(s, 0).unwrap()) };
+        let mut threaded = |s: &Setup| -> Box<dyn Executor> {
+            let ends = cluster(s.nodes, ThreadedOptions::default());
+            let control = ends[0].controller();
+            Box::new(RuntimeExecutor::new(s, ends).unwrap().with_kill(move |n| control.kill(n)))
+        };
+        type Make<'a> = &'a mut dyn FnMut(&Setup) -> Box<dyn Executor>;
+        let makers: [Make<'_>; 2] = [&mut sim, &mut threaded];
+        for make in makers {
+            let e = run_trace(trace, make).unwrap_err();
+            assert!(e.contains("line 17: `slow=` names worker 0 of node 2, not in the cluster"), "{e}");
+            let (out, matched) = run_trace(&trace[..trace.rfind("\n\ngated").unwrap() + 1], make).unwrap();
+            assert!(matched, "{out}");
+            // Not with a node stopped: its workers would never come.
+            let killed = "cluster nodes=2 workers=1 keys=4 len=1 gate=bsp\n----\nok\n\n\
+                          kill node=1\n----\nok\n\n\
+                          gated-steps keys=0..4 steps=2 each=1\n----\nerror: n1 is stopped\n";
+            let (out, matched) = run_trace(killed, make).unwrap();
+            assert!(matched, "{out}");
+        }
     }
 
     #[test]

@@ -10,7 +10,7 @@ use parma_core::{
     WorkerId,
 };
 
-use super::exec::{BarrierOut, Executor, SampleOut, Setup};
+use super::exec::{BarrierOut, Executor, GatedSteps, SampleOut, Setup};
 use super::hosted::HostedNode;
 
 /// Longest wait of a `kill` command for the node to stop and every other node to hear of it.
@@ -161,6 +161,22 @@ impl Executor for RuntimeExecutor {
             handles.into_iter().map(|h| h.join().unwrap_or(Err(OpError::Closed))).collect()
         });
         results.into_iter().collect()
+    }
+
+    fn gated_steps(&mut self, spec: &GatedSteps) -> Result<Vec<f32>, String> {
+        // Every worker of every node takes part: a stopped node's would never come.
+        if let Some(i) = self.killed.iter().position(|k| *k) {
+            return Err(format!("n{i} is stopped"));
+        }
+        let results: Vec<Result<Vec<f32>, String>> = thread::scope(|s| {
+            let handles: Vec<_> =
+                self.nodes.iter_mut().map(|n| (n.id(), s.spawn(move || n.gated_steps(spec)))).collect();
+            handles
+                .into_iter()
+                .map(|(id, h)| h.join().unwrap_or_else(|_| Err(format!("n{id}: panicked"))))
+                .collect()
+        });
+        super::gated::combine(results)
     }
 
     fn register(&mut self, dist: &Distribution, level: Conformity) -> Result<DistId, OpError> {

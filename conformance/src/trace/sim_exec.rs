@@ -7,7 +7,8 @@ use parma_core::{
 };
 use parma_transport_loopback::sim::{Faults, SimNet};
 
-use super::exec::{BarrierOut, Executor, SampleOut, Setup};
+use super::exec::{BarrierOut, Executor, GatedSteps, SampleOut, Setup};
+use super::{gated, sim_gated};
 use crate::sim::Cluster;
 
 /// Most steps one trace command may take.
@@ -18,6 +19,9 @@ pub struct SimExecutor {
     setup: Setup,
     cluster: Cluster,
     hold: parma_core::Duration,
+    /// The workers finished (`gated-steps` retired them): worker commands are refused, as by
+    /// a runtime whose workers finalized.
+    finished: bool,
 }
 
 impl SimExecutor {
@@ -27,13 +31,13 @@ impl SimExecutor {
         let cfg = setup.config();
         let net = SimNet::new(setup.nodes, Faults::from_seed(seed), seed);
         let cluster = Cluster::new(&cfg, net).map_err(|e| e.to_string())?;
-        Ok(SimExecutor { setup: setup.clone(), cluster, hold: cfg.relocation_hold })
+        Ok(SimExecutor { setup: setup.clone(), cluster, hold: cfg.relocation_hold, finished: false })
     }
 
     /// `InvalidArgument` for a node outside the cluster (the cluster would index out of
-    /// bounds).
+    /// bounds), or once the workers finished.
     fn node_exists(&self, node: NodeId) -> Result<(), OpError> {
-        if node.0 < self.setup.nodes {
+        if node.0 < self.setup.nodes && !self.finished {
             Ok(())
         } else {
             Err(OpError::InvalidArgument)
@@ -174,6 +178,47 @@ impl Executor for SimExecutor {
         Ok(())
     }
 
+    fn gated_steps(&mut self, spec: &GatedSteps) -> Result<Vec<f32>, String> {
+        if self.finished {
+            return Err(gated::FINISHED.into());
+        }
+        if let Some(n) = (0..self.setup.nodes).map(NodeId).find(|n| self.cluster.is_dead(*n)) {
+            return Err(format!("n{n} is stopped"));
+        }
+        let ran = sim_gated::run_steps(&mut self.cluster, &self.setup, spec)?;
+        for (n, w, t) in ran.pushes {
+            self.wait(n, w, t).map_err(|e| format!("n{n} w{w}: push: {e}"))?;
+        }
+        // Every push is in: every delta reaches its owner, then every replica hears from it.
+        for _ in 0..2 {
+            for (n, w, r) in self.barrier() {
+                r.map_err(|e| format!("n{n} w{w}: barrier: {e}"))?;
+            }
+            for n in (0..self.setup.nodes).map(NodeId) {
+                self.wait_sync(n, WorkerId(0)).map_err(|e| format!("n{n}: wait-sync: {e}"))?;
+            }
+        }
+        let workers = gated::workers_total(&self.setup);
+        let mut results = Vec::new();
+        for n in (0..self.setup.nodes).map(NodeId) {
+            for w in (0..self.setup.workers).map(WorkerId) {
+                let r = self.pull(n, w, &spec.keys).map_err(|e| format!("n{n} w{w}: pull: {e}"));
+                let layout = &self.setup.layout;
+                results.push(
+                    r.and_then(|(v, _)| gated::check_final(spec, layout, workers, (n, w), &v).map(|()| v)),
+                );
+            }
+        }
+        for n in (0..self.setup.nodes).map(NodeId) {
+            for w in (0..self.setup.workers).map(WorkerId) {
+                self.cluster.retire(n, w).map_err(|e| format!("n{n} w{w}: retire: {e}"))?;
+            }
+        }
+        self.finished = true;
+        let broken = (!ran.broken.is_empty()).then(|| Err(ran.broken.join("; ")));
+        gated::combine(broken.into_iter().chain(results))
+    }
+
     fn register(&mut self, dist: &Distribution, level: Conformity) -> Result<DistId, OpError> {
         self.cluster.register_distribution(dist, level)
     }
@@ -224,6 +269,10 @@ impl Executor for SimExecutor {
     }
 
     fn barrier(&mut self) -> BarrierOut {
+        if self.finished {
+            // As a runtime's nodes whose workers finalized: nobody enters.
+            return Vec::new();
+        }
         let mut entered = Vec::new();
         for n in 0..self.setup.nodes {
             for w in 0..self.setup.workers {

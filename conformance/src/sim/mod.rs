@@ -171,6 +171,10 @@ pub fn run_seed_gated(seed: u64, technique: Technique, gate: Gate) -> Result<Rep
         match next {
             Some(t) => cluster.run_until(t),
             None if work.finished() => break,
+            // A node stopped just now: the others hear of it when next stepped, which no
+            // timer or frame may bring about (a worker waiting at its gate for a node that
+            // stopped before it answered).
+            None if cluster.step() => {}
             None => {
                 let waiting = work.waiting(&cluster);
                 return Err(fail(format!("workers wait but nothing is due: a request was lost{waiting}")));

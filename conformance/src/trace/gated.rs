@@ -112,9 +112,15 @@ pub fn reads_own_writes(technique: Technique) -> bool {
 /// The least value a read may show under `gate` after the reading worker advanced `step`
 /// times in this command, with `workers` workers in all, counting its own later pushes if
 /// `own_writes`; `None` for gates that promise no bound on reads (`async`, bounded delay).
+///
+/// Under SparseSSP(s, p) the workers' intents, signaled when the command begins, declare the
+/// keys from step p on: a read at step c must show every push of the steps t < c − s that
+/// were declared (t ≥ p, and c ≥ p) and of those below c − s − p.
 pub fn read_bound(gate: Gate, own_writes: bool, each: f32, workers: u64, step: u64) -> Option<f32> {
     let s = u64::from(gate.staleness()?);
-    let everyone = step.saturating_sub(s);
+    let p = u64::from(gate.speculation());
+    let everyone =
+        (0..step.saturating_sub(s)).filter(|t| t + s + p < step || (step >= p && *t >= p)).count() as u64;
     let own = if own_writes { step - everyone } else { 0 };
     Some(each * (workers * everyone + own) as f32)
 }

@@ -294,7 +294,8 @@ fn steps_of(w: &mut Worker, cfg: &Config, spec: &GatedSteps) -> Result<Result<Ve
     let workers = u64::from(cfg.nodes) * u64::from(cfg.workers_per_node);
     let total = cfg.layout.total_len(&spec.keys).map_err(|k| format!("key {k} outside layout"))?;
     let start = w.clock();
-    if cfg.technique.uses_rounds() {
+    // Under SparseSSP the intent declares the keys (from p clocks on) under every technique.
+    if cfg.technique.uses_rounds() || cfg.gate.speculation() > 0 {
         let end = Clock(start.0 + u64::from(spec.steps) + 1);
         w.intent(&spec.keys, start, end).map_err(|e| op("intent", e))?;
     }

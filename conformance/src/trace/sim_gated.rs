@@ -55,7 +55,9 @@ pub(super) fn run_steps(cluster: &mut Cluster, setup: &Setup, spec: &GatedSteps)
     let mut steppers = Vec::new();
     for n in (0..setup.nodes).map(NodeId) {
         for w in (0..setup.workers).map(WorkerId) {
-            if setup.technique.uses_rounds() {
+            // Under SparseSSP the intent declares the keys (from p clocks on) under every
+            // technique.
+            if setup.technique.uses_rounds() || setup.gate.speculation() > 0 {
                 let start = cluster.nodes()[n.index()].clock(w);
                 let end = Clock(start.0 + u64::from(spec.steps) + 1);
                 cluster

@@ -12,7 +12,7 @@
 //! if `h1 >> 5 == 7` a tight store (`store_keys_max` = the most keys homed on one node, plus one),
 //! else room for every key. The placement is dense if `h0 ^ h1` has an odd number of set bits,
 //! else hashed. The clock gate ([`Config::gate`]) by `(h0 ^ h1) >> 5`: 1 BSP, 2 SSP(1), 3 SSP(2),
-//! 4 bounded delay 1, else async (no header bit was free: this way every committed input from
+//! 4 bounded delay 1, 5 SparseSSP(1, 2), else async (no header bit was free: this way every committed input from
 //! before the gates, each with 0 or 7 there, keeps its meaning; under async a wait passes at
 //! once). The layout has [`KEYS`] keys of
 //! [`LEN`] floats; frames hold two keys.
@@ -127,6 +127,7 @@ pub fn gate_of(x: u8) -> Gate {
         2 => Gate::Ssp { staleness: 1 },
         3 => Gate::Ssp { staleness: 2 },
         4 => Gate::BoundedDelay { delay: 1 },
+        5 => Gate::SparseSsp { staleness: 1, speculation: 2 },
         _ => Gate::Async,
     }
 }

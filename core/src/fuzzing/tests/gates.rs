@@ -65,10 +65,14 @@ fn cluster_schedule_gate_of_the_header() {
     }
     let gates: Vec<Gate> = (0..=255u8).map(cluster::gate_of).collect();
     let count = |g: Gate| gates.iter().filter(|x| **x == g).count();
-    assert_eq!(count(Gate::Async), 128);
-    for g in
-        [Gate::Bsp, Gate::Ssp { staleness: 1 }, Gate::Ssp { staleness: 2 }, Gate::BoundedDelay { delay: 1 }]
-    {
+    assert_eq!(count(Gate::Async), 96);
+    for g in [
+        Gate::Bsp,
+        Gate::Ssp { staleness: 1 },
+        Gate::Ssp { staleness: 2 },
+        Gate::BoundedDelay { delay: 1 },
+        Gate::SparseSsp { staleness: 1, speculation: 2 },
+    ] {
         assert_eq!(count(g), 32, "{g:?}");
     }
 }
@@ -84,6 +88,7 @@ fn cluster_schedule_lockstep_under_each_gate() {
         Gate::Ssp { staleness: 1 },
         Gate::Ssp { staleness: 2 },
         Gate::BoundedDelay { delay: 1 },
+        Gate::SparseSsp { staleness: 1, speculation: 2 },
     ];
     // Relocation, adaptive, full replication, static partitioning.
     for technique in [0, 1, 4, 7] {

@@ -477,6 +477,7 @@ impl Harness {
                     }
                 }
                 (Cmd::Barrier { .. }, Err(e)) => panic!("a barrier failed with {e:?}"),
+                // (`FrameRefused`: a peer answered that the transport refused a frame of it.)
                 (_, Err(e)) => assert!(
                     matches!(
                         e,
@@ -486,6 +487,7 @@ impl Harness {
                             | OpError::Unreachable { .. }
                             | OpError::Busy
                             | OpError::StoreFull
+                            | OpError::FrameRefused { .. }
                     ),
                     "a command failed with {e:?}"
                 ),

@@ -14,8 +14,10 @@
 //! worker declared for c. Updates at clocks below F are applied at their main copies; those
 //! at clocks in [F, c − s) are made, by the contract, only to keys declared for their clock,
 //! which the check saw (the worker behind is at clock F or later, and an intent for a clock
-//! below c − s ≤ F + p signaled from now on does not count). This node checks itself; every
-//! other such node answers a [`Message::Speculate`]. When a declared key is a replica here, a
+//! below c − s ≤ F + p signaled from now on does not count). This node checks itself (its
+//! writes still on their way to main copies elsewhere, and its other workers' intents: the
+//! reader sees its node's store at once); every other such node answers a
+//! [`Message::Speculate`]. A node whose outbox is full asks nobody: that counts as a conflict. When a declared key is a replica here, a
 //! round that began after the last answer must then end clean, as under SSP, so that the
 //! replica was refreshed after those updates were applied (a replica made later holds them).
 //!

@@ -173,6 +173,7 @@ fn call(node: &mut HostedNode, request: Request) -> Response {
         Request::Counters => {
             Reply::Counters { keys_forwarded: node.keys_forwarded(), peers_failed: node.peers_failed() }
         }
+        Request::Checkpoint { op, dir } => Reply::Checkpoint(node.checkpoint(op, std::path::Path::new(&dir))),
         Request::Barrier => {
             Reply::Workers(node.barrier().into_iter().map(|(_, _, r)| r.map_err(Into::into)).collect())
         }

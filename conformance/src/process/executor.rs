@@ -1,5 +1,6 @@
 //! The process executor: every trace call sent to the agent of the node it concerns.
 
+use std::path::Path;
 use std::process::Command;
 use std::thread;
 use std::time::{Duration as StdDuration, Instant};
@@ -14,7 +15,9 @@ use super::child::{AgentProcess, EXIT_WAIT};
 use super::wire::{from_bits, key_numbers, to_bits, to_keys, Reply, Request, WireDist, WireError, WireSetup};
 use super::AgentCommand;
 use crate::trace::runtime_exec::{finalized, settle_with, KILL_WAIT};
-use crate::trace::{gated, BarrierOut, Executor, GatedSteps, SampleOut, Setup, BARRIER_TIMEOUT};
+use crate::trace::{
+    gated, BarrierOut, CheckpointOp, Executor, GatedSteps, SampleOut, Setup, BARRIER_TIMEOUT,
+};
 
 /// Longest wait for one call's answer: longer than the longest call an agent makes (a
 /// barrier), so that a late answer means a stuck agent.
@@ -361,6 +364,29 @@ impl Executor for ProcessExecutor {
             });
         }
         gated::combine(results)
+    }
+
+    fn checkpoint(&mut self, op: CheckpointOp, dir: &Path) -> Result<(), String> {
+        // Every worker of every node takes part: a stopped node's would never come.
+        if let Some(i) = self.killed.iter().position(|k| *k) {
+            return Err(format!("n{i} is stopped"));
+        }
+        let dir = dir.to_str().ok_or_else(|| format!("{} is not UTF-8: it cannot cross", dir.display()))?;
+        let request = Request::Checkpoint { op, dir: dir.to_string() };
+        let workers = usize::from(self.setup.workers);
+        let mut replies = self.broadcast(&request).into_iter();
+        let mut results = Vec::new();
+        for n in (0..self.setup.nodes).map(NodeId) {
+            match replies.next() {
+                Some((_, Ok(Reply::Checkpoint(rs)))) if rs.len() == workers => results.extend(rs),
+                Some((_, Err(e))) => results.push(Err(format!("n{n}: {e}"))),
+                Some((_, Ok(other))) => {
+                    results.push(self.unexpected(n, other).map_err(|e| format!("n{n}: {e}")))
+                }
+                None => results.push(Err(format!("n{n}: no answer"))),
+            }
+        }
+        crate::trace::ckpt::combine(results)
     }
 
     fn register(&mut self, dist: &Distribution, level: Conformity) -> Result<DistId, OpError> {

@@ -15,7 +15,7 @@ use parma_core::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::trace::Setup;
+use crate::trace::{CheckpointOp, Setup};
 
 /// Longest line either side reads; a longer one ends the conversation.
 pub const LINE_LEN_MAX: usize = 16 << 20;
@@ -221,6 +221,12 @@ pub enum Request {
     },
     /// The node's counters the executor needs ([`Reply::Counters`]).
     Counters,
+    /// Every worker of the node checkpoints to or restores from `dir`, a directory on this
+    /// machine that every agent sees (the executor's scratch directory for the trace run).
+    Checkpoint {
+        op: CheckpointOp,
+        dir: String,
+    },
     /// Every worker of the node enters the cluster-wide barrier.
     Barrier,
     /// Every worker of the node finalizes.
@@ -268,6 +274,9 @@ pub enum Reply {
     Workers(Vec<Result<(), WireError>>),
     /// How a `gated-steps` ended on the node: the sums one worker read, or every failure.
     Steps(Result<Vec<u32>, String>),
+    /// How each worker's `checkpoint` or `restore` ended, in worker order (an error as the
+    /// `CheckpointError`'s Display).
+    Checkpoint(Vec<Result<(), String>>),
 }
 
 /// One response line.

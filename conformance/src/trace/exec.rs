@@ -8,6 +8,7 @@ use parma_core::{
     SampleHandle, SamplingOptions, Technique, WorkerId,
 };
 
+pub use super::ckpt::CheckpointOp;
 pub use super::gated::GatedSteps;
 
 /// The cluster a trace asks for.
@@ -115,6 +116,13 @@ pub trait Executor {
     /// cannot stop a node keeps this default; its transport skips the traces that use it.
     fn kill(&mut self, _node: NodeId) -> Result<(), OpError> {
         Err(OpError::InvalidArgument)
+    }
+    /// Every worker of every node calls `Worker::checkpoint` (`op`) or `Worker::restore` on
+    /// `dir` at once ([`super::ckpt`]); `Ok`, or every distinct error (a `CheckpointError`'s
+    /// Display) in node and worker order. An executor without runtime workers keeps this
+    /// default, which says so; its transport skips the traces that use it.
+    fn checkpoint(&mut self, _op: CheckpointOp, _dir: &std::path::Path) -> Result<(), String> {
+        Err(super::ckpt::UNSUPPORTED.into())
     }
     /// Registers `dist` under `level` on every node, in node order; returns its id.
     fn register(&mut self, _dist: &Distribution, _level: Conformity) -> Result<DistId, OpError> {

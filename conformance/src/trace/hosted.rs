@@ -3,6 +3,7 @@
 //! ([`RuntimeExecutor`](super::RuntimeExecutor)) and the agent that runs one node per process
 //! ([`crate::process`]).
 
+use std::path::Path;
 use std::thread;
 use std::time::Duration as StdDuration;
 
@@ -12,6 +13,7 @@ use parma_core::{
 };
 use parma_runtime::{NodeRuntime, Options, Worker};
 
+use super::ckpt::{self, CheckpointOp};
 use super::exec::{BarrierOut, SampleOut};
 use super::gated::{self, GatedSteps};
 
@@ -191,6 +193,27 @@ impl HostedNode {
                 .collect()
         });
         gated::combine(results)
+    }
+
+    /// This node's part of a `checkpoint` or `restore` ([`ckpt`]): every worker of this node
+    /// calls it on `dir` at once (the other nodes' workers must call it meanwhile); how each
+    /// one's call ended, in worker order.
+    pub fn checkpoint(&mut self, op: CheckpointOp, dir: &Path) -> Vec<Result<(), String>> {
+        if self.workers.is_empty() {
+            // They finished in a `gated-steps`.
+            return vec![Err(gated::FINISHED.into()); usize::from(self.node.config().workers_per_node)];
+        }
+        thread::scope(|s| {
+            let handles: Vec<_> = self
+                .workers
+                .iter_mut()
+                .map(|w| (format!("n{} w{}", w.node(), w.id()), s.spawn(move || ckpt::call(w, op, dir))))
+                .collect();
+            handles
+                .into_iter()
+                .map(|(who, h)| h.join().unwrap_or_else(|_| Err(format!("{who}: panicked"))))
+                .collect()
+        })
     }
 
     /// Registers `dist` under `level` through worker 0; returns its id.

@@ -30,6 +30,7 @@
 //! | `sampling` | `node= worker=` | the worker's sampler counters: pools drawn, samples pulled, local, remote, postponed |
 //! | `barrier` | | every worker of every node enters the cluster-wide barrier at once: `n<node> w<worker> ok` (or `error: ...`) per worker |
 //! | `kill` | `node=` | `ok` once the node has stopped for good (a crash) and every other running node knows it failed |
+//! | `checkpoint` / `restore` | `name=<n>` (1 to 64 letters, digits, `-`, `_`) | every worker of every node calls `Worker::checkpoint` / `Worker::restore` at once on the run's scratch directory's subdirectory `n` (see [`ckpt`]): `ok`, or `error: ` and every distinct `CheckpointError`, the scratch directory written `<scratch>` |
 //!
 //! `cluster` also takes `pool=G reuse=U replacement=yes|no` for the sampling manager,
 //! `placement=hashed|dense` (default `hashed`, unlike `Config`'s, so that the expected homes
@@ -38,6 +39,11 @@
 //! hold (`settle` waits twice that long).
 //!
 //! `owners`, `placement` and `settle` look only at running nodes, not at those `kill` stopped.
+//!
+//! The scratch directory of `checkpoint` and `restore` lasts the whole trace run, so that a
+//! later cluster block (of another node count or technique, same keys and value length) can
+//! restore what an earlier one wrote; it is removed when the run ends. The simulator has no
+//! runtime workers: it answers `error: unsupported: ...`, and its skip list skips such traces.
 //!
 //! `gated-steps` finishes the cluster's workers (so that no gate waits for them): it is the last
 //! worker command of its cluster, and it expects every key at 0 and every worker at the same
@@ -48,6 +54,7 @@
 //! Running with the environment variable `PARMA_REWRITE=1` rewrites the expected outputs from
 //! what the executor produced (review the diff before committing it).
 
+pub mod ckpt;
 mod exec;
 pub mod gated;
 mod hosted;
@@ -57,7 +64,7 @@ mod sim_gated;
 
 use std::fmt::Write as _;
 
-pub use exec::{BarrierOut, Executor, GatedSteps, SampleOut, Setup};
+pub use exec::{BarrierOut, CheckpointOp, Executor, GatedSteps, SampleOut, Setup};
 pub use hosted::{HostedNode, BARRIER_TIMEOUT};
 pub use runtime_exec::RuntimeExecutor;
 pub use sim_exec::SimExecutor;
@@ -215,8 +222,17 @@ fn fmt_err(e: OpError) -> String {
     format!("error: {e}\n")
 }
 
+/// What lasts from one command of a trace run to the next, across cluster blocks.
+#[derive(Default)]
+struct RunState {
+    /// Keys forwarded when the last `forwarded` asked (per cluster block).
+    forwarded: u64,
+    /// Where `checkpoint` and `restore` write and read.
+    scratch: ckpt::Scratch,
+}
+
 /// Runs one command on `exec` and returns its output.
-fn run_command(exec: &mut dyn Executor, line: &str, forwarded: &mut u64) -> Result<String, String> {
+fn run_command(exec: &mut dyn Executor, line: &str, state: &mut RunState) -> Result<String, String> {
     let a = Args::parse(line)?;
     let layout = exec.setup().layout.clone();
     let lens = |keys: &[Key]| -> Result<Vec<usize>, String> {
@@ -318,7 +334,7 @@ fn run_command(exec: &mut dyn Executor, line: &str, forwarded: &mut u64) -> Resu
         }
         "forwarded" => {
             let now = exec.keys_forwarded();
-            let before = std::mem::replace(forwarded, now);
+            let before = std::mem::replace(&mut state.forwarded, now);
             if now > before {
                 "yes\n".into()
             } else {
@@ -374,6 +390,14 @@ fn run_command(exec: &mut dyn Executor, line: &str, forwarded: &mut u64) -> Resu
             Ok(()) => "ok\n".into(),
             Err(e) => fmt_err(e),
         },
+        "checkpoint" | "restore" => {
+            let op = if a.name == "restore" { CheckpointOp::Restore } else { CheckpointOp::Checkpoint };
+            let dir = state.scratch.dir(ckpt::parse_name(&a)?)?;
+            match exec.checkpoint(op, &dir) {
+                Ok(()) => "ok\n".into(),
+                Err(e) => format!("error: {}\n", state.scratch.redact(&e)),
+            }
+        }
         other => return Err(format!("unknown command `{other}`")),
     })
 }
@@ -428,7 +452,7 @@ pub fn run_trace(
     let mut exec = make(&setup);
     let mut out = String::new();
     let mut matched = true;
-    let mut forwarded = 0;
+    let mut state = RunState::default();
     // Keep the comments and layout of the file; replace only the expected outputs.
     let mut lines = text.lines().peekable();
     let mut bi = 0;
@@ -448,10 +472,10 @@ pub fn run_trace(
             let setup = setup_from(&block.command).map_err(|e| format!("line {}: {e}", block.line))?;
             exec.finish().map_err(|e| format!("line {}: the cluster before: {e}", block.line))?;
             exec = make(&setup);
-            forwarded = 0;
+            state.forwarded = 0;
             "ok\n".to_string()
         } else {
-            run_command(exec.as_mut(), &block.command, &mut forwarded)
+            run_command(exec.as_mut(), &block.command, &mut state)
                 .map_err(|e| format!("line {}: {e}", block.line))?
         };
         matched &= actual == block.expected;
@@ -540,6 +564,33 @@ mod tests {
                           gated-steps keys=0..4 steps=2 each=1\n----\nerror: n1 is stopped\n";
             let (out, matched) = run_trace(killed, make).unwrap();
             assert!(matched, "{out}");
+        }
+    }
+
+    #[test]
+    fn checkpoints_need_a_runtime_and_a_good_name() {
+        let trace = "cluster nodes=2 workers=1 keys=4 len=1\n----\nok\n\n\
+                     push node=0 worker=0 keys=1 each=3\n----\nok\n\n\
+                     checkpoint name=a\n----\nok\n\n\
+                     cluster nodes=3 workers=1 keys=4 len=1 technique=static\n----\nok\n\n\
+                     restore name=a\n----\nok\n\n\
+                     pull node=2 worker=0 keys=1\n----\nk1 = 3 (remote)\n";
+        let mut sim = |s: &Setup| -> Box<dyn Executor> { Box::new(SimExecutor::new(s, 0).unwrap()) };
+        let (out, matched) = run_trace(trace, &mut sim).unwrap();
+        assert!(!matched && out.contains("name=a\n----\nerror: unsupported: "), "{out}");
+        let mut threaded = |s: &Setup| -> Box<dyn Executor> {
+            Box::new(RuntimeExecutor::new(s, cluster(s.nodes, ThreadedOptions::default())).unwrap())
+        };
+        let (out, matched) = run_trace(trace, &mut threaded).unwrap();
+        assert!(matched, "{out}");
+        let cut = &trace[..trace.find("checkpoint").unwrap()];
+        for (line, why) in [
+            ("checkpoint", "`checkpoint` needs `name=`"),
+            ("restore name=../a", "`name=` is 1 to 64"),
+            ("checkpoint name=a b", "argument `b` is not key=value"),
+        ] {
+            let e = run_trace(&format!("{cut}{line}\n----\nok\n"), &mut threaded).unwrap_err();
+            assert!(e.contains(&format!("line 9: {why}")), "{line}: {e}");
         }
     }
 

@@ -1,6 +1,7 @@
 //! Runs traces through `parma-runtime` over any [`Transport`]: real driver threads, real
 //! `Worker` handles, the transport under test, every node in this process.
 
+use std::path::Path;
 use std::thread;
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
@@ -10,7 +11,7 @@ use parma_core::{
     WorkerId,
 };
 
-use super::exec::{BarrierOut, Executor, GatedSteps, SampleOut, Setup};
+use super::exec::{BarrierOut, CheckpointOp, Executor, GatedSteps, SampleOut, Setup};
 use super::hosted::HostedNode;
 
 /// Longest wait of a `kill` command for the node to stop and every other node to hear of it.
@@ -177,6 +178,22 @@ impl Executor for RuntimeExecutor {
                 .collect()
         });
         super::gated::combine(results)
+    }
+
+    fn checkpoint(&mut self, op: CheckpointOp, dir: &Path) -> Result<(), String> {
+        // Every worker of every node takes part: a stopped node's would never come.
+        if let Some(i) = self.killed.iter().position(|k| *k) {
+            return Err(format!("n{i} is stopped"));
+        }
+        let results: Vec<Vec<Result<(), String>>> = thread::scope(|s| {
+            let handles: Vec<_> =
+                self.nodes.iter_mut().map(|n| (n.id(), s.spawn(move || n.checkpoint(op, dir)))).collect();
+            handles
+                .into_iter()
+                .map(|(id, h)| h.join().unwrap_or_else(|_| vec![Err(format!("n{id}: panicked"))]))
+                .collect()
+        });
+        super::ckpt::combine(results.into_iter().flatten())
     }
 
     fn register(&mut self, dist: &Distribution, level: Conformity) -> Result<DistId, OpError> {

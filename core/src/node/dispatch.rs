@@ -147,8 +147,10 @@ impl Node {
             Message::PointerRelease { released } => released.iter().all(|r| layout.contains(r.key)),
             Message::BarrierEnter { .. } => self.me == super::barrier::COORDINATOR,
             Message::BarrierRelease { .. } => true,
-            Message::Speculate { keys, .. } => keys_ok(keys),
-            Message::DistCheck { .. } | Message::Flushed { .. } | Message::SpeculateReply { .. } => true,
+            // Only SparseSSP speculates.
+            Message::Speculate { keys, .. } => self.cfg.gate.speculation() > 0 && keys_ok(keys),
+            Message::SpeculateReply { .. } => self.cfg.gate.speculation() > 0,
+            Message::DistCheck { .. } | Message::Flushed { .. } => true,
         }
     }
 

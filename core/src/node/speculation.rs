@@ -111,28 +111,26 @@ impl GateState {
     /// Forgets intents that end at or below this node's flushed clock `f`: every update made
     /// under them is applied.
     pub(super) fn prune_declared(&mut self, f: u64) {
-        let mut gone = 0;
-        for d in &mut self.declared {
-            d.retain(|e| {
-                let keep = e.end > f;
-                gone += if keep { 0 } else { e.keys.len() };
-                keep
-            });
+        for w in 0..self.declared.len() {
+            self.forget_declared(w, |e| e.end <= f);
         }
-        self.declared_keys -= gone;
     }
 
     /// `worker` retired at `clock`: it updates nothing at a later clock.
     pub(super) fn clip_declared(&mut self, worker: WorkerId, clock: u64) {
-        if let Some(d) = self.declared.get_mut(worker.index()) {
-            let mut gone = 0;
-            d.retain(|e| {
-                let keep = e.start <= clock;
-                gone += if keep { 0 } else { e.keys.len() };
-                keep
-            });
-            self.declared_keys -= gone;
-        }
+        self.forget_declared(worker.index(), |e| e.start > clock);
+    }
+
+    /// Drops worker `w`'s intents that `gone` picks, keeping `declared_keys` in step.
+    fn forget_declared(&mut self, w: usize, gone: impl Fn(&Declared) -> bool) {
+        let Some(d) = self.declared.get_mut(w) else { return };
+        let mut keys = 0;
+        d.retain(|e| {
+            let drop = gone(e);
+            keys += if drop { e.keys.len() } else { 0 };
+            !drop
+        });
+        self.declared_keys -= keys;
     }
 
     /// The keys `worker` declared for `clock`, sorted, without repeats.
@@ -310,10 +308,6 @@ impl Node {
 
     /// `from` asks whether its worker may read `keys` (see [`Message::Speculate`]).
     pub(super) fn serve_speculate(&mut self, from: NodeId, query: u64, below: u64, keys: &[Key]) {
-        if !matches!(self.gate.gate, Gate::SparseSsp { .. }) {
-            self.stats.messages_rejected += 1;
-            return;
-        }
         let f = self.gate.flushed[self.me.index()];
         let clear = !self.gate.conflicts(f, below, keys, self.worker_clocks());
         self.send(from, Message::SpeculateReply { query, clear });
@@ -322,10 +316,6 @@ impl Node {
     /// `from` answered speculation `query`. An answer to a speculation that is over (its
     /// worker passed, gave up or asked again) changes nothing.
     pub(super) fn speculate_answered(&mut self, from: NodeId, query: u64, clear: bool) {
-        if !matches!(self.gate.gate, Gate::SparseSsp { .. }) {
-            self.stats.messages_rejected += 1;
-            return;
-        }
         let gate = &mut self.gate;
         let waiting = gate.waiters.iter_mut().filter_map(|w| w.spec.as_mut());
         let prepared = gate.prepared.iter_mut().filter_map(|p| p.as_mut().map(|p| &mut p.1));

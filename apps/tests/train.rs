@@ -280,4 +280,3 @@ fn mf_one_node_one_worker_is_reproducible_bit_for_bit() {
     let bad = MfOptions { reg: -1.0, ..MfOptions::default() };
     assert!(matches!(run_mf(&data, "x", &o, &bad), Err(TrainError::Options(_))));
 }
-

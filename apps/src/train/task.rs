@@ -98,8 +98,9 @@ pub struct StepBuffers {
     pub touched: Vec<Key>,
     /// Their deltas, concatenated.
     pub deltas: Vec<f32>,
-    /// Scratch of the task's own: key → row.
-    pub(crate) rows: std::collections::HashMap<u64, usize>,
+    /// Scratch of the task's own: key → row. hashbrown's default hasher (foldhash): std's
+    /// SipHash took 15 to 20 % of an LR step on Adult, in parma and in the baseline alike.
+    pub(crate) rows: hashbrown::HashMap<u64, usize>,
     /// Scratch of the task's own: rows' values.
     pub(crate) row_vals: Vec<f32>,
     /// Scratch of the task's own: rows' gradients.

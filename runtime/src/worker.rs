@@ -125,6 +125,8 @@ pub struct Worker {
     lazy_queued: usize,
     /// When `lazy_queued` reaches this, the worker wakes the driver after all.
     lazy_queued_max: usize,
+    /// `Config::acts_on_intents`: false, and intents are validated here and go no further.
+    acts_on_intents: bool,
     stats: WorkerStats,
     clock: Clock,
     sampler: Sampler,
@@ -139,6 +141,7 @@ impl Worker {
         sampler: Sampler,
     ) -> Self {
         let lazy_queued_max = (LAZY_QUEUED_MAX / usize::from(shared.cfg.workers_per_node.max(1))).max(1);
+        let acts_on_intents = shared.cfg.acts_on_intents();
         Worker {
             id,
             shared,
@@ -149,6 +152,7 @@ impl Worker {
             next_ticket: 0,
             lazy_queued: 0,
             lazy_queued_max,
+            acts_on_intents,
             stats: WorkerStats::default(),
             clock: Clock(0),
             sampler,
@@ -311,7 +315,9 @@ impl Worker {
     /// Signals that this worker will access `keys` while its clock is in `[start, end)`
     /// (start inclusive, end exclusive). Cheap and never blocks: the node acts on it in a
     /// later sync round, as early as action timing says it must (the driver thread is not
-    /// even woken for it: it takes the intent when the next round is due). `Busy` when the
+    /// even woken for it: it takes the intent when the next round is due). Where the node
+    /// would not act on it (`Config::acts_on_intents`: one node, or a technique without sync
+    /// rounds, and no SparseSSP) the keys are validated and nothing is sent. `Busy` when the
     /// command queue is full; an intent the node itself has no room for is counted in
     /// `DriverStats::intents_dropped` (accessing the keys then still works, maybe remotely).
     pub fn intent(&mut self, keys: &[Key], start: Clock, end: Clock) -> Result<(), OpError> {
@@ -327,6 +333,11 @@ impl Worker {
         kind: IntentKind,
     ) -> Result<(), OpError> {
         self.validate_keys(keys)?;
+        if !self.acts_on_intents {
+            // The node would only count it (one node, or a technique without sync rounds):
+            // no copy of the keys, no command, no wake of the driver.
+            return Ok(());
+        }
         let cmd = Command::Intent { worker: self.id, keys: keys.to_vec(), start, end, kind };
         match self.commands.try_send(cmd) {
             Ok(()) => {}

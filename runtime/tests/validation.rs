@@ -5,7 +5,7 @@ mod common;
 use std::collections::HashMap;
 
 use common::{finalize_all, key_homed_at, run_all, shutdown_all, start};
-use parma_core::{Config, Key, Layout, NodeId, OpError};
+use parma_core::{Clock, Config, Gate, Key, Layout, NodeId, OpError, Technique};
 use parma_runtime::{Options, WorkerStats};
 use parma_transport_loopback::threaded::ThreadedOptions;
 
@@ -98,4 +98,34 @@ fn duplicate_keys_and_ranged_lengths() {
     });
     finalize_all(done.into_iter().map(|(w, _)| w).collect());
     shutdown_all(c.nodes);
+}
+
+#[test]
+fn intents_go_to_the_node_only_where_it_acts_on_them() {
+    // (nodes, technique, gate) and whether the node should receive the worker's intent.
+    let cases = [
+        (1, Technique::Adaptive, Gate::Async, false),
+        (2, Technique::StaticPartitioning, Gate::Async, false),
+        (2, Technique::Adaptive, Gate::Async, true),
+        (1, Technique::Adaptive, Gate::SparseSsp { staleness: 1, speculation: 1 }, true),
+    ];
+    for (nodes, technique, gate, sent) in cases {
+        let mut cfg = Config::new(nodes, 1, Layout::uniform(10, 2).unwrap());
+        cfg.technique = technique;
+        cfg.gate = gate;
+        assert_eq!(cfg.acts_on_intents(), sent, "{nodes} nodes, {technique:?}, {gate:?}");
+        let c = start(&cfg, Options::default(), ThreadedOptions::default());
+        let mut workers = c.workers;
+        let w = &mut workers[0];
+        // Validated either way.
+        assert_eq!(
+            w.intent(&[Key(1), Key(10)], Clock(1), Clock(2)),
+            Err(OpError::KeyOutsideLayout { key: Key(10) })
+        );
+        w.intent(&[Key(1), Key(2)], Clock(1), Clock(2)).unwrap();
+        finalize_all(workers);
+        let stats = shutdown_all(c.nodes);
+        let signaled: u64 = stats.iter().map(|s| s.node.intents_signaled).sum();
+        assert_eq!(signaled, u64::from(sent), "{nodes} nodes, {technique:?}, {gate:?}");
+    }
 }

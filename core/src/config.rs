@@ -376,12 +376,17 @@ impl Config {
         }
     }
 
-    /// Whether a node does anything with an intent beyond counting it: it keeps intents for
-    /// its sync rounds when the technique has rounds and the cluster more than one node (on
-    /// one node every key is homed here and stays), and SparseSSP reads the declared keys.
-    /// When false, a runtime's worker validates an intent and sends it nowhere.
+    /// Whether a node keeps intents for its sync rounds: the technique has rounds and the
+    /// cluster more than one node (on one node every key is homed here and stays).
+    pub fn keeps_intents(&self) -> bool {
+        self.technique.uses_rounds() && self.nodes > 1
+    }
+
+    /// Whether a node does anything with an intent beyond counting it: it keeps it
+    /// ([`Config::keeps_intents`]), or SparseSSP reads the declared keys. When false, a
+    /// runtime's worker validates an intent and sends it nowhere.
     pub fn acts_on_intents(&self) -> bool {
-        (self.technique.uses_rounds() && self.nodes > 1) || matches!(self.gate, Gate::SparseSsp { .. })
+        self.keeps_intents() || self.gate.speculation() > 0
     }
 
     /// The cluster id this node's frames carry, and the only one it accepts: `cluster_id`

@@ -125,8 +125,6 @@ pub struct Worker {
     lazy_queued: usize,
     /// When `lazy_queued` reaches this, the worker wakes the driver after all.
     lazy_queued_max: usize,
-    /// `Config::acts_on_intents`: false, and intents are validated here and go no further.
-    acts_on_intents: bool,
     stats: WorkerStats,
     clock: Clock,
     sampler: Sampler,
@@ -141,7 +139,6 @@ impl Worker {
         sampler: Sampler,
     ) -> Self {
         let lazy_queued_max = (LAZY_QUEUED_MAX / usize::from(shared.cfg.workers_per_node.max(1))).max(1);
-        let acts_on_intents = shared.cfg.acts_on_intents();
         Worker {
             id,
             shared,
@@ -152,7 +149,6 @@ impl Worker {
             next_ticket: 0,
             lazy_queued: 0,
             lazy_queued_max,
-            acts_on_intents,
             stats: WorkerStats::default(),
             clock: Clock(0),
             sampler,
@@ -333,7 +329,7 @@ impl Worker {
         kind: IntentKind,
     ) -> Result<(), OpError> {
         self.validate_keys(keys)?;
-        if !self.acts_on_intents {
+        if !self.shared.cfg.acts_on_intents() {
             // The node would only count it (one node, or a technique without sync rounds):
             // no copy of the keys, no command, no wake of the driver.
             return Ok(());

@@ -148,11 +148,7 @@ impl Node {
             return Err(OpError::KeyOutsideLayout { key });
         }
         let clock = self.sync.workers[worker.index()].clock;
-        let kept = self.cfg.technique.uses_rounds()
-            && self.cfg.nodes > 1
-            && start < end
-            && clock < end
-            && !keys.is_empty();
+        let kept = self.cfg.keeps_intents() && start < end && clock < end && !keys.is_empty();
         let s = &mut self.sync;
         if (kept
             && (s.intents >= self.cfg.intents_max || s.intent_keys + keys.len() > self.cfg.intent_keys_max))

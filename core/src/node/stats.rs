@@ -59,7 +59,8 @@ pub struct Stats {
     pub installs_sent_home: u64,
     /// Most hops any request travelled to reach this node.
     pub hops_max: u8,
-    /// Intents signaled by this node's workers, and the keys in them.
+    /// Intents this node's workers signaled to it, and the keys in them (a runtime worker
+    /// sends none where `Config::acts_on_intents` is false, so none are counted there).
     pub intents_signaled: u64,
     /// Keys of the intents signaled for prepared samples (counted in `intent_keys_signaled` too).
     pub sample_intent_keys: u64,

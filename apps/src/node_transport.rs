@@ -100,8 +100,7 @@ fn start_zmq(
     let Some(me) = table.me() else { return Ok(None) };
     let endpoints: Vec<String> = table.iter().map(|(_, e)| e.to_string()).collect();
     let transport = bound.start(me, endpoints, digest, Arc::new(token)).map_err(NodeError::Transport)?;
-    let (node, workers) =
-        NodeRuntime::start_with(cfg, me, transport, runtime_options()).map_err(NodeError::Start)?;
+    let (node, workers) = transport.start_node(cfg, runtime_options()).map_err(NodeError::Start)?;
     Ok(Some((me, node, workers)))
 }
 

@@ -317,7 +317,12 @@ pub fn run_transport(
             let mut make = |s: &Setup| -> Result<Box<dyn Executor>, String> {
                 let ends = crate::zmq::cluster(s)?;
                 let switches: Vec<_> = ends.iter().map(|e| e.kill_switch()).collect();
-                let exec = RuntimeExecutor::new(s, ends)?;
+                // Each node's driver on its transport's I/O thread, as parma's commands run it.
+                let ends = ends
+                    .into_iter()
+                    .map(|mut t| t.driver_host().map(|h| (t, h)).ok_or("a transport without its host"))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let exec = RuntimeExecutor::new_hosted(s, ends)?;
                 Ok(Box::new(exec.with_kill(move |n| {
                     if let Some(k) = switches.get(n.index()) {
                         k.kill();

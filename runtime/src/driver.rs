@@ -103,7 +103,7 @@ impl Wake for ThreadWaker {
 }
 
 /// Closes the shared state when the driver exits, also when it unwinds from a panic.
-struct CloseOnExit(Arc<Shared>);
+pub(crate) struct CloseOnExit(pub(crate) Arc<Shared>);
 
 impl Drop for CloseOnExit {
     fn drop(&mut self) {
@@ -175,6 +175,19 @@ pub(crate) struct Driver<T> {
     stats: DriverStats,
     /// The transport closed under us (the node was killed): nothing more can be done.
     dead: bool,
+    /// When a stop's drain gives up.
+    drain_until: Option<StdInstant>,
+}
+
+/// What a turn of the driver's loop leaves to whoever runs it.
+#[derive(Debug)]
+pub(crate) enum Turn {
+    /// Something happened: turn again.
+    Again,
+    /// Nothing to do: sleep until the driver's waker fires, at most this long.
+    Idle(StdDuration),
+    /// The driver stopped: call `end`.
+    Done(Result<(), Undrained>),
 }
 
 impl<T: Transport> Driver<T> {
@@ -189,39 +202,66 @@ impl<T: Transport> Driver<T> {
             origin: StdInstant::now(),
             stats: DriverStats::default(),
             dead: false,
+            drain_until: None,
         }
     }
 
-    /// The loop. Returns whether the node drained before it stopped, and if not, why.
+    /// The loop on a thread of its own (`parma-driver-<id>`). Returns whether the node drained
+    /// before it stopped, and if not, why.
     pub(crate) fn run(mut self) -> Result<(), Undrained> {
         let _close = CloseOnExit(Arc::clone(&self.shared));
         let waker = Waker::from(Arc::new(ThreadWaker(thread::current())));
-        self.transport.register_waker(&waker);
-        let mut drain_until: Option<StdInstant> = None;
-        let drained = loop {
-            let now = self.now();
-            let progress = self.step(now);
-            if self.shared.stats_requested.load(SeqCst) && self.shared.stats_requested.swap(false, SeqCst) {
-                self.publish();
-            }
-            if self.dead {
-                break Err(Undrained::TransportClosed);
-            }
-            let mode = self.shared.stop.load(SeqCst);
-            if mode != RUNNING {
-                let until =
-                    *drain_until.get_or_insert_with(|| StdInstant::now() + self.shared.opts.drain_timeout);
-                if self.is_drained(mode) {
-                    break Ok(());
+        self.begin(&waker);
+        loop {
+            match self.turn() {
+                Turn::Again => {}
+                Turn::Idle(d) => {
+                    self.stats.parks += 1;
+                    thread::park_timeout(d);
                 }
-                if StdInstant::now() >= until {
-                    break Err(self.undrained(mode));
-                }
+                Turn::Done(drained) => break self.end(drained),
             }
-            if !progress {
-                self.park(now, mode);
+        }
+    }
+
+    /// Before the first turn: `waker` is what the transport, the workers and the runtime
+    /// handle wake the driver with.
+    pub(crate) fn begin(&mut self, waker: &Waker) {
+        self.transport.register_waker(waker);
+        let _ = self.shared.driver.set(waker.clone());
+    }
+
+    /// One turn of the loop: every input source once, then whether to go on at once, to sleep
+    /// (at most the given time, until the waker fires), or to stop.
+    pub(crate) fn turn(&mut self) -> Turn {
+        self.shared.sleeping.store(false, SeqCst);
+        let now = self.now();
+        let progress = self.step(now);
+        if self.shared.stats_requested.load(SeqCst) && self.shared.stats_requested.swap(false, SeqCst) {
+            self.publish();
+        }
+        if self.dead {
+            return Turn::Done(Err(Undrained::TransportClosed));
+        }
+        let mode = self.shared.stop.load(SeqCst);
+        if mode != RUNNING {
+            let until =
+                *self.drain_until.get_or_insert_with(|| StdInstant::now() + self.shared.opts.drain_timeout);
+            if self.is_drained(mode) {
+                return Turn::Done(Ok(()));
             }
-        };
+            if StdInstant::now() >= until {
+                return Turn::Done(Err(self.undrained(mode)));
+            }
+        }
+        if progress {
+            return Turn::Again;
+        }
+        self.idle(now, mode)
+    }
+
+    /// After the last turn: publishes the counters and closes the transport.
+    pub(crate) fn end(mut self, drained: Result<(), Undrained>) -> Result<(), Undrained> {
         self.publish();
         self.transport.close();
         drained
@@ -463,8 +503,11 @@ impl<T: Transport> Driver<T> {
         self.stash.is_none() && self.out.total == 0 && self.node.is_idle()
     }
 
-    /// Sleeps until woken (a command, a frame, room to send) or the next timer.
-    fn park(&mut self, now: Instant, mode: u8) {
+    /// With nothing to do: how long the driver may sleep, until woken (a command, a frame,
+    /// room to send) or the next timer. Announces the sleep to the workers first (`sleeping`),
+    /// then looks at the command queue once more, so that a command queued meanwhile is not
+    /// slept over (a Dekker handshake with `Shared::nudge_driver`).
+    fn idle(&mut self, now: Instant, mode: u8) -> Turn {
         let opts = &self.shared.opts;
         let mut d = opts.idle_park_max;
         if let Some(t) = self.node.poll_timeout() {
@@ -485,10 +528,16 @@ impl<T: Transport> Driver<T> {
             self.stash = self.commands.try_recv().ok();
         }
         if self.stash.is_none() && !self.shared.stats_requested.load(SeqCst) {
-            self.stats.parks += 1;
-            thread::park_timeout(d);
+            Turn::Idle(d)
+        } else {
+            self.shared.sleeping.store(false, SeqCst);
+            Turn::Again
         }
-        self.shared.sleeping.store(false, SeqCst);
+    }
+
+    /// A sleep of a hosted driver, counted as the thread's parks are.
+    pub(crate) fn count_park(&mut self) {
+        self.stats.parks += 1;
     }
 
     fn publish(&self) {

@@ -30,7 +30,8 @@
 //!
 //! ## The driving loop
 //!
-//! One thread per node, named `parma-driver-<id>`, owns the `Node` and the transport. Each turn:
+//! One thread per node, named `parma-driver-<id>`, owns the `Node` and the transport (or the
+//! transport's own thread runs the loop, see below). Each turn:
 //!
 //! 1. transport events: a failed peer becomes [`parma_core::Node::handle_peer_failed`];
 //! 2. frames the node produced earlier are handed to the transport, in order per
@@ -51,10 +52,21 @@
 //!
 //! Time is [`parma_core::Instant`]: microseconds since the driver started.
 //!
+//! ## A driver on the transport's thread
+//!
+//! A transport that has an I/O thread of its own can run the same loop there instead
+//! ([`host`]; [`NodeRuntime::start_hosted`]): the transport implements [`DriverHost`] and calls
+//! [`HostedDriver::turn`] as one more task of its event loop, sleeping when a turn answers
+//! [`HostTurn::Idle`] until the driver's waker fires. Frames then pass between the node and
+//! the sockets without waking another thread, which halves the thread wakes of a remote pull
+//! (`docs/performance.md`, "ZeroMQ transport"). The ZeroMQ transport does this
+//! (`ZmqTransport::start_node`).
+//!
 //! ## Shutdown
 //!
 //! [`NodeRuntime::shutdown`] waits until every worker was finalized or dropped and the node is
-//! idle (bounded by `Options::drain_timeout`), closes the transport and joins the thread.
+//! idle (bounded by `Options::drain_timeout`), closes the transport and joins the thread (a
+//! hosted driver's host is joined instead: [`DriverHost::join`]).
 //! Dropping the runtime stops it too, without waiting for workers. No thread is left behind.
 //! Finalize the workers of every node ([`Worker::finalize`] ends with a cluster-wide barrier)
 //! before shutting any node down: a node that closes its transport is a failed peer to the
@@ -101,6 +113,7 @@
 pub mod checkpoint;
 mod driver;
 mod error;
+pub mod host;
 mod options;
 mod runtime;
 mod shared;
@@ -110,6 +123,7 @@ mod stats;
 mod worker;
 
 pub use error::{Error, Undrained};
+pub use host::{DriverHost, HostTurn, HostedDriver};
 pub use options::Options;
 pub use runtime::NodeRuntime;
 pub use stats::{DriverStats, Stats, WorkerStats};

@@ -1,15 +1,17 @@
-//! [`NodeRuntime`]: starts one node's driver thread and its workers, and stops them.
+//! [`NodeRuntime`]: starts one node's driver (on a thread of its own or on a transport's
+//! thread) and its workers, and stops them.
 
 use std::sync::atomic::Ordering::SeqCst;
-use std::sync::mpsc::sync_channel;
-use std::sync::{Arc, PoisonError};
+use std::sync::mpsc::{sync_channel, Receiver};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::Duration as StdDuration;
 
 use parma_core::{Config, Node, NodeId, Store, Transport, WorkerId};
 
-use crate::driver::Driver;
+use crate::driver::{CloseOnExit, Driver};
 use crate::error::{Error, Undrained};
+use crate::host::{DriverHost, HostedDriver};
 use crate::options::Options;
 use crate::shared::{Shared, LAZY_QUEUED_MAX, STOP_GRACEFUL, STOP_NOW};
 use crate::stats::Stats;
@@ -25,7 +27,56 @@ const STATS_WAIT: StdDuration = StdDuration::from_millis(200);
 /// the same after waiting for the workers, and reports how it went.
 pub struct NodeRuntime {
     shared: Arc<Shared>,
-    thread: Option<JoinHandle<Result<(), Undrained>>>,
+    /// In a lock only so that the handle stays `Sync` whatever the host is.
+    driver: Mutex<Option<DriverHandle>>,
+}
+
+/// Where the driver runs, to wait for its end.
+enum DriverHandle {
+    Thread(JoinHandle<Result<(), Undrained>>),
+    Hosted { host: Box<dyn DriverHost>, done: Receiver<Result<(), Undrained>> },
+}
+
+/// A node set up to run, its driver not yet started.
+struct Prepared<T> {
+    driver: Driver<T>,
+    shared: Arc<Shared>,
+}
+
+/// Checks the arguments and builds the node, its driver and its workers.
+fn prepare<T>(
+    cfg: Config,
+    me: NodeId,
+    transport: T,
+    opts: Options,
+) -> Result<(Prepared<T>, Vec<Worker>), Error>
+where
+    T: Transport + Send + 'static,
+{
+    cfg.validate(me)?;
+    if transport.local_id() != me {
+        return Err(Error::WrongTransport { me, transport: transport.local_id() });
+    }
+    if cfg.frame_len_max > transport.frame_len_max() {
+        return Err(Error::FrameLenMax { config: cfg.frame_len_max, transport: transport.frame_len_max() });
+    }
+    let store = Arc::new(Store::new(&cfg, me));
+    let node = Node::with_store(cfg.clone(), me, Arc::clone(&store))?;
+    // One sampler per worker, sharing the node's registry of distributions.
+    let samplers: Vec<_> = (0..cfg.workers_per_node).filter_map(|i| node.sampler(WorkerId(i)).ok()).collect();
+    let workers = usize::from(cfg.workers_per_node);
+    // All workers' operations in flight fit into the node's table of pending requests,
+    // and into the command queue: it never refuses a command that respects the bound.
+    let inflight_max = opts.worker_inflight_max.min(parma_core::access::inflight_max(&cfg));
+    // On top: room for the commands queued without waking the driver (intents, clocks).
+    let (tx, rx) = sync_channel(workers * (inflight_max + 2) + LAZY_QUEUED_MAX);
+    let shared = Arc::new(Shared::new(cfg, me, store, opts));
+    let driver = Driver::new(node, transport, Arc::clone(&shared), rx);
+    let handles = (0..shared.cfg.workers_per_node)
+        .zip(samplers)
+        .map(|(i, s)| Worker::new(WorkerId(i), Arc::clone(&shared), tx.clone(), inflight_max, s))
+        .collect();
+    Ok((Prepared { driver, shared }, handles))
 }
 
 impl NodeRuntime {
@@ -48,39 +99,35 @@ impl NodeRuntime {
     where
         T: Transport + Send + 'static,
     {
-        cfg.validate(me)?;
-        if transport.local_id() != me {
-            return Err(Error::WrongTransport { me, transport: transport.local_id() });
-        }
-        if cfg.frame_len_max > transport.frame_len_max() {
-            return Err(Error::FrameLenMax {
-                config: cfg.frame_len_max,
-                transport: transport.frame_len_max(),
-            });
-        }
-        let store = Arc::new(Store::new(&cfg, me));
-        let node = Node::with_store(cfg.clone(), me, Arc::clone(&store))?;
-        // One sampler per worker, sharing the node's registry of distributions.
-        let samplers: Vec<_> =
-            (0..cfg.workers_per_node).filter_map(|i| node.sampler(WorkerId(i)).ok()).collect();
-        let workers = usize::from(cfg.workers_per_node);
-        // All workers' operations in flight fit into the node's table of pending requests,
-        // and into the command queue: it never refuses a command that respects the bound.
-        let inflight_max = opts.worker_inflight_max.min(parma_core::access::inflight_max(&cfg));
-        // On top: room for the commands queued without waking the driver (intents, clocks).
-        let (tx, rx) = sync_channel(workers * (inflight_max + 2) + LAZY_QUEUED_MAX);
-        let shared = Arc::new(Shared::new(cfg, me, store, opts));
-        let driver = Driver::new(node, transport, Arc::clone(&shared), rx);
+        let (prepared, workers) = prepare(cfg, me, transport, opts)?;
+        let Prepared { driver, shared } = prepared;
         let thread = thread::Builder::new()
             .name(format!("parma-driver-{}", me.0))
             .spawn(move || driver.run())
             .map_err(Error::Spawn)?;
-        let _ = shared.driver.set(thread.thread().clone());
-        let handles = (0..shared.cfg.workers_per_node)
-            .zip(samplers)
-            .map(|(i, s)| Worker::new(WorkerId(i), Arc::clone(&shared), tx.clone(), inflight_max, s))
-            .collect();
-        Ok((NodeRuntime { shared, thread: Some(thread) }, handles))
+        Ok((NodeRuntime { shared, driver: Mutex::new(Some(DriverHandle::Thread(thread))) }, workers))
+    }
+
+    /// Starts node `me` with its driver run by `host` (a transport's I/O thread; see
+    /// [`crate::host`]) instead of a thread of its own. Otherwise as [`NodeRuntime::start_with`].
+    pub fn start_hosted<T, H>(
+        cfg: Config,
+        me: NodeId,
+        transport: T,
+        mut host: H,
+        opts: Options,
+    ) -> Result<(NodeRuntime, Vec<Worker>), Error>
+    where
+        T: Transport + Send + 'static,
+        H: DriverHost + 'static,
+    {
+        let (prepared, workers) = prepare(cfg, me, transport, opts)?;
+        let Prepared { driver, shared } = prepared;
+        let (done_tx, done) = sync_channel(1);
+        let hosted = HostedDriver::new(driver, CloseOnExit(Arc::clone(&shared)), done_tx);
+        host.host(hosted).map_err(Error::Spawn)?;
+        let driver = DriverHandle::Hosted { host: Box::new(host), done };
+        Ok((NodeRuntime { shared, driver: Mutex::new(Some(driver)) }, workers))
     }
 
     /// This node's id.
@@ -144,10 +191,26 @@ impl NodeRuntime {
     }
 
     fn stop(&mut self, mode: u8) -> Result<Result<(), Undrained>, Error> {
-        let Some(thread) = self.thread.take() else { return Ok(Ok(())) };
+        let Some(driver) = self.driver.get_mut().unwrap_or_else(PoisonError::into_inner).take() else {
+            return Ok(Ok(()));
+        };
         self.shared.stop.store(mode, SeqCst);
-        thread.thread().unpark();
-        thread.join().map_err(|_| Error::DriverPanicked)
+        self.shared.wake_driver();
+        match driver {
+            DriverHandle::Thread(thread) => {
+                // A driver thread that has not begun has no waker yet: it sees the stop as it
+                // begins, unless it parks first; unparking covers that.
+                thread.thread().unpark();
+                thread.join().map_err(|_| Error::DriverPanicked)
+            }
+            DriverHandle::Hosted { host, done } => {
+                // The driver ends within the drain timeout; a host that drops it (its thread
+                // ended) sends its outcome as it does; one that panicked sends nothing.
+                let outcome = done.recv().map_err(|_| Error::DriverPanicked);
+                host.join();
+                outcome
+            }
+        }
     }
 
     fn snapshot(&self) -> Stats {

@@ -2,7 +2,7 @@
 
 use std::sync::atomic::{fence, AtomicBool, AtomicU8, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
-use std::thread::Thread;
+use std::task::Waker;
 
 use parma_core::{Config, NodeId, Store};
 
@@ -40,8 +40,8 @@ pub(crate) struct Shared {
     pub(crate) slots: Box<[Slot]>,
     /// Published worker counters, by worker id.
     pub(crate) counters: Box<[WorkerCounters]>,
-    /// The driver thread, to unpark it.
-    pub(crate) driver: OnceLock<Thread>,
+    /// Wakes the driver: its thread's, or the task's of the transport that hosts it.
+    pub(crate) driver: OnceLock<Waker>,
     /// The driver is about to park or parked; a worker that queued a command unparks it.
     pub(crate) sleeping: AtomicBool,
     pub(crate) stop: AtomicU8,
@@ -78,10 +78,10 @@ impl Shared {
         }
     }
 
-    /// Unparks the driver thread unconditionally.
+    /// Wakes the driver unconditionally (once it has begun; before, it has not slept yet).
     pub(crate) fn wake_driver(&self) {
-        if let Some(t) = self.driver.get() {
-            t.unpark();
+        if let Some(w) = self.driver.get() {
+            w.wake_by_ref();
         }
     }
 

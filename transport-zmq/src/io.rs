@@ -109,10 +109,11 @@ impl Prepared {
         peers: Vec<String>,
         shared: Arc<Shared>,
         opts: &ZmqOptions,
-    ) -> Result<JoinHandle<()>, ZmqError> {
+    ) -> Result<(JoinHandle<()>, tokio::runtime::Handle), ZmqError> {
         let Prepared { rt, router } = self;
+        let handle = rt.handle().clone();
         let opts = opts.clone();
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name(format!("parma-zmq-{}", me.0))
             .spawn(move || {
                 // The loop runs as a task, not as `block_on`'s own future: the socket tasks
@@ -123,7 +124,8 @@ impl Prepared {
                 // Dropping the runtime ends every socket task.
                 drop(rt);
             })
-            .map_err(ZmqError::Io)
+            .map_err(ZmqError::Io)?;
+        Ok((thread, handle))
     }
 }
 

@@ -27,7 +27,7 @@
 //!   unacknowledged per peer, and the peer grants at most `recv_frames_max` frames it has not
 //!   taken: `try_send` answers `WouldBlock`, and the waker fires when room frees;
 //! - **failure**: a peer silent for `peer_timeout`, or back as a new incarnation, becomes
-//!   [`parma_core::TransportEvent::PeerFailed`], once;
+//!   [`parma_core::transport::TransportEvent::PeerFailed`], once;
 //! - **bounded input**: a frame that would make a message longer than the largest session
 //!   packet ends its connection before its body is buffered;
 //! - **strangers**: a connection to this node's port has `handshake_timeout` to finish the
@@ -36,6 +36,15 @@
 //!   connections are open on the port at once (the vendored crate closes one beyond as it is
 //!   accepted), so strangers cannot take every file descriptor. What a stranger can still hold is
 //!   in `docs/verification.md` ("ZeroMQ transport: faults and strangers").
+//!
+//! ## The node's driver on the I/O thread
+//!
+//! [`ZmqTransport::start_node`] starts a node whose driver runs on this I/O thread, as one more
+//! task ([`ZmqTransport::driver_host`], `parma_runtime::host`), instead of a thread of its
+//! own: a frame the node sends and a frame it receives then cross no thread boundary. A
+//! one-key remote pull wakes four threads instead of eight and takes about half the time
+//! (`docs/performance.md`, "ZeroMQ transport"). `NodeRuntime::start` with this transport
+//! still works, with a driver thread.
 //!
 //! ## Use
 //!
@@ -52,11 +61,18 @@
 //! let bound = Bound::bind(ZmqOptions::loopback()).unwrap();
 //! let my_endpoint = bound.endpoint().to_string(); // tell the others (the rendezvous does)
 //! # let peer_endpoints = vec![my_endpoint.clone()];
-//! let transport = bound.start(NodeId(0), peer_endpoints, 0x1234, token).unwrap();
+//! # let cfg = parma_core::Config::new(1, 1, parma_core::Layout::uniform(10, 1).unwrap());
+//! let digest = u64::from(cfg.wire_cluster().0);
+//! let transport = bound.start(NodeId(0), peer_endpoints, digest, token).unwrap();
+//! // The node, its driver on the transport's I/O thread, and its workers.
+//! let (node, workers) = transport.start_node(cfg, parma_runtime::Options::default()).unwrap();
 //! ```
 
+mod host;
 mod io;
 mod shared;
+
+pub use host::ZmqDriverHost;
 
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -65,7 +81,8 @@ use std::thread::JoinHandle;
 
 use parma_core::session::{Identity, SessionOptions, Token};
 use parma_core::transport::{RecvError, SendError, Transport, TransportCounters, TransportEvent};
-use parma_core::NodeId;
+use parma_core::{Config, NodeId};
+use parma_runtime::{Error as RuntimeError, NodeRuntime, Options, Worker};
 
 use shared::{Shared, State};
 
@@ -198,12 +215,13 @@ impl Bound {
         let id = Identity { me, digest, incarnation: rand::random() };
         let state = State::new(id, n, &self.opts, token).map_err(|r| ZmqError::Options(r.to_string()))?;
         let shared = Arc::new(Shared::new(state));
-        let thread = self.io.start(me, peers, shared.clone(), &self.opts)?;
+        let (thread, io) = self.io.start(me, peers, shared.clone(), &self.opts)?;
         Ok(ZmqTransport {
             me,
             frame_len_max: self.opts.session.frame_len_max,
             shared,
             thread: Some(thread),
+            io,
             taken: Vec::new(),
         })
     }
@@ -261,6 +279,8 @@ pub struct ZmqTransport {
     frame_len_max: usize,
     shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
+    /// The I/O thread's runtime, to run a node's driver there.
+    io: tokio::runtime::Handle,
     /// Frames taken out of the lock for the sink (kept to reuse its room).
     taken: shared::Frames,
 }
@@ -281,6 +301,31 @@ impl ZmqTransport {
     /// once `peer_timeout` passes without a word from it.
     pub fn kill_switch(&self) -> KillSwitch {
         KillSwitch(self.shared.clone())
+    }
+
+    /// A host that runs a node's driver on this transport's I/O thread, as one more task
+    /// beside the sockets: give it to `parma_runtime::NodeRuntime::start_hosted` with this
+    /// transport. Handing a frame to the sockets and a received frame to the node then wakes no
+    /// other thread. The host takes over waiting for the I/O thread's end, so the transport's
+    /// drop no longer does: `None` if a host was taken already.
+    pub fn driver_host(&mut self) -> Option<ZmqDriverHost> {
+        let thread = self.thread.take()?;
+        Some(ZmqDriverHost::new(self.io.clone(), thread))
+    }
+
+    /// Starts the node `cfg` describes as this transport's node, its driver on the I/O thread
+    /// ([`ZmqTransport::driver_host`]): `parma_runtime::NodeRuntime::start_hosted` with this
+    /// transport and its host. What parma's own commands do.
+    pub fn start_node(
+        mut self,
+        cfg: Config,
+        opts: Options,
+    ) -> Result<(NodeRuntime, Vec<Worker>), RuntimeError> {
+        let me = self.me;
+        match self.driver_host() {
+            Some(host) => NodeRuntime::start_hosted(cfg, me, self, host, opts),
+            None => NodeRuntime::start_with(cfg, me, self, opts),
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {

@@ -102,7 +102,15 @@ pub(crate) fn start_nodes(
             let token = Arc::new(ClusterToken::generate());
             let ts = local_cluster(cfg.nodes, &ZmqOptions::loopback(), digest, token)
                 .map_err(|e| DemoError::Transport(e.to_string()))?;
-            start_all(ts, cfg, ropts)
+            // Declared before the workers, so that on an early return the workers go first.
+            let mut nodes = Vec::new();
+            let mut workers = Vec::new();
+            for t in ts {
+                let (node, handles) = t.start_node(cfg.clone(), ropts.clone()).map_err(DemoError::Start)?;
+                nodes.push(node);
+                workers.extend(handles);
+            }
+            Ok((nodes, workers))
         }
     }
 }

@@ -102,8 +102,9 @@ pub fn start_zmq(
         establish(launch, bound.endpoint(), digest, &token, STARTUP_TIMEOUT).map_err(|e| e.to_string())?;
     let me = table.me().ok_or("the start-up made this agent no node")?;
     let endpoints: Vec<String> = table.iter().map(|(_, e)| e.to_string()).collect();
-    let transport = bound.start(me, endpoints, digest, Arc::new(token)).map_err(|e| e.to_string())?;
-    HostedNode::start(cfg, me, transport)
+    let mut transport = bound.start(me, endpoints, digest, Arc::new(token)).map_err(|e| e.to_string())?;
+    let host = transport.driver_host().ok_or("a transport without its host")?;
+    HostedNode::start_on(cfg, me, transport, host)
 }
 
 fn answer(output: &mut impl Write, r: &Response) -> Result<(), String> {

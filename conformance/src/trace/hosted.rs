@@ -11,7 +11,7 @@ use parma_core::sampling::SamplingStats;
 use parma_core::{
     Clock, Config, Conformity, DistId, Distribution, Key, NodeId, OpError, SampleHandle, Transport, WorkerId,
 };
-use parma_runtime::{NodeRuntime, Options, Worker};
+use parma_runtime::{DriverHost, NodeRuntime, Options, Worker};
 
 use super::ckpt::{self, CheckpointOp};
 use super::exec::{BarrierOut, SampleOut};
@@ -19,6 +19,13 @@ use super::gated::{self, GatedSteps};
 
 /// Longest wait of a `barrier` command (the runtime's default is for real training runs).
 pub const BARRIER_TIMEOUT: StdDuration = StdDuration::from_secs(60);
+
+/// The runtime's options for a trace's node.
+fn options() -> Options {
+    let mut opts = Options::default();
+    opts.barrier_timeout = BARRIER_TIMEOUT;
+    opts
+}
 
 /// A node's runtime and its workers, driven one trace command at a time.
 pub struct HostedNode {
@@ -34,9 +41,21 @@ impl HostedNode {
         me: NodeId,
         transport: T,
     ) -> Result<HostedNode, String> {
-        let mut opts = Options::default();
-        opts.barrier_timeout = BARRIER_TIMEOUT;
-        let (node, workers) = NodeRuntime::start_with(cfg, me, transport, opts).map_err(|e| e.to_string())?;
+        let (node, workers) =
+            NodeRuntime::start_with(cfg, me, transport, options()).map_err(|e| e.to_string())?;
+        Ok(HostedNode { node, workers })
+    }
+
+    /// Starts node `me` of a cluster running `cfg` on `transport`, its driver run by `host`
+    /// (the transport's own thread; see `parma_runtime::host`).
+    pub fn start_on<T: Transport + Send + 'static, H: DriverHost + 'static>(
+        cfg: Config,
+        me: NodeId,
+        transport: T,
+        host: H,
+    ) -> Result<HostedNode, String> {
+        let (node, workers) =
+            NodeRuntime::start_hosted(cfg, me, transport, host, options()).map_err(|e| e.to_string())?;
         Ok(HostedNode { node, workers })
     }
 

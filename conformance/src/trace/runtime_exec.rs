@@ -13,6 +13,7 @@ use parma_core::{
 
 use super::exec::{BarrierOut, CheckpointOp, Executor, GatedSteps, SampleOut, Setup};
 use super::hosted::HostedNode;
+use parma_runtime::DriverHost;
 
 /// Longest wait of a `kill` command for the node to stop and every other node to hear of it.
 pub const KILL_WAIT: StdDuration = StdDuration::from_secs(30);
@@ -47,8 +48,32 @@ impl RuntimeExecutor {
             .enumerate()
             .map(|(i, t)| HostedNode::start(cfg.clone(), NodeId(i as u16), t))
             .collect::<Result<Vec<_>, _>>()?;
+        Ok(RuntimeExecutor::of(setup, nodes))
+    }
+
+    /// [`RuntimeExecutor::new`] with each node's driver run by its host: `ends[i]` is node
+    /// `i`'s transport and the host of its driver (`parma_runtime::host`).
+    pub fn new_hosted<T, H>(setup: &Setup, ends: Vec<(T, H)>) -> Result<RuntimeExecutor, String>
+    where
+        T: Transport + Send + 'static,
+        H: DriverHost + 'static,
+    {
+        if ends.len() != usize::from(setup.nodes) {
+            return Err(format!("{} endpoints for {} nodes", ends.len(), setup.nodes));
+        }
+        let cfg = setup.config();
+        let nodes = ends
+            .into_iter()
+            .enumerate()
+            .map(|(i, (t, h))| HostedNode::start_on(cfg.clone(), NodeId(i as u16), t, h))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(RuntimeExecutor::of(setup, nodes))
+    }
+
+    fn of(setup: &Setup, nodes: Vec<HostedNode>) -> RuntimeExecutor {
         let killed = vec![false; nodes.len()];
-        Ok(RuntimeExecutor { setup: setup.clone(), nodes, hold: cfg.relocation_hold, kill: None, killed })
+        let hold = setup.config().relocation_hold;
+        RuntimeExecutor { setup: setup.clone(), nodes, hold, kill: None, killed }
     }
 
     /// Lets the `kill` command stop nodes with `kill`, which must make the node's transport

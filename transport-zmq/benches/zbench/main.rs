@@ -10,7 +10,9 @@
 //!    per frame (every thread of both ends) over parma's.
 //! 2. **Round trip of a one-key remote pull** (`pull`): a worker of one `NodeRuntime` pulling
 //!    a key held by another, over `ZmqTransport`, synchronously, against a plain `zeromq`
-//!    ping-pong of the same request and reply sizes. With both ends in one process, two more
+//!    ping-pong of the same request and reply sizes, and the same pull with each node's driver
+//!    on a thread of its own instead of its transport's I/O thread (`thread`: what
+//!    `NodeRuntime::start` does with any transport). With both ends in one process, two more
 //!    rows split the pull's time: the same pull over the threaded loopback (the runtime's
 //!    threads, no network) and `ZmqTransport` alone (frames bounced by a thread, no runtime).
 //!
@@ -65,8 +67,11 @@ struct Setup {
     name: &'static str,
     contenders: Vec<Contender>,
     puller: Option<Puller>,
+    /// The same pull with each node's driver on a thread of its own.
+    thread_puller: Option<Puller>,
     /// Node 1 of the pulls, when in this process.
     holder: Option<Holder>,
+    thread_holder: Option<Holder>,
     /// The echo server, when in this process.
     echo: Option<Side>,
     echo_ep: String,
@@ -89,13 +94,16 @@ impl Setup {
             Contender { imp: Imp::Zeromq, tx: oneway::zeromq_tx(zep), rx: Box::new(zrx) },
             Contender { imp: Imp::Tcp, tx: oneway::tcp_tx(tep), rx: Box::new(trx) },
         ];
-        let (puller, holder) = pull::in_process(key);
+        let (puller, holder) = pull::in_process(key, false);
+        let (thread_puller, thread_holder) = pull::in_process(key, true);
         let (echo, echo_ep) = pull::echo_server();
         Setup {
             name: "one process (threads)",
             contenders,
             puller: Some(puller),
+            thread_puller: Some(thread_puller),
             holder: Some(holder),
+            thread_holder: Some(thread_holder),
             echo: Some(echo),
             echo_ep,
             peer: None,
@@ -109,13 +117,18 @@ impl Setup {
         let peer = Rc::new(RefCell::new(peer));
         let oneway0 = Bound::bind(zmq_options()).map_err(|e| e.to_string())?;
         let pull0 = Bound::bind(zmq_options()).map_err(|e| e.to_string())?;
+        let pull_thread0 = Bound::bind(zmq_options()).map_err(|e| e.to_string())?;
         let (oneway_ep, pull_ep) = (oneway0.endpoint().to_string(), pull0.endpoint().to_string());
-        peer.borrow_mut().say(&format!("peers {oneway_ep} {pull_ep}"))?;
+        let pull_thread_ep = pull_thread0.endpoint().to_string();
+        peer.borrow_mut().say(&format!("peers {oneway_ep} {pull_ep} {pull_thread_ep}"))?;
         let t0 = oneway0
             .start(NodeId(0), vec![oneway_ep, eps.parma], ONEWAY_DIGEST, token.clone())
             .map_err(|e| e.to_string())?;
         let p0 = pull0
-            .start(NodeId(0), vec![pull_ep, eps.pull], pull::digest(&pull::config()), token)
+            .start(NodeId(0), vec![pull_ep, eps.pull], pull::digest(&pull::config()), token.clone())
+            .map_err(|e| e.to_string())?;
+        let p0t = pull_thread0
+            .start(NodeId(0), vec![pull_thread_ep, eps.pull_thread], pull::digest(&pull::config()), token)
             .map_err(|e| e.to_string())?;
         let remote = |imp| Box::new(RemoteRx { peer: peer.clone(), imp });
         let contenders = vec![
@@ -126,8 +139,10 @@ impl Setup {
         Ok(Setup {
             name: "two processes",
             contenders,
-            puller: Some(Puller::start(p0)),
+            puller: Some(Puller::start_zmq(p0)),
+            thread_puller: Some(Puller::start(p0t)),
             holder: None,
+            thread_holder: None,
             echo: None,
             echo_ep: eps.echo,
             peer: Some(peer),
@@ -139,17 +154,22 @@ impl Setup {
     fn finish(mut self) -> Result<(), String> {
         self.contenders.clear();
         let puller = self.puller.take().expect("the puller");
-        match (self.holder.take(), &self.peer) {
-            (Some(holder), _) => pull::finish_both(puller, holder)?,
-            (None, Some(peer)) => {
+        let thread_puller = self.thread_puller.take().expect("the puller with a driver thread");
+        match (self.holder.take(), self.thread_holder.take(), &self.peer) {
+            (Some(holder), Some(thread_holder), _) => {
+                pull::finish_both(puller, holder)?;
+                pull::finish_both(thread_puller, thread_holder)?;
+            }
+            (None, None, Some(peer)) => {
                 peer.borrow_mut().say("finish")?;
                 puller.finish()?;
+                thread_puller.finish()?;
                 let said = peer.borrow_mut().line()?;
                 if said != "finished" {
                     return Err(format!("the peer said {said:?}"));
                 }
             }
-            (None, None) => return Err("no node 1".into()),
+            _ => return Err("no node 1".into()),
         }
         self.echo.take();
         Ok(())
@@ -262,10 +282,12 @@ impl RoundTrip for PingClient {
 /// show what the runtime's own threads cost a round trip.
 fn pull_table(setup: &mut Setup, plan: &Plan, request: usize, reply: usize) -> Result<(), String> {
     let puller = setup.puller.as_mut().expect("the puller");
+    let thread_puller = setup.thread_puller.as_mut().expect("the puller with a driver thread");
     let mut client = PingClient::connect(&setup.echo_ep, request, reply);
     let mut loopback = setup.holder.is_some().then(pull::loopback);
     let mut bare = setup.holder.is_some().then(|| pull::TransportPing::start(setup.key, request, reply));
-    let mut who: Vec<(&str, &mut dyn RoundTrip)> = vec![("parma", puller), ("zeromq", &mut client)];
+    let mut who: Vec<(&str, &mut dyn RoundTrip)> =
+        vec![("parma", puller), ("zeromq", &mut client), ("thread", thread_puller)];
     if let Some((p, _)) = loopback.as_mut() {
         who.push(("loopback", p));
     }
@@ -303,7 +325,8 @@ fn pull_table(setup: &mut Setup, plan: &Plan, request: usize, reply: usize) -> R
     println!(
         "  zeromq: DEALER -> ROUTER -> DEALER, request {request} B, reply {reply} B (parma's frame sizes)"
     );
-    if n > 2 {
+    println!("  thread: parma's pull with each node's driver on a thread of its own, not on the I/O thread");
+    if n > 3 {
         println!("  loopback: parma's pull over the threaded loopback transport (threads, no network)");
         println!("  transport: ZmqTransport alone, frames of those sizes bounced by a thread (no runtime)");
     }
@@ -313,7 +336,7 @@ fn pull_table(setup: &mut Setup, plan: &Plan, request: usize, reply: usize) -> R
     );
     for i in 0..n {
         let l = sorted(std::mem::take(&mut lat[i]));
-        let ratio = if i == 0 || who[0].0 != "parma" {
+        let ratio = if i == 0 || who[0].0 != "parma" || p50s[i].len() != p50s[0].len() {
             "-".to_string()
         } else {
             let r: Vec<f64> = p50s[0].iter().zip(&p50s[i]).map(|(p, o)| p / o).collect();

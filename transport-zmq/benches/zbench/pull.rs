@@ -61,6 +61,18 @@ impl Puller {
         Puller { node, worker, key, vals: vec![0.0; LEN as usize] }
     }
 
+    /// Over ZeroMQ, the driver on the transport's I/O thread (what parma's commands run).
+    pub fn start_zmq(mut transport: ZmqTransport) -> Puller {
+        let cfg = config();
+        let key = remote_key(&cfg);
+        let host = transport.driver_host().expect("a host");
+        let (node, mut workers) =
+            NodeRuntime::start_hosted(cfg, NodeId(0), transport, host, Default::default())
+                .expect("node 0 starts");
+        let worker = workers.pop().expect("one worker");
+        Puller { node, worker, key, vals: vec![0.0; LEN as usize] }
+    }
+
     /// `pulls` pulls, each one's time in µs appended to `lat`; the round's time.
     pub fn round(&mut self, pulls: usize, lat: &mut Vec<f64>) -> Result<Duration, String> {
         let keys = [self.key];
@@ -105,6 +117,15 @@ impl Holder {
         Holder { node, worker: workers.pop().expect("one worker") }
     }
 
+    /// Over ZeroMQ, the driver on the transport's I/O thread.
+    pub fn start_zmq(mut transport: ZmqTransport) -> Holder {
+        let host = transport.driver_host().expect("a host");
+        let (node, mut workers) =
+            NodeRuntime::start_hosted(config(), NodeId(1), transport, host, Default::default())
+                .expect("node 1 starts");
+        Holder { node, worker: workers.pop().expect("one worker") }
+    }
+
     /// The frames node 1 sent so far, and their bytes.
     pub fn frames_sent(&self) -> (u64, u64) {
         let d = self.node.stats().driver;
@@ -118,14 +139,18 @@ impl Holder {
     }
 }
 
-/// Both nodes in this process.
-pub fn in_process(key: u64) -> (Puller, Holder) {
+/// Both nodes in this process, each node's driver on its transport's I/O thread, or with
+/// `driver_thread` on a thread of its own.
+pub fn in_process(key: u64, driver_thread: bool) -> (Puller, Holder) {
     let cfg = config();
     let mut ts = local_cluster(2, &zmq_options(), digest(&cfg), Arc::new(BenchToken(key)))
         .expect("two transports on 127.0.0.1");
     let t1 = ts.pop().expect("node 1");
     let t0 = ts.pop().expect("node 0");
-    (Puller::start(t0), Holder::start(t1))
+    if driver_thread {
+        return (Puller::start(t0), Holder::start(t1));
+    }
+    (Puller::start_zmq(t0), Holder::start_zmq(t1))
 }
 
 /// Both nodes in this process over the threaded loopback (no network, no I/O thread): what
@@ -148,7 +173,7 @@ pub fn finish_both(p: Puller, h: Holder) -> Result<(), String> {
 /// The sizes of a pull's request and reply frames: `pulls` pulls on a fresh pair of nodes in
 /// this process, divided into the frames each node sent.
 pub fn frame_sizes(key: u64, pulls: usize) -> Result<(usize, usize), String> {
-    let (mut p, h) = in_process(key);
+    let (mut p, h) = in_process(key, false);
     // The first pull waits for the link; its frames count like the others.
     p.round(pulls, &mut Vec::new())?;
     let ((f0, b0), (f1, b1)) = (p.frames_sent(), h.frames_sent());

@@ -100,6 +100,10 @@ fn sparse(technique: Technique) {
             keys.push(shared);
         }
         w.intent(&keys, Clock(0), Clock(CLOCKS + 1)).unwrap();
+        // Every worker's declaration is at its node before any worker runs: a worker whose
+        // thread starts late would otherwise declare after the others passed clocks that its
+        // updates, unknown to any node yet, could not hold back.
+        w.barrier().unwrap();
         let mut lead_max = 0;
         for clock in 0..CLOCKS {
             if i == 0 {

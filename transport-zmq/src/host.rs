@@ -7,7 +7,7 @@
 
 use std::future::{poll_fn, Future};
 use std::pin::pin;
-use std::task::Poll;
+use std::task::{Poll, Waker};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -29,21 +29,39 @@ impl ZmqDriverHost {
     }
 }
 
-impl DriverHost for ZmqDriverHost {
-    fn host(&mut self, driver: HostedDriver) -> std::io::Result<()> {
+impl ZmqDriverHost {
+    /// Runs any loop written as turns on the I/O thread, as [`DriverHost::host`] runs a node's
+    /// driver: `turn` is called again and again as its answers say ([`HostTurn::Idle`]: once
+    /// the waker it was given fires, or after the time), until [`HostTurn::Done`]. The waker
+    /// is the same on every call. Should the I/O thread end first, `turn` is dropped unfinished.
+    pub fn host_turns<F>(&mut self, turn: F) -> std::io::Result<()>
+    where
+        F: FnMut(&Waker) -> HostTurn + Send + 'static,
+    {
         if self.thread.is_finished() {
             return Err(std::io::Error::other("the transport's I/O thread has ended"));
         }
+        self.io.spawn(drive(turn));
+        Ok(())
+    }
+
+    /// Waits until the I/O thread has ended (within the transport's linger of its close).
+    pub fn join_io(self) {
+        let _ = self.thread.join();
+    }
+}
+
+impl DriverHost for ZmqDriverHost {
+    fn host(&mut self, mut driver: HostedDriver) -> std::io::Result<()> {
         // Should the I/O thread end meanwhile, the task is dropped with its runtime, which
         // stops the node as a closed transport.
-        self.io.spawn(drive(driver));
-        Ok(())
+        self.host_turns(move |waker| driver.turn(waker))
     }
 
     fn join(self: Box<Self>) {
         // The I/O thread ends within the transport's linger of the close that the driver's
         // end made.
-        let _ = self.thread.join();
+        self.join_io();
     }
 }
 
@@ -55,13 +73,13 @@ impl std::fmt::Debug for ZmqDriverHost {
 
 /// The driver's task: turns while there is work, yielding to the sockets every few turns;
 /// sleeps until woken or its timer.
-async fn drive(mut driver: HostedDriver) {
+async fn drive(mut turn: impl FnMut(&Waker) -> HostTurn) {
     // A tokio task's waker stays the same for the task's life: the one of the first poll is
     // the one the driver hands out.
     let waker = poll_fn(|cx| Poll::Ready(cx.waker().clone())).await;
     let mut busy = 0;
     loop {
-        match driver.turn(&waker) {
+        match turn(&waker) {
             HostTurn::Again => {
                 busy += 1;
                 if busy == TURNS_PER_YIELD {

@@ -2,14 +2,15 @@
 //! the transports' options, the worker threads that host one side of a comparison, and the
 //! statistics of the tables.
 
-use std::sync::{mpsc, Arc};
+use std::sync::{mpsc, Arc, Mutex};
 use std::task::{Wake, Waker};
 use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
 use parma_core::session::Token;
 use parma_core::NodeId;
-use parma_transport_zmq::ZmqOptions;
+use parma_runtime::HostTurn;
+use parma_transport_zmq::{ZmqDriverHost, ZmqOptions};
 
 /// The longest one round of any measurement may take before the benchmark gives up on it.
 pub const ROUND_TIMEOUT: Duration = Duration::from_secs(60);
@@ -65,18 +66,45 @@ pub struct Round {
     pub size: usize,
 }
 
-/// A thread that does rounds on command and reports each one's result: the payload bytes it
-/// received (a receiving side) or sent (a sending side). Dropping it ends the thread.
+/// A side that does rounds on command and reports each one's result: the payload bytes it
+/// received (a receiving side) or sent (a sending side). It runs on a thread of its own
+/// ([`Side::spawn`]) or as a task of a transport's I/O thread ([`Side::on_io`]), as a node's
+/// driver does. Dropping it ends it.
 pub struct Side {
-    cmd: Option<tokio::sync::mpsc::UnboundedSender<Round>>,
+    cmd: Option<Cmd>,
     done: mpsc::Receiver<Result<u64, String>>,
     thread: Option<JoinHandle<()>>,
+    io: Option<ZmqDriverHost>,
+}
+
+enum Cmd {
+    Thread(tokio::sync::mpsc::UnboundedSender<Round>),
+    /// Rounds, and the waker of the task that takes them.
+    Io(mpsc::Sender<Round>, Arc<Mutex<Option<Waker>>>),
 }
 
 /// What runs on a side's thread: takes rounds from the channel until it closes, and reports
 /// each round's result.
 pub type SideLoop =
     Box<dyn FnOnce(tokio::sync::mpsc::UnboundedReceiver<Round>, mpsc::Sender<Result<u64, String>>) + Send>;
+
+/// What a turn of a side on an I/O thread leaves to do.
+pub enum Step {
+    /// More to do at once.
+    Again,
+    /// Nothing until the waker fires (the transport's room or frames).
+    Idle,
+    /// The round is over: the bytes sent or received.
+    Done(Result<u64, String>),
+}
+
+/// A side's work, written as turns so that a transport's I/O thread can run it.
+pub trait RoundWork: Send + 'static {
+    /// A round starts; `waker` wakes the task that runs the turns.
+    fn begin(&mut self, round: Round, waker: &Waker);
+    /// One turn of the round.
+    fn step(&mut self) -> Step;
+}
 
 impl Side {
     pub fn spawn(name: &str, body: SideLoop) -> Side {
@@ -86,12 +114,57 @@ impl Side {
             .name(name.to_string())
             .spawn(move || body(rounds, report))
             .expect("a benchmark thread");
-        Side { cmd: Some(cmd), done, thread: Some(thread) }
+        Side { cmd: Some(Cmd::Thread(cmd)), done, thread: Some(thread), io: None }
+    }
+
+    /// `work` as a task of the I/O thread `host` belongs to.
+    pub fn on_io(mut host: ZmqDriverHost, mut work: impl RoundWork) -> Side {
+        let (cmd, rounds) = mpsc::channel::<Round>();
+        let (report, done) = mpsc::channel();
+        let slot: Arc<Mutex<Option<Waker>>> = Arc::default();
+        let task_slot = Arc::clone(&slot);
+        let mut busy = false;
+        host.host_turns(move |waker| {
+            let mut s = task_slot.lock().expect("the waker slot");
+            if s.is_none() {
+                *s = Some(waker.clone());
+            }
+            drop(s);
+            if !busy {
+                match rounds.try_recv() {
+                    Ok(r) => {
+                        work.begin(r, waker);
+                        busy = true;
+                    }
+                    Err(mpsc::TryRecvError::Empty) => return HostTurn::Idle(Duration::from_secs(1)),
+                    Err(mpsc::TryRecvError::Disconnected) => return HostTurn::Done,
+                }
+            }
+            match work.step() {
+                Step::Again => HostTurn::Again,
+                Step::Idle => HostTurn::Idle(Duration::from_millis(1)),
+                Step::Done(r) => {
+                    busy = false;
+                    let _ = report.send(r);
+                    HostTurn::Again
+                }
+            }
+        })
+        .expect("the transport's I/O thread runs");
+        Side { cmd: Some(Cmd::Io(cmd, slot)), done, thread: None, io: Some(host) }
     }
 
     /// Starts a round; [`Side::wait`] gives its result.
     pub fn start(&self, round: Round) {
-        let sent = self.cmd.as_ref().is_some_and(|c| c.send(round).is_ok());
+        let sent = match &self.cmd {
+            Some(Cmd::Thread(c)) => c.send(round).is_ok(),
+            Some(Cmd::Io(c, slot)) => {
+                let sent = c.send(round).is_ok();
+                wake(slot);
+                sent
+            }
+            None => false,
+        };
         assert!(sent, "a benchmark side ended early");
     }
 
@@ -104,11 +177,26 @@ impl Side {
     }
 }
 
+/// Wakes the task whose waker is in `slot`, if it has run yet (if not, it looks for rounds
+/// as it first runs).
+fn wake(slot: &Mutex<Option<Waker>>) {
+    if let Some(w) = slot.lock().expect("the waker slot").as_ref() {
+        w.wake_by_ref();
+    }
+}
+
 impl Drop for Side {
     fn drop(&mut self) {
-        self.cmd.take();
+        if let Some(Cmd::Io(c, slot)) = self.cmd.take() {
+            // The task sees its rounds end and drops its transport, which closes.
+            drop(c);
+            wake(&slot);
+        }
         if let Some(t) = self.thread.take() {
             let _ = t.join();
+        }
+        if let Some(h) = self.io.take() {
+            h.join_io();
         }
     }
 }

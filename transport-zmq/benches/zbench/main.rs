@@ -87,12 +87,25 @@ impl Setup {
             local_cluster(2, &zmq_options(), ONEWAY_DIGEST, token).expect("two transports on 127.0.0.1");
         let t1 = ts.pop().expect("node 1");
         let t0 = ts.pop().expect("node 0");
+        let mut threads =
+            local_cluster(2, &zmq_options(), ONEWAY_DIGEST, Arc::new(BenchToken(key))).expect("two more");
+        let t1t = threads.pop().expect("node 1");
+        let t0t = threads.pop().expect("node 0");
         let (zrx, zep) = oneway::zeromq_rx();
         let (trx, tep) = oneway::tcp_rx();
         let contenders = vec![
-            Contender { imp: Imp::Parma, tx: oneway::parma_tx(t0), rx: Box::new(oneway::parma_rx(t1)) },
-            Contender { imp: Imp::Zeromq, tx: oneway::zeromq_tx(zep), rx: Box::new(zrx) },
-            Contender { imp: Imp::Tcp, tx: oneway::tcp_tx(tep), rx: Box::new(trx) },
+            Contender {
+                imp: Imp::Parma,
+                tx: Box::new(oneway::parma_tx_io(t0)),
+                rx: Box::new(oneway::parma_rx_io(t1)),
+            },
+            Contender {
+                imp: Imp::Threads,
+                tx: Box::new(oneway::parma_tx(t0t)),
+                rx: Box::new(oneway::parma_rx(t1t)),
+            },
+            Contender { imp: Imp::Zeromq, tx: Box::new(oneway::zeromq_tx(zep)), rx: Box::new(zrx) },
+            Contender { imp: Imp::Tcp, tx: Box::new(oneway::tcp_tx(tep)), rx: Box::new(trx) },
         ];
         let (puller, holder) = pull::in_process(key, false);
         let (thread_puller, thread_holder) = pull::in_process(key, true);
@@ -132,9 +145,13 @@ impl Setup {
             .map_err(|e| e.to_string())?;
         let remote = |imp| Box::new(RemoteRx { peer: peer.clone(), imp });
         let contenders = vec![
-            Contender { imp: Imp::Parma, tx: oneway::parma_tx(t0), rx: remote(Imp::Parma) },
-            Contender { imp: Imp::Zeromq, tx: oneway::zeromq_tx(eps.zeromq), rx: remote(Imp::Zeromq) },
-            Contender { imp: Imp::Tcp, tx: oneway::tcp_tx(eps.tcp), rx: remote(Imp::Tcp) },
+            Contender { imp: Imp::Parma, tx: Box::new(oneway::parma_tx_io(t0)), rx: remote(Imp::Parma) },
+            Contender {
+                imp: Imp::Zeromq,
+                tx: Box::new(oneway::zeromq_tx(eps.zeromq)),
+                rx: remote(Imp::Zeromq),
+            },
+            Contender { imp: Imp::Tcp, tx: Box::new(oneway::tcp_tx(eps.tcp)), rx: remote(Imp::Tcp) },
         ];
         Ok(Setup {
             name: "two processes",

@@ -1,9 +1,15 @@
 //! One-way throughput: `frames` frames of `size` bytes from a sender to a receiver, counted
 //! until the receiver has them all, through three contenders:
 //!
-//! - **parma**: `ZmqTransport` node 0 → node 1. The sender loops on `try_send` (the frame is
-//!   written into the transport's buffer: one copy), and on `WouldBlock` parks until the
-//!   transport's waker fires (or 1 ms); the receiver drains `poll_recv`, parking likewise.
+//! - **parma**: `ZmqTransport` node 0 → node 1, the sender and the receiver each a task of its
+//!   transport's I/O thread, where a node's driver runs (`ZmqTransport::driver_host`). The
+//!   sender loops on `try_send` (the frame is written into the transport's buffer: one copy),
+//!   and on `WouldBlock` sleeps until the transport's waker fires (or 1 ms); the receiver
+//!   drains `poll_recv`, sleeping likewise. Both let the sockets' tasks run every 8 turns of
+//!   64 frames.
+//! - **threads** (one process only): the same with the sender and the receiver on threads
+//!   of their own, parking instead of sleeping: the transport used from outside its I/O
+//!   thread, as a node's driver thread uses it (`NodeRuntime::start`).
 //! - **zeromq**: a plain `zeromq` DEALER → ROUTER, each on a tokio current-thread runtime of
 //!   its own thread. Each send is a fresh `Bytes` copy of the payload (one copy at the API, as
 //!   above); the sender yields to its runtime every 64 sends so that the socket's writer task
@@ -14,6 +20,7 @@
 //!   the receiver reads through a 256 KiB `BufReader` into a reused buffer.
 
 use std::sync::mpsc;
+use std::task::Waker;
 use std::thread::park_timeout;
 use std::time::{Duration, Instant};
 
@@ -25,7 +32,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::{TcpListener, TcpStream};
 use zeromq::{DealerSocket, RouterSocket, Socket, SocketRecv, SocketSend, ZmqMessage};
 
-use crate::common::{cpu_ns, current_thread_runtime, deadline, thread_waker, Round, Side, ROUND_TIMEOUT};
+use crate::common::{
+    cpu_ns, current_thread_runtime, deadline, thread_waker, Round, RoundWork, Side, Step, ROUND_TIMEOUT,
+};
 
 /// The largest frame any round sends.
 pub const SIZE_MAX: usize = 64 << 10;
@@ -39,16 +48,18 @@ fn template() -> Vec<u8> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Imp {
     Parma,
+    Threads,
     Zeromq,
     Tcp,
 }
 
 impl Imp {
-    pub const ALL: [Imp; 3] = [Imp::Parma, Imp::Zeromq, Imp::Tcp];
+    pub const ALL: [Imp; 4] = [Imp::Parma, Imp::Threads, Imp::Zeromq, Imp::Tcp];
 
     pub fn name(self) -> &'static str {
         match self {
             Imp::Parma => "parma",
+            Imp::Threads => "threads",
             Imp::Zeromq => "zeromq",
             Imp::Tcp => "tcp",
         }
@@ -59,7 +70,7 @@ impl Imp {
     }
 }
 
-/// A receiving side: a thread here, or one in the peer process.
+/// A side of a contender: here, or (a receiving one) in the peer process.
 pub trait RxEnd {
     fn start(&mut self, round: Round);
     fn wait(&mut self) -> Result<u64, String>;
@@ -81,7 +92,7 @@ impl RxEnd for Side {
 /// One contender's sender and receiver, connected.
 pub struct Contender {
     pub imp: Imp,
-    pub tx: Side,
+    pub tx: Box<dyn RxEnd>,
     pub rx: Box<dyn RxEnd>,
 }
 
@@ -120,6 +131,104 @@ impl Contender {
 }
 
 // ----- parma -----
+
+/// The receiving side as a task of the transport's I/O thread (node 1 of the pair).
+pub fn parma_rx_io(mut t: ZmqTransport) -> Side {
+    let host = t.driver_host().expect("the transport's host");
+    Side::on_io(
+        host,
+        ParmaRx { t, round: Round { frames: 0, size: 0 }, frames: 0, bytes: 0, end: deadline() },
+    )
+}
+
+struct ParmaRx {
+    t: ZmqTransport,
+    round: Round,
+    frames: u64,
+    bytes: u64,
+    end: Instant,
+}
+
+impl RoundWork for ParmaRx {
+    fn begin(&mut self, round: Round, waker: &Waker) {
+        self.t.register_waker(waker);
+        (self.round, self.frames, self.bytes, self.end) = (round, 0, 0, deadline());
+    }
+
+    fn step(&mut self) -> Step {
+        if self.frames >= self.round.frames {
+            return Step::Done(Ok(self.bytes));
+        }
+        let (frames, bytes) = (&mut self.frames, &mut self.bytes);
+        let got = match self.t.poll_recv(1024, &mut |_, f| {
+            *frames += 1;
+            *bytes += f.len() as u64;
+        }) {
+            Ok(n) => n,
+            Err(e) => return Step::Done(Err(format!("poll_recv: {e:?}"))),
+        };
+        if let Some(TransportEvent::PeerFailed(p)) = self.t.poll_event() {
+            return Step::Done(Err(format!("peer {p} failed")));
+        }
+        if got > 0 {
+            return Step::Again;
+        }
+        if Instant::now() > self.end {
+            return Step::Done(Err(format!(
+                "{} of {} frames within {ROUND_TIMEOUT:?}",
+                self.frames, self.round.frames
+            )));
+        }
+        Step::Idle
+    }
+}
+
+/// The sending side as a task of the transport's I/O thread (node 0 of the pair), sending to
+/// node 1.
+pub fn parma_tx_io(mut t: ZmqTransport) -> Side {
+    let host = t.driver_host().expect("the transport's host");
+    let work =
+        ParmaTx { t, template: template(), round: Round { frames: 0, size: 0 }, sent: 0, end: deadline() };
+    Side::on_io(host, work)
+}
+
+struct ParmaTx {
+    t: ZmqTransport,
+    template: Vec<u8>,
+    round: Round,
+    sent: u64,
+    end: Instant,
+}
+
+impl RoundWork for ParmaTx {
+    fn begin(&mut self, round: Round, waker: &Waker) {
+        self.t.register_waker(waker);
+        (self.round, self.sent, self.end) = (round, 0, deadline());
+    }
+
+    fn step(&mut self) -> Step {
+        let payload = &self.template[..self.round.size];
+        for _ in 0..64 {
+            if self.sent == self.round.frames {
+                return Step::Done(Ok(self.sent * self.round.size as u64));
+            }
+            match self.t.try_send(NodeId(1), self.round.size, &mut |buf| buf.copy_from_slice(payload)) {
+                Ok(()) => self.sent += 1,
+                Err(SendError::WouldBlock) => {
+                    if Instant::now() > self.end {
+                        let (sent, frames) = (self.sent, self.round.frames);
+                        return Step::Done(Err(format!(
+                            "{sent} of {frames} frames sent within {ROUND_TIMEOUT:?}"
+                        )));
+                    }
+                    return Step::Idle;
+                }
+                Err(e) => return Step::Done(Err(format!("try_send: {e:?}"))),
+            }
+        }
+        Step::Again
+    }
+}
 
 /// The receiving side over a started transport (node 1 of the pair).
 pub fn parma_rx(mut t: ZmqTransport) -> Side {

@@ -42,6 +42,9 @@ pub enum Error {
 pub enum Undrained {
     /// The transport reported itself closed (a kill, or a close not made by the driver).
     TransportClosed,
+    /// The driver's host (a transport's thread) gave no outcome within the drain timeout and
+    /// a grace period: it stopped running the driver. Its thread is not joined.
+    HostStalled,
     /// `Options::drain_timeout` ran out with this still outstanding.
     TimedOut {
         /// Workers neither finalized nor dropped (counted only by a graceful stop).
@@ -59,6 +62,7 @@ impl fmt::Display for Undrained {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Undrained::TransportClosed => f.write_str("its transport closed"),
+            Undrained::HostStalled => f.write_str("the thread hosting its driver stopped running it"),
             Undrained::TimedOut { workers_live, commands_waiting, frames_unsent, node_busy } => write!(
                 f,
                 "the drain timeout ran out with {workers_live} workers live, {} command waiting, \

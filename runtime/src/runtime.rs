@@ -2,7 +2,7 @@
 //! thread) and its workers, and stops them.
 
 use std::sync::atomic::Ordering::SeqCst;
-use std::sync::mpsc::{sync_channel, Receiver};
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::Duration as StdDuration;
@@ -16,6 +16,9 @@ use crate::options::Options;
 use crate::shared::{Shared, LAZY_QUEUED_MAX, STOP_GRACEFUL, STOP_NOW};
 use crate::stats::Stats;
 use crate::worker::Worker;
+
+/// How much longer than its drain timeout a stop waits for a hosted driver's outcome.
+const HOST_GRACE: StdDuration = StdDuration::from_secs(5);
 
 /// Longest wait of [`NodeRuntime::stats`] for the driver to publish fresh counters.
 const STATS_WAIT: StdDuration = StdDuration::from_millis(200);
@@ -205,10 +208,20 @@ impl NodeRuntime {
             }
             DriverHandle::Hosted { host, done } => {
                 // The driver ends within the drain timeout; a host that drops it (its thread
-                // ended) sends its outcome as it does; one that panicked sends nothing.
-                let outcome = done.recv().map_err(|_| Error::DriverPanicked);
-                host.join();
-                outcome
+                // ended) sends its outcome as it does; one that panicked sends nothing. A host
+                // that stopped turning it at all is not waited for longer, nor joined.
+                let wait = self.shared.opts.drain_timeout + HOST_GRACE;
+                match done.recv_timeout(wait) {
+                    Ok(outcome) => {
+                        host.join();
+                        Ok(outcome)
+                    }
+                    Err(RecvTimeoutError::Disconnected) => {
+                        host.join();
+                        Err(Error::DriverPanicked)
+                    }
+                    Err(RecvTimeoutError::Timeout) => Ok(Err(Undrained::HostStalled)),
+                }
             }
         }
     }

@@ -37,12 +37,22 @@ struct TestHost {
     thread: Option<JoinHandle<()>>,
     give_up_after: Option<u64>,
     refuse: bool,
+    /// Takes the driver and never turns it.
+    stall: bool,
+    stalled: Option<HostedDriver>,
     seen: Arc<Seen>,
 }
 
 impl TestHost {
     fn new(seen: &Arc<Seen>) -> TestHost {
-        TestHost { thread: None, give_up_after: None, refuse: false, seen: Arc::clone(seen) }
+        TestHost {
+            thread: None,
+            give_up_after: None,
+            refuse: false,
+            stall: false,
+            stalled: None,
+            seen: Arc::clone(seen),
+        }
     }
 }
 
@@ -50,6 +60,10 @@ impl DriverHost for TestHost {
     fn host(&mut self, mut driver: HostedDriver) -> std::io::Result<()> {
         if self.refuse {
             return Err(std::io::Error::other("the test host is gone"));
+        }
+        if self.stall {
+            self.stalled = Some(driver);
+            return Ok(());
         }
         let (seen, give_up_after) = (Arc::clone(&self.seen), self.give_up_after);
         self.thread = Some(thread::spawn(move || {
@@ -204,4 +218,25 @@ fn a_hosted_node_serves_remote_pulls_under_static_partitioning() {
     for n in nodes {
         n.shutdown().unwrap();
     }
+}
+
+#[test]
+fn a_host_that_stops_turning_its_driver_does_not_hang_the_shutdown() {
+    let cfg = Config::new(1, 1, Layout::uniform(10, 1).unwrap());
+    let mut opts = Options::default();
+    opts.drain_timeout = Duration::from_millis(200);
+    let seen = Arc::default();
+    let mut host = TestHost::new(&seen);
+    host.stall = true;
+    let t = cluster(1, ThreadedOptions::default()).pop().unwrap();
+    let (node, workers) = NodeRuntime::start_hosted(cfg, NodeId(0), t, host, opts).unwrap();
+    drop(workers);
+    let began = Instant::now();
+    match node.shutdown() {
+        Err(Error::NotDrained(_, Undrained::HostStalled)) => {}
+        other => panic!("expected the host reported stalled, got {other:?}"),
+    }
+    // The drain timeout and the runtime's grace of 5 s, with room for a slow machine.
+    assert!(began.elapsed() < Duration::from_secs(20), "{:?}", began.elapsed());
+    assert!(!seen.joined.load(SeqCst), "a stalled host is not joined");
 }

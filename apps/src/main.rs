@@ -467,10 +467,7 @@ impl DemoArgs {
 }
 
 fn parse_transport(name: &str) -> Result<DemoTransport, String> {
-    DemoTransport::from_name(name).ok_or_else(|| {
-        let names: Vec<&str> = DemoTransport::ALL.iter().map(|t| t.name()).collect();
-        format!("unknown transport `{name}`; one of: {}", names.join(", "))
-    })
+    DemoTransport::parse(name)
 }
 
 /// The workload on every transport of `args`, `--repeat` rounds, and the table.

@@ -61,6 +61,10 @@ pub struct CommonArgs {
     /// Worker threads per node.
     #[arg(long, default_value_t = 2)]
     pub workers: u16,
+    /// What carries the frames between the in-process nodes: threaded (queues in memory) or
+    /// zmq (ZeroMQ over TCP on 127.0.0.1).
+    #[arg(long, value_parser = crate::demo::DemoTransport::parse, default_value = "threaded")]
+    pub transport: crate::demo::DemoTransport,
     /// Passes over the training data (default: kge 30, mf 20).
     #[arg(long)]
     pub epochs: Option<u32>,
@@ -204,6 +208,7 @@ impl CommonArgs {
     pub(crate) fn options(&self, epochs: u32, lr: f32) -> TrainOptions {
         TrainOptions {
             nodes: self.nodes,
+            transport: self.transport,
             workers: self.workers,
             epochs: self.epochs.unwrap_or(epochs),
             dim: self.dim,
@@ -372,8 +377,9 @@ pub(crate) fn run_all(
             "run: {}{}, {} x {} threads",
             r.engine.name(),
             match (r.engine, sampling) {
-                (Engine::Parma, Some(c)) => format!(" ({}, conformity {c})", r.technique.name()),
-                (Engine::Parma, None) => format!(" ({})", r.technique.name()),
+                (Engine::Parma, Some(c)) =>
+                    format!(" ({}, {}, conformity {c})", r.technique.name(), r.transport),
+                (Engine::Parma, None) => format!(" ({}, {})", r.technique.name(), r.transport),
                 (Engine::Hogwild, _) => String::new(),
             },
             r.nodes,

@@ -3,6 +3,7 @@
 //! above a random model's, RMSE far below the mean's) on parma and on the baseline, a one-node
 //! one-worker run is reproducible bit for bit, and bad options are refused.
 
+use parma_apps::demo::DemoTransport;
 use parma_apps::train::harness::{run_kge, run_mf};
 use parma_apps::train::kg::{Kg, Triple};
 use parma_apps::train::kge::{Loss, Model, Reg};
@@ -49,6 +50,7 @@ fn random_mrr(n: u32) -> f64 {
 fn opts() -> TrainOptions {
     TrainOptions {
         nodes: 2,
+        transport: DemoTransport::Threaded,
         workers: 1,
         epochs: 20,
         dim: 32,
@@ -105,6 +107,12 @@ fn learns(opts: &TrainOptions, kge: &KgeOptions, factor: f64) {
 #[test]
 fn complex_learns_on_two_nodes() {
     learns(&opts(), &kge(), 3.5);
+}
+
+/// The same over ZeroMQ on 127.0.0.1: each node's driver on its transport's I/O thread.
+#[test]
+fn complex_learns_on_two_nodes_over_zeromq() {
+    learns(&TrainOptions { transport: DemoTransport::Zmq, ..opts() }, &kge(), 3.5);
 }
 
 #[test]

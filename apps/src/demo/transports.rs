@@ -41,6 +41,14 @@ impl DemoTransport {
     pub fn from_name(name: &str) -> Option<DemoTransport> {
         DemoTransport::ALL.into_iter().find(|t| t.name() == name)
     }
+
+    /// The transport called `name`, or an error that lists the names (for `--transport`).
+    pub fn parse(name: &str) -> Result<DemoTransport, String> {
+        DemoTransport::from_name(name).ok_or_else(|| {
+            let names: Vec<&str> = DemoTransport::ALL.iter().map(|t| t.name()).collect();
+            format!("unknown transport `{name}`; one of: {}", names.join(", "))
+        })
+    }
 }
 
 impl fmt::Display for DemoTransport {

@@ -1,6 +1,7 @@
 //! The training harness: an in-process parma cluster of `nodes × workers` on the threaded
-//! loopback transport (or, for the baseline, as many threads on one shared array), the training
-//! data partitioned over the threads, and the epoch loop.
+//! loopback transport or on ZeroMQ over 127.0.0.1 (`TrainOptions::transport`; or, for the
+//! baseline, as many threads on one shared array), the training data partitioned over the
+//! threads, and the epoch loop.
 //!
 //! The harness knows nothing of the model: a [`Task`] gives the examples, the keys each one
 //! touches, one step's arithmetic and the evaluation.
@@ -33,9 +34,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
-use parma_core::{Config, Key, Layout, NodeId, Technique};
+use parma_core::{Config, Key, Layout, Technique};
 use parma_runtime::{NodeRuntime, Options, Worker};
-use parma_transport_loopback::threaded::{cluster, ThreadedOptions};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
@@ -434,15 +434,13 @@ pub fn run<T: Task>(
             }
             let mut ropts = Options::default();
             ropts.barrier_timeout = BARRIER_TIMEOUT;
-            // Declared before the workers, so that on an early return the workers are dropped first.
-            let mut nodes: Vec<NodeRuntime> = Vec::new();
-            let mut workers: Vec<Worker> = Vec::new();
-            for (i, t) in cluster(opts.nodes, ThreadedOptions::default()).into_iter().enumerate() {
-                let (node, ws) = NodeRuntime::start_with(cfg.clone(), NodeId(i as u16), t, ropts.clone())
-                    .map_err(TrainError::Start)?;
-                nodes.push(node);
-                workers.extend(ws);
-            }
+            // The nodes are declared before the workers, so that on an early return the
+            // workers are dropped first.
+            let (nodes, mut workers): (Vec<NodeRuntime>, Vec<Worker>) =
+                crate::demo::start_nodes(opts.transport, &cfg, &ropts).map_err(|e| match e {
+                    crate::demo::DemoError::Start(e) => TrainError::Start(e),
+                    e => TrainError::Options(format!("the {} transport: {e}", opts.transport)),
+                })?;
             let mut dist = None;
             if task.negatives(1).is_some() {
                 let uniform = sampler

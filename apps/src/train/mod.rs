@@ -66,6 +66,9 @@ impl Engine {
 pub struct TrainOptions {
     /// Nodes of the in-process cluster (the baseline runs `nodes * workers` threads).
     pub nodes: u16,
+    /// What carries the frames between the in-process nodes: the threaded loopback, or
+    /// ZeroMQ over TCP on 127.0.0.1 (each node's driver on its transport's I/O thread).
+    pub transport: crate::demo::DemoTransport,
     /// Worker threads per node.
     pub workers: u16,
     /// Passes over the training data.
@@ -106,6 +109,7 @@ impl Default for TrainOptions {
     fn default() -> TrainOptions {
         TrainOptions {
             nodes: 1,
+            transport: crate::demo::DemoTransport::Threaded,
             workers: 2,
             epochs: 30,
             dim: 100,

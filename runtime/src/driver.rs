@@ -179,6 +179,13 @@ pub(crate) struct Driver<T> {
     drain_until: Option<StdInstant>,
 }
 
+impl<T> Driver<T> {
+    /// What the driver shares with the runtime handle and the workers.
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+}
+
 /// What a turn of the driver's loop leaves to whoever runs it.
 #[derive(Debug)]
 pub(crate) enum Turn {
@@ -215,10 +222,7 @@ impl<T: Transport> Driver<T> {
         loop {
             match self.turn() {
                 Turn::Again => {}
-                Turn::Idle(d) => {
-                    self.stats.parks += 1;
-                    thread::park_timeout(d);
-                }
+                Turn::Idle(d) => thread::park_timeout(d),
                 Turn::Done(drained) => break self.end(drained),
             }
         }
@@ -528,16 +532,12 @@ impl<T: Transport> Driver<T> {
             self.stash = self.commands.try_recv().ok();
         }
         if self.stash.is_none() && !self.shared.stats_requested.load(SeqCst) {
+            self.stats.parks += 1;
             Turn::Idle(d)
         } else {
             self.shared.sleeping.store(false, SeqCst);
             Turn::Again
         }
-    }
-
-    /// A sleep of a hosted driver, counted as the thread's parks are.
-    pub(crate) fn count_park(&mut self) {
-        self.stats.parks += 1;
     }
 
     fn publish(&self) {

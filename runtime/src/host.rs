@@ -44,7 +44,6 @@ pub enum HostTurn {
 trait Turns: Send {
     fn begin(&mut self, waker: &Waker);
     fn turn(&mut self) -> Turn;
-    fn count_park(&mut self);
     fn end(self: Box<Self>, drained: Result<(), Undrained>) -> Result<(), Undrained>;
 }
 
@@ -54,9 +53,6 @@ impl<T: Transport + Send> Turns for Driver<T> {
     }
     fn turn(&mut self) -> Turn {
         Driver::turn(self)
-    }
-    fn count_park(&mut self) {
-        Driver::count_park(self);
     }
     fn end(self: Box<Self>, drained: Result<(), Undrained>) -> Result<(), Undrained> {
         Driver::end(*self, drained)
@@ -94,10 +90,7 @@ impl HostedDriver {
         }
         match driver.turn() {
             Turn::Again => HostTurn::Again,
-            Turn::Idle(d) => {
-                driver.count_park();
-                HostTurn::Idle(d)
-            }
+            Turn::Idle(d) => HostTurn::Idle(d),
             Turn::Done(drained) => {
                 self.finish(drained);
                 HostTurn::Done

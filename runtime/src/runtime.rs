@@ -40,19 +40,8 @@ enum DriverHandle {
     Hosted { host: Box<dyn DriverHost>, done: Receiver<Result<(), Undrained>> },
 }
 
-/// A node set up to run, its driver not yet started.
-struct Prepared<T> {
-    driver: Driver<T>,
-    shared: Arc<Shared>,
-}
-
-/// Checks the arguments and builds the node, its driver and its workers.
-fn prepare<T>(
-    cfg: Config,
-    me: NodeId,
-    transport: T,
-    opts: Options,
-) -> Result<(Prepared<T>, Vec<Worker>), Error>
+/// Checks the arguments and builds the node, its driver (not yet started) and its workers.
+fn prepare<T>(cfg: Config, me: NodeId, transport: T, opts: Options) -> Result<(Driver<T>, Vec<Worker>), Error>
 where
     T: Transport + Send + 'static,
 {
@@ -79,7 +68,7 @@ where
         .zip(samplers)
         .map(|(i, s)| Worker::new(WorkerId(i), Arc::clone(&shared), tx.clone(), inflight_max, s))
         .collect();
-    Ok((Prepared { driver, shared }, handles))
+    Ok((driver, handles))
 }
 
 impl NodeRuntime {
@@ -102,8 +91,8 @@ impl NodeRuntime {
     where
         T: Transport + Send + 'static,
     {
-        let (prepared, workers) = prepare(cfg, me, transport, opts)?;
-        let Prepared { driver, shared } = prepared;
+        let (driver, workers) = prepare(cfg, me, transport, opts)?;
+        let shared = Arc::clone(driver.shared());
         let thread = thread::Builder::new()
             .name(format!("parma-driver-{}", me.0))
             .spawn(move || driver.run())
@@ -124,8 +113,8 @@ impl NodeRuntime {
         T: Transport + Send + 'static,
         H: DriverHost + 'static,
     {
-        let (prepared, workers) = prepare(cfg, me, transport, opts)?;
-        let Prepared { driver, shared } = prepared;
+        let (driver, workers) = prepare(cfg, me, transport, opts)?;
+        let shared = Arc::clone(driver.shared());
         let (done_tx, done) = sync_channel(1);
         let hosted = HostedDriver::new(driver, CloseOnExit(Arc::clone(&shared)), done_tx);
         host.host(hosted).map_err(Error::Spawn)?;

@@ -6,7 +6,6 @@
 use std::fmt;
 use std::sync::Arc;
 
-use parma_core::transport::Transport;
 use parma_core::{Config, NodeId};
 use parma_runtime::startup::ClusterToken;
 use parma_runtime::{NodeRuntime, Options, Worker};
@@ -104,37 +103,30 @@ pub(crate) fn start_nodes(
     ropts: &Options,
 ) -> Result<(Vec<NodeRuntime>, Vec<Worker>), DemoError> {
     match transport {
-        DemoTransport::Threaded => start_all(cluster(cfg.nodes, ThreadedOptions::default()), cfg, ropts),
+        DemoTransport::Threaded => start_all(cluster(cfg.nodes, ThreadedOptions::default()), |i, t| {
+            NodeRuntime::start_with(cfg.clone(), NodeId(i as u16), t, ropts.clone())
+        }),
         DemoTransport::Zmq => {
             let digest = u64::from(cfg.wire_cluster().0);
             let token = Arc::new(ClusterToken::generate());
             let ts = local_cluster(cfg.nodes, &ZmqOptions::loopback(), digest, token)
                 .map_err(|e| DemoError::Transport(e.to_string()))?;
-            // Declared before the workers, so that on an early return the workers go first.
-            let mut nodes = Vec::new();
-            let mut workers = Vec::new();
-            for t in ts {
-                let (node, handles) = t.start_node(cfg.clone(), ropts.clone()).map_err(DemoError::Start)?;
-                nodes.push(node);
-                workers.extend(handles);
-            }
-            Ok((nodes, workers))
+            // Each node's driver on its transport's I/O thread.
+            start_all(ts, |_, t| t.start_node(cfg.clone(), ropts.clone()))
         }
     }
 }
 
-/// Starts node `i` on `transports[i]`.
-fn start_all<T: Transport + Send + 'static>(
+/// Starts node `i` on `transports[i]` with `start`.
+fn start_all<T>(
     transports: Vec<T>,
-    cfg: &Config,
-    ropts: &Options,
+    start: impl Fn(usize, T) -> Result<(NodeRuntime, Vec<Worker>), parma_runtime::Error>,
 ) -> Result<(Vec<NodeRuntime>, Vec<Worker>), DemoError> {
     // Declared before the workers, so that on an early return the workers are dropped first.
     let mut nodes = Vec::new();
     let mut workers = Vec::new();
     for (i, t) in transports.into_iter().enumerate() {
-        let (node, handles) = NodeRuntime::start_with(cfg.clone(), NodeId(i as u16), t, ropts.clone())
-            .map_err(DemoError::Start)?;
+        let (node, handles) = start(i, t).map_err(DemoError::Start)?;
         nodes.push(node);
         workers.extend(handles);
     }

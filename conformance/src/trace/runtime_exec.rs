@@ -39,16 +39,7 @@ impl RuntimeExecutor {
         setup: &Setup,
         transports: Vec<T>,
     ) -> Result<RuntimeExecutor, String> {
-        if transports.len() != usize::from(setup.nodes) {
-            return Err(format!("{} endpoints for {} nodes", transports.len(), setup.nodes));
-        }
-        let cfg = setup.config();
-        let nodes = transports
-            .into_iter()
-            .enumerate()
-            .map(|(i, t)| HostedNode::start(cfg.clone(), NodeId(i as u16), t))
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(RuntimeExecutor::of(setup, nodes))
+        RuntimeExecutor::start_each(setup, transports, HostedNode::start)
     }
 
     /// [`RuntimeExecutor::new`] with each node's driver run by its host: `ends[i]` is node
@@ -58,6 +49,15 @@ impl RuntimeExecutor {
         T: Transport + Send + 'static,
         H: DriverHost + 'static,
     {
+        RuntimeExecutor::start_each(setup, ends, |cfg, me, (t, h)| HostedNode::start_on(cfg, me, t, h))
+    }
+
+    /// Node `i` started by `start` on `ends[i]`.
+    fn start_each<E>(
+        setup: &Setup,
+        ends: Vec<E>,
+        start: impl Fn(parma_core::Config, NodeId, E) -> Result<HostedNode, String>,
+    ) -> Result<RuntimeExecutor, String> {
         if ends.len() != usize::from(setup.nodes) {
             return Err(format!("{} endpoints for {} nodes", ends.len(), setup.nodes));
         }
@@ -65,15 +65,10 @@ impl RuntimeExecutor {
         let nodes = ends
             .into_iter()
             .enumerate()
-            .map(|(i, (t, h))| HostedNode::start_on(cfg.clone(), NodeId(i as u16), t, h))
+            .map(|(i, e)| start(cfg.clone(), NodeId(i as u16), e))
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(RuntimeExecutor::of(setup, nodes))
-    }
-
-    fn of(setup: &Setup, nodes: Vec<HostedNode>) -> RuntimeExecutor {
         let killed = vec![false; nodes.len()];
-        let hold = setup.config().relocation_hold;
-        RuntimeExecutor { setup: setup.clone(), nodes, hold, kill: None, killed }
+        Ok(RuntimeExecutor { setup: setup.clone(), nodes, hold: cfg.relocation_hold, kill: None, killed })
     }
 
     /// Lets the `kill` command stop nodes with `kill`, which must make the node's transport

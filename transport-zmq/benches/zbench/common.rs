@@ -117,6 +117,29 @@ impl Side {
         Side { cmd: Some(Cmd::Thread(cmd)), done, thread: Some(thread), io: None }
     }
 
+    /// `work` on a thread of its own, parking (at most 1 ms) where a task would sleep.
+    pub fn on_thread(name: &str, mut work: impl RoundWork) -> Side {
+        Side::spawn(
+            name,
+            Box::new(move |mut rounds, report| {
+                let waker = thread_waker();
+                while let Some(r) = rounds.blocking_recv() {
+                    work.begin(r, &waker);
+                    let result = loop {
+                        match work.step() {
+                            Step::Again => {}
+                            Step::Idle => std::thread::park_timeout(Duration::from_millis(1)),
+                            Step::Done(result) => break result,
+                        }
+                    };
+                    if report.send(result).is_err() {
+                        break;
+                    }
+                }
+            }),
+        )
+    }
+
     /// `work` as a task of the I/O thread `host` belongs to.
     pub fn on_io(mut host: ZmqDriverHost, mut work: impl RoundWork) -> Side {
         let (cmd, rounds) = mpsc::channel::<Round>();

@@ -7,8 +7,8 @@
 //!   and on `WouldBlock` sleeps until the transport's waker fires (or 1 ms); the receiver
 //!   drains `poll_recv`, sleeping likewise. Both let the sockets' tasks run every 8 turns of
 //!   64 frames.
-//! - **threads** (one process only): the same with the sender and the receiver on threads
-//!   of their own, parking instead of sleeping: the transport used from outside its I/O
+//! - **threads** (one process only): the same work with the sender and the receiver on
+//!   threads of their own, parking instead of sleeping: the transport used from outside its I/O
 //!   thread, as a node's driver thread uses it (`NodeRuntime::start`).
 //! - **zeromq**: a plain `zeromq` DEALER → ROUTER, each on a tokio current-thread runtime of
 //!   its own thread. Each send is a fresh `Bytes` copy of the payload (one copy at the API, as
@@ -21,7 +21,6 @@
 
 use std::sync::mpsc;
 use std::task::Waker;
-use std::thread::park_timeout;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -32,9 +31,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::{TcpListener, TcpStream};
 use zeromq::{DealerSocket, RouterSocket, Socket, SocketRecv, SocketSend, ZmqMessage};
 
-use crate::common::{
-    cpu_ns, current_thread_runtime, deadline, thread_waker, Round, RoundWork, Side, Step, ROUND_TIMEOUT,
-};
+use crate::common::{cpu_ns, current_thread_runtime, deadline, Round, RoundWork, Side, Step, ROUND_TIMEOUT};
 
 /// The largest frame any round sends.
 pub const SIZE_MAX: usize = 64 << 10;
@@ -132,13 +129,15 @@ impl Contender {
 
 // ----- parma -----
 
-/// The receiving side as a task of the transport's I/O thread (node 1 of the pair).
+/// The receiving side (node 1 of the pair) as a task of the transport's I/O thread.
 pub fn parma_rx_io(mut t: ZmqTransport) -> Side {
     let host = t.driver_host().expect("the transport's host");
-    Side::on_io(
-        host,
-        ParmaRx { t, round: Round { frames: 0, size: 0 }, frames: 0, bytes: 0, end: deadline() },
-    )
+    Side::on_io(host, ParmaRx::new(t))
+}
+
+/// The receiving side on a thread of its own.
+pub fn parma_rx(t: ZmqTransport) -> Side {
+    Side::on_thread("bench-parma-rx", ParmaRx::new(t))
 }
 
 struct ParmaRx {
@@ -147,6 +146,12 @@ struct ParmaRx {
     frames: u64,
     bytes: u64,
     end: Instant,
+}
+
+impl ParmaRx {
+    fn new(t: ZmqTransport) -> ParmaRx {
+        ParmaRx { t, round: Round { frames: 0, size: 0 }, frames: 0, bytes: 0, end: deadline() }
+    }
 }
 
 impl RoundWork for ParmaRx {
@@ -183,13 +188,16 @@ impl RoundWork for ParmaRx {
     }
 }
 
-/// The sending side as a task of the transport's I/O thread (node 0 of the pair), sending to
-/// node 1.
+/// The sending side (node 0 of the pair, sending to node 1) as a task of the transport's I/O
+/// thread.
 pub fn parma_tx_io(mut t: ZmqTransport) -> Side {
     let host = t.driver_host().expect("the transport's host");
-    let work =
-        ParmaTx { t, template: template(), round: Round { frames: 0, size: 0 }, sent: 0, end: deadline() };
-    Side::on_io(host, work)
+    Side::on_io(host, ParmaTx::new(t))
+}
+
+/// The sending side on a thread of its own.
+pub fn parma_tx(t: ZmqTransport) -> Side {
+    Side::on_thread("bench-parma-tx", ParmaTx::new(t))
 }
 
 struct ParmaTx {
@@ -198,6 +206,12 @@ struct ParmaTx {
     round: Round,
     sent: u64,
     end: Instant,
+}
+
+impl ParmaTx {
+    fn new(t: ZmqTransport) -> ParmaTx {
+        ParmaTx { t, template: template(), round: Round { frames: 0, size: 0 }, sent: 0, end: deadline() }
+    }
 }
 
 impl RoundWork for ParmaTx {
@@ -228,81 +242,6 @@ impl RoundWork for ParmaTx {
         }
         Step::Again
     }
-}
-
-/// The receiving side over a started transport (node 1 of the pair).
-pub fn parma_rx(mut t: ZmqTransport) -> Side {
-    Side::spawn(
-        "bench-parma-rx",
-        Box::new(move |mut rounds, report| {
-            let waker = thread_waker();
-            t.register_waker(&waker);
-            while let Some(r) = rounds.blocking_recv() {
-                if report.send(parma_recv(&mut t, r)).is_err() {
-                    break;
-                }
-            }
-        }),
-    )
-}
-
-fn parma_recv(t: &mut ZmqTransport, r: Round) -> Result<u64, String> {
-    let end = deadline();
-    let (mut frames, mut bytes) = (0u64, 0u64);
-    while frames < r.frames {
-        let got = t
-            .poll_recv(1024, &mut |_, f| {
-                frames += 1;
-                bytes += f.len() as u64;
-            })
-            .map_err(|e| format!("poll_recv: {e:?}"))?;
-        if let Some(TransportEvent::PeerFailed(p)) = t.poll_event() {
-            return Err(format!("peer {p} failed"));
-        }
-        if got == 0 {
-            if Instant::now() > end {
-                return Err(format!("{frames} of {} frames within {ROUND_TIMEOUT:?}", r.frames));
-            }
-            park_timeout(Duration::from_millis(1));
-        }
-    }
-    Ok(bytes)
-}
-
-/// The sending side over a started transport (node 0 of the pair), sending to node 1.
-pub fn parma_tx(mut t: ZmqTransport) -> Side {
-    Side::spawn(
-        "bench-parma-tx",
-        Box::new(move |mut rounds, report| {
-            let waker = thread_waker();
-            t.register_waker(&waker);
-            let template = template();
-            while let Some(r) = rounds.blocking_recv() {
-                if report.send(parma_send(&mut t, r, &template)).is_err() {
-                    break;
-                }
-            }
-        }),
-    )
-}
-
-fn parma_send(t: &mut ZmqTransport, r: Round, template: &[u8]) -> Result<u64, String> {
-    let end = deadline();
-    let payload = &template[..r.size];
-    let mut sent = 0;
-    while sent < r.frames {
-        match t.try_send(NodeId(1), r.size, &mut |buf| buf.copy_from_slice(payload)) {
-            Ok(()) => sent += 1,
-            Err(SendError::WouldBlock) => {
-                if Instant::now() > end {
-                    return Err(format!("{sent} of {} frames sent within {ROUND_TIMEOUT:?}", r.frames));
-                }
-                park_timeout(Duration::from_millis(1));
-            }
-            Err(e) => return Err(format!("try_send: {e:?}")),
-        }
-    }
-    Ok(sent * r.size as u64)
 }
 
 // ----- plain zeromq -----

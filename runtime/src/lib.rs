@@ -23,7 +23,9 @@
 //! - **Control plane.** Keys that miss, `localize` and barriers become commands in a bounded
 //!   queue that the driver thread feeds to the node. Each worker has a completion slot where
 //!   the driver leaves the results; every wait for one ends (a result, an error, or a
-//!   timeout).
+//!   timeout). A waiting worker first watches its slot for up to `Options::wait_spin`
+//!   (only while the nodes of the process run no more threads than there are cores), then
+//!   sleeps until the driver wakes it.
 //!
 //! A worker never lets an access overtake its own earlier remote operation on the same key
 //! (pulls may pass pulls, adds may pass adds): its pull after its own push sees the push.

@@ -27,6 +27,12 @@ pub struct Options {
     pub idle_park_max: Duration,
     /// Sleep between polls of a transport that cannot wake the driver (`needs_polling`).
     pub poll_interval: Duration,
+    /// How long a worker waiting for a remote operation keeps its core and watches for the
+    /// result before it sleeps. A result that comes within it reaches the worker without a
+    /// wake-up (tens of microseconds on a virtual machine whose other core is idle); the
+    /// worker yields its core to any other runnable thread while it watches. Zero: sleep at
+    /// once.
+    pub wait_spin: Duration,
 }
 
 impl Default for Options {
@@ -39,6 +45,7 @@ impl Default for Options {
             unsent_frames_max: 1 << 20,
             idle_park_max: Duration::from_millis(50),
             poll_interval: Duration::from_micros(50),
+            wait_spin: Duration::from_micros(100),
         }
     }
 }

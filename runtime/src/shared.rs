@@ -1,8 +1,9 @@
 //! What the runtime handle, the workers and the driver thread share.
 
-use std::sync::atomic::{fence, AtomicBool, AtomicU8, AtomicUsize, Ordering::SeqCst};
+use std::sync::atomic::{fence, AtomicBool, AtomicU8, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::task::Waker;
+use std::time::Duration;
 
 use parma_core::{Config, NodeId, Store};
 
@@ -31,6 +32,33 @@ pub(crate) struct Published {
     pub(crate) generation: u64,
 }
 
+/// Threads the nodes alive in this process run: each node's workers and its driver. Waits
+/// spin only while this does not exceed the cores.
+static NODE_THREADS: AtomicUsize = AtomicUsize::new(0);
+
+/// A node's share of [`NODE_THREADS`], given back when its shared state goes (once the
+/// driver, the runtime handle and every worker are gone).
+struct ThreadClaim(usize);
+
+impl ThreadClaim {
+    fn new(threads: usize) -> ThreadClaim {
+        NODE_THREADS.fetch_add(threads, SeqCst);
+        ThreadClaim(threads)
+    }
+}
+
+impl Drop for ThreadClaim {
+    fn drop(&mut self) {
+        NODE_THREADS.fetch_sub(self.0, SeqCst);
+    }
+}
+
+/// The cores this process may use (1 if unknown).
+fn cores() -> usize {
+    static CORES: OnceLock<usize> = OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
 pub(crate) struct Shared {
     pub(crate) cfg: Config,
     pub(crate) me: NodeId,
@@ -54,6 +82,8 @@ pub(crate) struct Shared {
     pub(crate) published_cv: Condvar,
     /// Peers the transport reported failed, in the order it did (at most one entry per node).
     pub(crate) failed_peers: Mutex<Vec<NodeId>>,
+    /// This node's workers and driver, counted in [`NODE_THREADS`].
+    _threads: ThreadClaim,
 }
 
 impl Shared {
@@ -75,6 +105,18 @@ impl Shared {
             published: Mutex::new(Published::default()),
             published_cv: Condvar::new(),
             failed_peers: Mutex::new(Vec::new()),
+            _threads: ThreadClaim::new(workers + 1),
+        }
+    }
+
+    /// How long a worker's wait spins before it sleeps: `Options::wait_spin` while every
+    /// worker and driver of the nodes in this process has a core of its own, else zero (a
+    /// spinning worker would hold a core that a driver or another worker needs).
+    pub(crate) fn wait_spin(&self) -> Duration {
+        if NODE_THREADS.load(Relaxed) <= cores() {
+            self.opts.wait_spin
+        } else {
+            Duration::ZERO
         }
     }
 
@@ -106,5 +148,28 @@ impl Shared {
         }
         drop(self.published());
         self.published_cv.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use parma_core::{Config, Layout, NodeId, Store};
+
+    use super::{cores, Shared};
+    use crate::options::Options;
+
+    /// Whatever other nodes live in the process, one node with more workers than cores makes
+    /// every wait sleep at once.
+    #[test]
+    fn waits_do_not_spin_while_the_nodes_threads_outnumber_the_cores() {
+        let workers = u16::try_from(cores()).unwrap_or(u16::MAX - 1) + 1;
+        let cfg = Config::new(1, workers, Layout::uniform(8, 1).unwrap());
+        let store = Arc::new(Store::new(&cfg, NodeId(0)));
+        let opts = Options { wait_spin: Duration::from_millis(1), ..Options::default() };
+        let shared = Shared::new(cfg, NodeId(0), store, opts);
+        assert_eq!(shared.wait_spin(), Duration::ZERO);
     }
 }

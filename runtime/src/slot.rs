@@ -4,10 +4,17 @@
 //! worker (waiting), so it is not a node-wide lock. Every wait has a deadline.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
-use std::time::Instant as StdInstant;
+use std::time::{Duration as StdDuration, Instant as StdInstant};
 
 use parma_core::{Completion, OpError, Ticket};
+
+/// Looks at the delivery count between two yields of a spinning wait.
+const SPIN_LOOKS: u32 = 64;
+
+/// A yield that took longer than this gave the core to another thread.
+const YIELD_TAKEN: StdDuration = StdDuration::from_micros(5);
 
 /// The result of one operation, as the node gave it.
 pub(crate) type OpResult = Result<Completion, OpError>;
@@ -38,6 +45,9 @@ impl SlotState {
 pub(crate) struct Slot {
     state: Mutex<SlotState>,
     cv: Condvar,
+    /// Counts deliveries and the close: a worker that spins before sleeping watches it
+    /// instead of the lock.
+    changes: AtomicU64,
 }
 
 fn lock(m: &Mutex<SlotState>) -> MutexGuard<'_, SlotState> {
@@ -54,6 +64,7 @@ impl Slot {
         st.done.insert(ticket, result);
         st.fresh.push(ticket);
         let wake = st.waiting;
+        self.changes.fetch_add(1, Ordering::Release);
         drop(st);
         if wake {
             self.cv.notify_all();
@@ -64,6 +75,7 @@ impl Slot {
     /// Driver (on exit, also when unwinding): nothing more will be delivered.
     pub(crate) fn close(&self) {
         lock(&self.state).closed = true;
+        self.changes.fetch_add(1, Ordering::Release);
         self.cv.notify_all();
     }
 
@@ -73,13 +85,18 @@ impl Slot {
     }
 
     /// Waits until `ready` returns `Some` (it runs on every delivery), the slot closes
-    /// (`Closed`) or `deadline` passes (`Timeout`).
+    /// (`Closed`) or `deadline` passes (`Timeout`). For the first `spin` of the wait the
+    /// worker keeps its core and watches for a delivery (yielding it to any other runnable
+    /// thread); only then does it sleep, so that a delivery within `spin` costs the driver
+    /// no wake-up call and the worker no trip through the scheduler.
     pub(crate) fn wait<R>(
         &self,
         deadline: StdInstant,
+        spin: StdDuration,
         mut ready: impl FnMut(&mut SlotState) -> Option<R>,
     ) -> Result<R, OpError> {
         let mut st = lock(&self.state);
+        let mut spin_until = None;
         loop {
             if let Some(r) = ready(&mut st) {
                 return Ok(r);
@@ -91,9 +108,43 @@ impl Slot {
             if now >= deadline {
                 return Err(OpError::Timeout);
             }
+            let spin_end = *spin_until.get_or_insert_with(|| now + spin.min(deadline - now));
+            if now < spin_end {
+                // Deliveries after this read (made under the lock we hold) change the count.
+                let seen = self.changes.load(Ordering::Acquire);
+                drop(st);
+                if !self.spin_while(seen, spin_end) {
+                    spin_until = Some(now);
+                }
+                st = lock(&self.state);
+                continue;
+            }
             st.waiting = true;
             st = self.cv.wait_timeout(st, deadline - now).unwrap_or_else(PoisonError::into_inner).0;
             st.waiting = false;
+        }
+    }
+
+    /// Spins until a delivery changes the count from `seen` or `until` passes. Every few
+    /// looks it yields the core; if another thread took it meanwhile, the machine has more
+    /// runnable threads than cores, and spinning would only delay the threads that deliver:
+    /// the wait sleeps at once instead (returns false).
+    fn spin_while(&self, seen: u64, until: StdInstant) -> bool {
+        loop {
+            for _ in 0..SPIN_LOOKS {
+                if self.changes.load(Ordering::Acquire) != seen {
+                    return true;
+                }
+                std::hint::spin_loop();
+            }
+            let before = StdInstant::now();
+            if before >= until {
+                return false;
+            }
+            std::thread::yield_now();
+            if before.elapsed() > YIELD_TAKEN {
+                return false;
+            }
         }
     }
 
@@ -108,5 +159,64 @@ impl Slot {
             st.abandoned.insert(ticket);
         }
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use parma_core::{Completion, OpError, Ticket};
+
+    use super::Slot;
+
+    fn ticket(n: u64) -> Ticket {
+        Ticket(n)
+    }
+
+    /// A spinning wait takes a result delivered while it spins, and a result delivered after
+    /// the spin ended (the worker asleep) wakes it.
+    #[test]
+    fn a_wait_gets_results_delivered_while_it_spins_and_while_it_sleeps() {
+        for (spin, after) in
+            [(Duration::from_secs(5), Duration::from_millis(2)), (Duration::ZERO, Duration::from_millis(2))]
+        {
+            let slot = Arc::new(Slot::default());
+            let deliverer = {
+                let slot = slot.clone();
+                std::thread::spawn(move || {
+                    std::thread::sleep(after);
+                    slot.deliver(ticket(7), Ok(Completion::Write))
+                })
+            };
+            let deadline = Instant::now() + Duration::from_secs(10);
+            let got = slot.wait(deadline, spin, |st| st.take(ticket(7)));
+            assert!(matches!(got, Ok(Ok(Completion::Write))), "spin {spin:?}: {got:?}");
+            assert!(deliverer.join().unwrap());
+        }
+    }
+
+    /// A spin never outlasts the wait's deadline, and a close ends a spinning wait.
+    #[test]
+    fn a_spinning_wait_ends_at_its_deadline_or_when_the_slot_closes() {
+        let slot = Arc::new(Slot::default());
+        let start = Instant::now();
+        let got =
+            slot.wait(start + Duration::from_millis(20), Duration::from_secs(60), |st| st.take(ticket(1)));
+        assert_eq!(got.unwrap_err(), OpError::Timeout);
+        assert!(start.elapsed() < Duration::from_secs(30), "the spin outlasted its deadline");
+
+        let closer = {
+            let slot = slot.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(2));
+                slot.close();
+            })
+        };
+        let got = slot
+            .wait(Instant::now() + Duration::from_secs(60), Duration::from_secs(60), |st| st.take(ticket(1)));
+        assert_eq!(got.unwrap_err(), OpError::Closed);
+        closer.join().unwrap();
     }
 }

@@ -32,7 +32,7 @@ impl Worker {
     pub(super) fn settle(&mut self, keys: &[Key], access: AccessKind) -> Result<(), OpError> {
         let deadline = self.backstop();
         let order = &mut self.access;
-        self.shared.slots[self.id.index()].wait(deadline, |st| {
+        self.shared.slots[self.id.index()].wait(deadline, self.shared.wait_spin(), |st| {
             reap(order, st);
             (!order.conflicts(keys, access)).then_some(())
         })
@@ -46,7 +46,7 @@ impl Worker {
         let deadline = self.backstop();
         let order = &mut self.access;
         self.shared.slots[self.id.index()]
-            .wait(deadline, |st| {
+            .wait(deadline, self.shared.wait_spin(), |st| {
                 reap(order, st);
                 order.has_room().then_some(())
             })
@@ -60,7 +60,7 @@ impl Worker {
         }
         let deadline = self.backstop();
         let order = &mut self.access;
-        self.shared.slots[self.id.index()].wait(deadline, |st| {
+        self.shared.slots[self.id.index()].wait(deadline, self.shared.wait_spin(), |st| {
             reap(order, st);
             (order.outstanding() == 0).then_some(())
         })
@@ -82,7 +82,7 @@ impl Worker {
     pub(super) fn wait_until(&mut self, id: CoreTicket, deadline: StdInstant) -> Result<Completion, OpError> {
         let slot = &self.shared.slots[self.id.index()];
         let order = &mut self.access;
-        match slot.wait(deadline, |st| {
+        match slot.wait(deadline, self.shared.wait_spin(), |st| {
             reap(order, st);
             st.take(id)
         }) {

@@ -67,7 +67,7 @@ struct Setup {
     name: &'static str,
     contenders: Vec<Contender>,
     puller: Option<Puller>,
-    /// The same pull with each node's driver on a thread of its own.
+    /// The same pull with each node's driver on a thread of its own (one process only).
     thread_puller: Option<Puller>,
     /// Node 1 of the pulls, when in this process.
     holder: Option<Holder>,
@@ -130,18 +130,13 @@ impl Setup {
         let peer = Rc::new(RefCell::new(peer));
         let oneway0 = Bound::bind(zmq_options()).map_err(|e| e.to_string())?;
         let pull0 = Bound::bind(zmq_options()).map_err(|e| e.to_string())?;
-        let pull_thread0 = Bound::bind(zmq_options()).map_err(|e| e.to_string())?;
         let (oneway_ep, pull_ep) = (oneway0.endpoint().to_string(), pull0.endpoint().to_string());
-        let pull_thread_ep = pull_thread0.endpoint().to_string();
-        peer.borrow_mut().say(&format!("peers {oneway_ep} {pull_ep} {pull_thread_ep}"))?;
+        peer.borrow_mut().say(&format!("peers {oneway_ep} {pull_ep}"))?;
         let t0 = oneway0
             .start(NodeId(0), vec![oneway_ep, eps.parma], ONEWAY_DIGEST, token.clone())
             .map_err(|e| e.to_string())?;
         let p0 = pull0
-            .start(NodeId(0), vec![pull_ep, eps.pull], pull::digest(&pull::config()), token.clone())
-            .map_err(|e| e.to_string())?;
-        let p0t = pull_thread0
-            .start(NodeId(0), vec![pull_thread_ep, eps.pull_thread], pull::digest(&pull::config()), token)
+            .start(NodeId(0), vec![pull_ep, eps.pull], pull::digest(&pull::config()), token)
             .map_err(|e| e.to_string())?;
         let remote = |imp| Box::new(RemoteRx { peer: peer.clone(), imp });
         let contenders = vec![
@@ -157,7 +152,9 @@ impl Setup {
             name: "two processes",
             contenders,
             puller: Some(Puller::start_zmq(p0)),
-            thread_puller: Some(Puller::start(p0t)),
+            // Not here: beside the puller above it would make this process run more node threads
+            // than it has cores, and its waits would not spin (`Options::wait_spin`).
+            thread_puller: None,
             holder: None,
             thread_holder: None,
             echo: None,
@@ -171,16 +168,14 @@ impl Setup {
     fn finish(mut self) -> Result<(), String> {
         self.contenders.clear();
         let puller = self.puller.take().expect("the puller");
-        let thread_puller = self.thread_puller.take().expect("the puller with a driver thread");
-        match (self.holder.take(), self.thread_holder.take(), &self.peer) {
-            (Some(holder), Some(thread_holder), _) => {
+        match (self.holder.take(), self.thread_holder.take(), self.thread_puller.take(), &self.peer) {
+            (Some(holder), Some(thread_holder), Some(thread_puller), _) => {
                 pull::finish_both(puller, holder)?;
                 pull::finish_both(thread_puller, thread_holder)?;
             }
-            (None, None, Some(peer)) => {
+            (None, None, None, Some(peer)) => {
                 peer.borrow_mut().say("finish")?;
                 puller.finish()?;
-                thread_puller.finish()?;
                 let said = peer.borrow_mut().line()?;
                 if said != "finished" {
                     return Err(format!("the peer said {said:?}"));
@@ -299,12 +294,13 @@ impl RoundTrip for PingClient {
 /// show what the runtime's own threads cost a round trip.
 fn pull_table(setup: &mut Setup, plan: &Plan, request: usize, reply: usize) -> Result<(), String> {
     let puller = setup.puller.as_mut().expect("the puller");
-    let thread_puller = setup.thread_puller.as_mut().expect("the puller with a driver thread");
     let mut client = PingClient::connect(&setup.echo_ep, request, reply);
     let mut loopback = setup.holder.is_some().then(pull::loopback);
     let mut bare = setup.holder.is_some().then(|| pull::TransportPing::start(setup.key, request, reply));
-    let mut who: Vec<(&str, &mut dyn RoundTrip)> =
-        vec![("parma", puller), ("zeromq", &mut client), ("thread", thread_puller)];
+    let mut who: Vec<(&str, &mut dyn RoundTrip)> = vec![("parma", puller), ("zeromq", &mut client)];
+    if let Some(p) = setup.thread_puller.as_mut() {
+        who.push(("thread", p));
+    }
     if let Some((p, _)) = loopback.as_mut() {
         who.push(("loopback", p));
     }
@@ -342,8 +338,12 @@ fn pull_table(setup: &mut Setup, plan: &Plan, request: usize, reply: usize) -> R
     println!(
         "  zeromq: DEALER -> ROUTER -> DEALER, request {request} B, reply {reply} B (parma's frame sizes)"
     );
-    println!("  thread: parma's pull with each node's driver on a thread of its own, not on the I/O thread");
-    if n > 3 {
+    if who.iter().any(|(name, _)| *name == "thread") {
+        println!(
+            "  thread: parma's pull with each node's driver on a thread of its own, not on the I/O thread"
+        );
+    }
+    if who.iter().any(|(name, _)| *name == "loopback") {
         println!("  loopback: parma's pull over the threaded loopback transport (threads, no network)");
         println!("  transport: ZmqTransport alone, frames of those sizes bounced by a thread (no runtime)");
     }

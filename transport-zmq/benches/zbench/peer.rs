@@ -3,12 +3,11 @@
 //! the senders (node 0, the ping-pong client). They talk over the peer's stdin and stdout, one
 //! line each way per command:
 //!
-//! - the peer starts with `ready <parma> <zeromq> <tcp> <pull> <echo> <pull-thread>`: its
-//!   endpoints (the pull pair with drivers on threads of their own last);
-//! - the parent answers `peers <parma> <pull> <pull-thread>`: node 0's endpoints of the pairs;
+//! - the peer starts with `ready <parma> <zeromq> <tcp> <pull> <echo>`: its endpoints;
+//! - the parent answers `peers <parma> <pull>`: node 0's endpoints of the pairs;
 //! - `rx <contender> <frames> <size>` → `done <bytes>` or `error <why>`: one round;
 //! - `finish` → `finished` or `error <why>`: node 1's worker finalizes (with node 0's, which
-//!   the parent finalizes meanwhile) and node 1 stops, the pair of `<pull>` first.
+//!   the parent finalizes meanwhile) and node 1 stops.
 
 use std::cell::RefCell;
 use std::io::{BufRead, BufReader, Write};
@@ -37,8 +36,6 @@ pub struct Endpoints {
     pub tcp: String,
     pub pull: String,
     pub echo: String,
-    /// Node 1 of the pull pair whose drivers have threads of their own.
-    pub pull_thread: String,
 }
 
 /// The peer process, as the parent sees it.
@@ -75,7 +72,7 @@ impl Peer {
         let mut peer = Peer { child, stdin: Some(stdin), lines };
         let ready = peer.line()?;
         let eps: Vec<&str> = ready.strip_prefix("ready ").unwrap_or("").split(' ').collect();
-        let [parma, zeromq, tcp, pull, echo, pull_thread] = eps[..] else {
+        let [parma, zeromq, tcp, pull, echo] = eps[..] else {
             return Err(format!("the peer said {ready:?}"));
         };
         let eps = Endpoints {
@@ -84,7 +81,6 @@ impl Peer {
             tcp: tcp.into(),
             pull: pull.into(),
             echo: echo.into(),
-            pull_thread: pull_thread.into(),
         };
         Ok((peer, eps))
     }
@@ -154,19 +150,17 @@ pub fn serve() -> Result<(), String> {
     let token = Arc::new(BenchToken(key));
     let oneway = Bound::bind(zmq_options()).map_err(|e| e.to_string())?;
     let pull = Bound::bind(zmq_options()).map_err(|e| e.to_string())?;
-    let pull_thread = Bound::bind(zmq_options()).map_err(|e| e.to_string())?;
-    let pull_thread_ep = pull_thread.endpoint().to_string();
     let (zeromq, zeromq_ep) = zeromq_rx();
     let (tcp, tcp_ep) = tcp_rx();
     let (echo, echo_ep) = echo_server();
     let (oneway_ep, pull_ep) = (oneway.endpoint().to_string(), pull.endpoint().to_string());
-    println!("ready {oneway_ep} {zeromq_ep} {tcp_ep} {pull_ep} {echo_ep} {pull_thread_ep}");
+    println!("ready {oneway_ep} {zeromq_ep} {tcp_ep} {pull_ep} {echo_ep}");
 
     let mut input = std::io::stdin().lock().lines();
     let mut next = || input.next().and_then(Result::ok);
     let peers = next().ok_or("no peers line")?;
     let eps: Vec<&str> = peers.strip_prefix("peers ").unwrap_or("").split(' ').collect();
-    let [parma0, pull0, pull_thread0] = eps[..] else {
+    let [parma0, pull0] = eps[..] else {
         return Err(format!("the parent said {peers:?}"));
     };
     let t1 = oneway
@@ -175,18 +169,15 @@ pub fn serve() -> Result<(), String> {
     let mut sides: Vec<(Imp, Side)> =
         vec![(Imp::Parma, parma_rx_io(t1)), (Imp::Zeromq, zeromq), (Imp::Tcp, tcp)];
     let p1 = pull
-        .start(NodeId(1), vec![pull0.into(), pull_ep], digest(&config()), token.clone())
+        .start(NodeId(1), vec![pull0.into(), pull_ep], digest(&config()), token)
         .map_err(|e| e.to_string())?;
-    let p1t = pull_thread
-        .start(NodeId(1), vec![pull_thread0.into(), pull_thread_ep], digest(&config()), token)
-        .map_err(|e| e.to_string())?;
-    let mut holders = Some((Holder::start_zmq(p1), Holder::start(p1t)));
+    let mut holder = Some(Holder::start_zmq(p1));
 
     while let Some(line) = next() {
         let words: Vec<&str> = line.split(' ').collect();
         let reply = match words[..] {
             ["rx", imp, frames, size] => rx_round(&mut sides, imp, frames, size),
-            ["finish"] => match holders.take().map(|(h, t)| h.finish().and_then(|()| t.finish())) {
+            ["finish"] => match holder.take().map(Holder::finish) {
                 Some(Ok(())) => "finished".to_string(),
                 Some(Err(e)) => format!("error {e}"),
                 None => "error finished already".to_string(),

@@ -284,17 +284,24 @@ impl Worker {
     }
 
     /// Asks the node to move `keys` here (relocation); the ticket completes when all of them
-    /// are held here. Under static partitioning it completes without moving anything.
+    /// are held here. Under static partitioning it completes without moving anything. Keys
+    /// whose main copy is already here are not sent to the node (it would answer them at once,
+    /// as it does for every key under a technique that does not relocate): a localize of keys
+    /// all held here completes in the worker's own call, without a trip through the driver.
     pub fn localize(&mut self, keys: &[Key]) -> Result<Ticket, OpError> {
         self.validate_keys(keys)?;
+        if !self.shared.cfg.technique.uses_localize() {
+            return Ok(self.local_ticket());
+        }
         self.make_room()?;
         let index = &mut self.remote_index;
         if !index.is_empty() {
             index.clear();
         }
-        let mut unique = Vec::with_capacity(keys.len());
+        let store = &self.shared.store;
+        let mut unique = Vec::new();
         for &k in keys {
-            if index.insert(k, 0).is_none() {
+            if !store.holds(k) && index.insert(k, 0).is_none() {
                 unique.push(k);
             }
         }

@@ -237,6 +237,11 @@ pub fn validate(layout: &Layout, keys: &[Key], got: usize) -> Result<(), OpError
     Ok(())
 }
 
+/// Checks the keys of a call that carries no values: every key inside the layout.
+pub fn validate_keys(layout: &Layout, keys: &[Key]) -> Result<usize, OpError> {
+    layout.total_len(keys).map_err(|key| OpError::KeyOutsideLayout { key })
+}
+
 /// A worker's bound on operations in flight under `cfg`: its share of the node's
 /// `requests_pending_max`, so that the node never refuses its workers as `Busy` (the runtime
 /// may lower it further).
@@ -489,6 +494,63 @@ impl WorkerAccess {
             }
         });
         WriteMisses { keys: remote, values, local }
+    }
+
+    /// The keys of a validated `localize` that the node must be asked for: each key once, and
+    /// only those whose main copy is not here (the node would answer the others at once).
+    /// Empty when `technique` does not move keys on request: the localize is then complete
+    /// without the node. With `local_first` false every key goes to the node, once (the
+    /// fuzzer's stand-in for a key that left after the worker looked).
+    pub fn split_localize(
+        &mut self,
+        store: &Store,
+        technique: Technique,
+        keys: &[Key],
+        local_first: bool,
+    ) -> Vec<Key> {
+        if local_first && !technique.uses_localize() {
+            return Vec::new();
+        }
+        let index = &mut self.index;
+        if !index.is_empty() {
+            index.clear();
+        }
+        let mut remote = Vec::new();
+        for &k in keys {
+            if index.insert(k, 0).is_none() && !(local_first && store.holds(k)) {
+                remote.push(k);
+            }
+        }
+        remote
+    }
+
+    /// A whole localize for a driver that owns its node, as [`WorkerAccess::pull_via`]: the
+    /// keys [`WorkerAccess::split_localize`] keeps go to [`Node::localize`] under `ticket`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn localize_via(
+        &mut self,
+        node: &mut Node,
+        now: Instant,
+        worker: WorkerId,
+        ticket: Ticket,
+        keys: &[Key],
+        local_first: bool,
+    ) -> Result<Issue<Vec<Key>>, OpError> {
+        validate_keys(&node.config().layout, keys)?;
+        if let Err(hold) = self.admit(&[], AccessKind::Other) {
+            return Ok(Issue::Held(hold));
+        }
+        let store = node.store().clone();
+        let technique = node.config().technique;
+        let remote = self.split_localize(&store, technique, keys, local_first);
+        if remote.is_empty() {
+            return Ok(Issue::Local(remote));
+        }
+        if let Err(e) = node.localize(now, worker, ticket, &remote) {
+            return Ok(Issue::Refused(remote, e));
+        }
+        self.record(ticket, Vec::new(), AccessKind::Other);
+        Ok(Issue::Sent(remote))
     }
 
     /// A whole pull for a driver that owns its node (the simulator, the fuzzer): admits it,

@@ -171,10 +171,6 @@ mod tests {
 
     use super::Slot;
 
-    fn ticket(n: u64) -> Ticket {
-        Ticket(n)
-    }
-
     /// A spinning wait takes a result delivered while it spins, and a result delivered after
     /// the spin ended (the worker asleep) wakes it.
     #[test]
@@ -187,11 +183,11 @@ mod tests {
                 let slot = slot.clone();
                 std::thread::spawn(move || {
                     std::thread::sleep(after);
-                    slot.deliver(ticket(7), Ok(Completion::Write))
+                    slot.deliver(Ticket(7), Ok(Completion::Write))
                 })
             };
             let deadline = Instant::now() + Duration::from_secs(10);
-            let got = slot.wait(deadline, spin, |st| st.take(ticket(7)));
+            let got = slot.wait(deadline, spin, |st| st.take(Ticket(7)));
             assert!(matches!(got, Ok(Ok(Completion::Write))), "spin {spin:?}: {got:?}");
             assert!(deliverer.join().unwrap());
         }
@@ -203,7 +199,7 @@ mod tests {
         let slot = Arc::new(Slot::default());
         let start = Instant::now();
         let got =
-            slot.wait(start + Duration::from_millis(20), Duration::from_secs(60), |st| st.take(ticket(1)));
+            slot.wait(start + Duration::from_millis(20), Duration::from_secs(60), |st| st.take(Ticket(1)));
         assert_eq!(got.unwrap_err(), OpError::Timeout);
         assert!(start.elapsed() < Duration::from_secs(30), "the spin outlasted its deadline");
 
@@ -215,7 +211,7 @@ mod tests {
             })
         };
         let got = slot
-            .wait(Instant::now() + Duration::from_secs(60), Duration::from_secs(60), |st| st.take(ticket(1)));
+            .wait(Instant::now() + Duration::from_secs(60), Duration::from_secs(60), |st| st.take(Ticket(1)));
         assert_eq!(got.unwrap_err(), OpError::Closed);
         closer.join().unwrap();
     }

@@ -290,25 +290,12 @@ impl Worker {
     /// all held here completes in the worker's own call, without a trip through the driver.
     pub fn localize(&mut self, keys: &[Key]) -> Result<Ticket, OpError> {
         self.validate_keys(keys)?;
-        if !self.shared.cfg.technique.uses_localize() {
+        let remote = self.access.split_localize(&self.shared.store, self.shared.cfg.technique, keys, true);
+        if remote.is_empty() {
             return Ok(self.local_ticket());
         }
         self.make_room()?;
-        let index = &mut self.remote_index;
-        if !index.is_empty() {
-            index.clear();
-        }
-        let store = &self.shared.store;
-        let mut unique = Vec::new();
-        for &k in keys {
-            if !store.holds(k) && index.insert(k, 0).is_none() {
-                unique.push(k);
-            }
-        }
-        if unique.is_empty() {
-            return Ok(self.local_ticket());
-        }
-        self.submit(unique, AccessKind::Other, |worker, ticket, keys| Command::Localize {
+        self.submit(remote, AccessKind::Other, |worker, ticket, keys| Command::Localize {
             worker,
             ticket,
             keys,

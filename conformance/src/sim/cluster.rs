@@ -197,11 +197,11 @@ impl Cluster {
         Ok(ticket)
     }
 
-    /// Localize through the node.
+    /// Localize as a worker does: only the keys whose main copy is elsewhere go to the node.
     pub fn localize(&mut self, node: NodeId, worker: WorkerId, keys: &[Key]) -> Result<Ticket, OpError> {
         let ticket = self.ticket();
         self.access(node, worker, ticket, |path, n, now| {
-            path.other_via(ticket, || n.localize(now, worker, ticket, keys))
+            path.localize_via(n, now, worker, ticket, keys, true)
         })?;
         Ok(ticket)
     }
@@ -521,6 +521,12 @@ impl Completes for PullMisses {
 impl Completes for parma_core::access::WriteMisses {
     fn local() -> Completion {
         Completion::Write
+    }
+}
+
+impl Completes for Vec<Key> {
+    fn local() -> Completion {
+        Completion::Localize
     }
 }
 

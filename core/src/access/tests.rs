@@ -113,6 +113,36 @@ fn a_pull_splits_into_local_and_distinct_remote_keys() {
 }
 
 #[test]
+fn a_localize_asks_the_node_for_each_key_held_elsewhere_once() {
+    let mut cfg = Config::new(2, 1, Layout::uniform(16, 2).unwrap());
+    cfg.technique = Technique::Relocation;
+    let mut n = Node::new(cfg, NodeId(0)).unwrap();
+    let store = n.store().clone();
+    let here: Vec<Key> = (0..16).map(Key).filter(|k| store.holds(*k)).collect();
+    let away: Vec<Key> = (0..16).map(Key).filter(|k| !store.holds(*k)).collect();
+    assert!(here.len() >= 2 && away.len() >= 2);
+    let mut a = WorkerAccess::new(4);
+    let keys = [away[0], here[0], away[0], away[1], here[1]];
+    assert_eq!(a.split_localize(&store, Technique::Relocation, &keys, true), [away[0], away[1]]);
+    assert_eq!(
+        a.split_localize(&store, Technique::Relocation, &keys, false),
+        [away[0], here[0], away[1], here[1]]
+    );
+    // A technique that does not move keys on request needs no node.
+    assert!(a.split_localize(&store, Technique::StaticPartitioning, &keys, true).is_empty());
+
+    // Through the node: only keys held here complete in the call, with nothing in flight.
+    let local = a.localize_via(&mut n, Instant(0), WorkerId(0), Ticket(1), &here, true).unwrap();
+    assert!(matches!(local, Issue::Local(ref k) if k.is_empty()));
+    assert_eq!(a.outstanding(), 0);
+    let sent = a.localize_via(&mut n, Instant(0), WorkerId(0), Ticket(2), &keys, true).unwrap();
+    assert!(matches!(sent, Issue::Sent(ref k) if k[..] == [away[0], away[1]]));
+    assert!(a.is_in_flight(Ticket(2)));
+    let bad = a.localize_via(&mut n, Instant(0), WorkerId(0), Ticket(3), &[Key(16)], true);
+    assert_eq!(bad.err(), Some(OpError::KeyOutsideLayout { key: Key(16) }));
+}
+
+#[test]
 fn a_write_sums_the_deltas_of_a_repeated_remote_key_and_keeps_the_last_set() {
     let n = node();
     let store = n.store().clone();

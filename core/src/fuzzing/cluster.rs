@@ -446,7 +446,7 @@ impl Cluster {
             (6 | 7, _, _) => self.pull(i, worker, keys, local_first),
             (_, Some(write), _) => self.push(i, worker, write, keys, values, local_first),
             (_, _, Some(x)) => self.intent(i, worker, &keys, x),
-            _ => self.localize(i, worker, keys),
+            _ => self.localize(i, worker, keys, local_first),
         }
         self.drain(i);
     }
@@ -601,15 +601,25 @@ impl Cluster {
         self.issued(i, worker, ticket, r, kind);
     }
 
-    fn localize(&mut self, i: usize, worker: WorkerId, keys: Vec<Key>) {
+    fn localize(&mut self, i: usize, worker: WorkerId, keys: Vec<Key>, local_first: bool) {
         let ticket = self.ticket();
         let now = self.now[i];
-        let node = &mut self.nodes[i];
         let path = &mut self.paths[i][worker.index()];
-        let r = match path.other_via(ticket, || node.localize(now, worker, ticket, &keys)) {
+        let (keys, r) = match path.localize_via(&mut self.nodes[i], now, worker, ticket, &keys, local_first) {
             Ok(Issue::Held(_)) => return,
-            Ok(Issue::Refused(_, e)) | Err(e) => Err(e),
-            Ok(_) => Ok(()),
+            Ok(Issue::Local(_)) => {
+                // Nothing to move: under relocation every key is held here already.
+                let store = self.nodes[i].store();
+                let technique = self.cfg.technique;
+                assert!(
+                    !technique.uses_localize() || keys.iter().all(|k| store.holds(*k)),
+                    "node {i}: a localize of {keys:?} completed in the worker's call"
+                );
+                return;
+            }
+            Ok(Issue::Sent(sent)) => (sent, Ok(())),
+            Ok(Issue::Refused(sent, e)) => (sent, Err(e)),
+            Err(e) => panic!("node {i} refused a localize of {keys:?} with {e:?}"),
         };
         self.issued(i, worker, ticket, r, OpKind::Localize { keys });
     }

@@ -96,13 +96,13 @@ impl Setup {
         let contenders = vec![
             Contender {
                 imp: Imp::Parma,
-                tx: Box::new(oneway::parma_tx_io(t0)),
-                rx: Box::new(oneway::parma_rx_io(t1)),
+                tx: Box::new(oneway::parma_tx(t0, oneway::Host::Io)),
+                rx: Box::new(oneway::parma_rx(t1, oneway::Host::Io)),
             },
             Contender {
                 imp: Imp::Threads,
-                tx: Box::new(oneway::parma_tx(t0t)),
-                rx: Box::new(oneway::parma_rx(t1t)),
+                tx: Box::new(oneway::parma_tx(t0t, oneway::Host::Thread)),
+                rx: Box::new(oneway::parma_rx(t1t, oneway::Host::Thread)),
             },
             Contender { imp: Imp::Zeromq, tx: Box::new(oneway::zeromq_tx(zep)), rx: Box::new(zrx) },
             Contender { imp: Imp::Tcp, tx: Box::new(oneway::tcp_tx(tep)), rx: Box::new(trx) },
@@ -140,7 +140,11 @@ impl Setup {
             .map_err(|e| e.to_string())?;
         let remote = |imp| Box::new(RemoteRx { peer: peer.clone(), imp });
         let contenders = vec![
-            Contender { imp: Imp::Parma, tx: Box::new(oneway::parma_tx_io(t0)), rx: remote(Imp::Parma) },
+            Contender {
+                imp: Imp::Parma,
+                tx: Box::new(oneway::parma_tx(t0, oneway::Host::Io)),
+                rx: remote(Imp::Parma),
+            },
             Contender {
                 imp: Imp::Zeromq,
                 tx: Box::new(oneway::zeromq_tx(eps.zeromq)),

@@ -129,15 +129,33 @@ impl Contender {
 
 // ----- parma -----
 
-/// The receiving side (node 1 of the pair) as a task of the transport's I/O thread.
-pub fn parma_rx_io(mut t: ZmqTransport) -> Side {
-    let host = t.driver_host().expect("the transport's host");
-    Side::on_io(host, ParmaRx::new(t))
+/// Where a parma side runs.
+#[derive(Clone, Copy)]
+pub enum Host {
+    /// As a task of its transport's I/O thread.
+    Io,
+    /// On a thread of its own.
+    Thread,
 }
 
-/// The receiving side on a thread of its own.
-pub fn parma_rx(t: ZmqTransport) -> Side {
-    Side::on_thread("bench-parma-rx", ParmaRx::new(t))
+fn parma_side<W: RoundWork>(
+    mut t: ZmqTransport,
+    host: Host,
+    name: &str,
+    work: fn(ZmqTransport) -> W,
+) -> Side {
+    match host {
+        Host::Io => {
+            let io = t.driver_host().expect("the transport's host");
+            Side::on_io(io, work(t))
+        }
+        Host::Thread => Side::on_thread(name, work(t)),
+    }
+}
+
+/// The receiving side (node 1 of the pair).
+pub fn parma_rx(t: ZmqTransport, host: Host) -> Side {
+    parma_side(t, host, "bench-parma-rx", ParmaRx::new)
 }
 
 struct ParmaRx {
@@ -188,16 +206,9 @@ impl RoundWork for ParmaRx {
     }
 }
 
-/// The sending side (node 0 of the pair, sending to node 1) as a task of the transport's I/O
-/// thread.
-pub fn parma_tx_io(mut t: ZmqTransport) -> Side {
-    let host = t.driver_host().expect("the transport's host");
-    Side::on_io(host, ParmaTx::new(t))
-}
-
-/// The sending side on a thread of its own.
-pub fn parma_tx(t: ZmqTransport) -> Side {
-    Side::on_thread("bench-parma-tx", ParmaTx::new(t))
+/// The sending side (node 0 of the pair, sending to node 1).
+pub fn parma_tx(t: ZmqTransport, host: Host) -> Side {
+    parma_side(t, host, "bench-parma-tx", ParmaTx::new)
 }
 
 struct ParmaTx {

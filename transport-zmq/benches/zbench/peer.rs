@@ -19,7 +19,7 @@ use parma_core::NodeId;
 use parma_transport_zmq::Bound;
 
 use crate::common::{zmq_options, BenchToken, Round, Side, ROUND_TIMEOUT};
-use crate::oneway::{parma_rx_io, tcp_rx, zeromq_rx, Imp, RxEnd};
+use crate::oneway::{parma_rx, tcp_rx, zeromq_rx, Host, Imp, RxEnd};
 use crate::pull::{config, digest, echo_server, Holder};
 
 /// The environment variable that makes the benchmark the peer.
@@ -167,7 +167,7 @@ pub fn serve() -> Result<(), String> {
         .start(NodeId(1), vec![parma0.into(), oneway_ep], ONEWAY_DIGEST, token.clone())
         .map_err(|e| e.to_string())?;
     let mut sides: Vec<(Imp, Side)> =
-        vec![(Imp::Parma, parma_rx_io(t1)), (Imp::Zeromq, zeromq), (Imp::Tcp, tcp)];
+        vec![(Imp::Parma, parma_rx(t1, Host::Io)), (Imp::Zeromq, zeromq), (Imp::Tcp, tcp)];
     let p1 = pull
         .start(NodeId(1), vec![pull0.into(), pull_ep], digest(&config()), token)
         .map_err(|e| e.to_string())?;

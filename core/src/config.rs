@@ -326,6 +326,8 @@ pub struct Config {
     /// Most sync rounds per second a node starts; `None` runs them back to back.
     pub sync_rounds_per_sec_max: Option<u32>,
     /// How long a node waits before the next sync round when a round had nothing to send.
+    /// The only node of a cluster (without a staleness-bounded gate) runs rounds only while
+    /// a worker waits for them (`wait_sync`).
     pub sync_idle_interval: Duration,
     /// Most intents a node keeps (signaled and not yet expired), over all its workers.
     pub intents_max: usize,

@@ -192,7 +192,7 @@ impl GateState {
     }
 
     /// Whether the gate waits for other nodes (then a failed peer ends the waits).
-    fn waits_for_peers(&self) -> bool {
+    pub(super) fn waits_for_peers(&self) -> bool {
         self.gate.staleness().is_some()
     }
 }

@@ -165,6 +165,10 @@ impl Node {
         let rounds = self.sync.rounds_done + 2 + u64::from(self.sync.open);
         let deadline = now + self.cfg.request_timeout;
         self.sync.waiters.push(SyncWaiter { worker, ticket, rounds, deadline });
+        // Rounds on demand (one node, see `finish_round`): this wait wants them now.
+        if !self.sync.open && self.sync.next_at.is_none() {
+            self.sync.next_at = Some(now);
+        }
         Ok(())
     }
 
@@ -414,7 +418,6 @@ impl Node {
         } else {
             now + self.cfg.sync_idle_interval.max(Duration(period))
         };
-        s.next_at = Some(next);
         let mut ready = Vec::new();
         s.waiters.retain(|w| {
             if w.rounds <= done {
@@ -424,6 +427,13 @@ impl Node {
                 true
             }
         });
+        // One node has nothing to exchange (no peer, no replica, no intent kept): a round
+        // there only completes `wait_sync`s, so it runs only while one waits (a clock gate
+        // with a staleness bound moves on with rounds, so keeps them). Its driver then sleeps
+        // through training instead of waking every `sync_idle_interval`.
+        let on_demand = self.cfg.nodes == 1 && !self.gate.waits_for_peers();
+        let s = &mut self.sync;
+        s.next_at = (!on_demand || !s.waiters.is_empty()).then_some(next);
         for (w, t) in ready {
             self.complete(w, t, Ok(super::Completion::Sync));
         }

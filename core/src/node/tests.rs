@@ -371,6 +371,39 @@ fn a_worker_waiting_for_rounds_keeps_its_node_busy() {
 }
 
 #[test]
+fn the_only_node_runs_rounds_only_while_a_worker_waits_for_them() {
+    let mut c = cfg(1);
+    c.technique = crate::config::Technique::Adaptive;
+    let mut n = Node::new(c, NodeId(0)).unwrap();
+    let mut now = Instant(0);
+    // The first round runs at the first timer, and none is due after it.
+    n.handle_timeout(now);
+    assert_eq!(n.sync_rounds_done(), 1);
+    assert_eq!(n.poll_timeout(), None);
+    now = Instant(5_000);
+    n.wait_sync(now, WorkerId(1), Ticket(7)).unwrap();
+    let mut rounds = 0;
+    while events(&mut n).is_empty() {
+        let due = n.poll_timeout().expect("a round is due while the worker waits");
+        assert!(due.saturating_since(now) <= n.config().sync_idle_interval, "rounds keep their pace");
+        now = due.max(now);
+        n.handle_timeout(now);
+        rounds += 1;
+        assert!(rounds <= 4, "wait_sync completes after two rounds");
+    }
+    assert_eq!(n.sync_rounds_done(), 3);
+    assert_eq!(n.poll_timeout(), None, "no round once nobody waits");
+
+    // With a staleness bound, a clock gate moves on with rounds: they keep running.
+    let mut c = cfg(1);
+    c.technique = crate::config::Technique::Adaptive;
+    c.gate = crate::config::Gate::Ssp { staleness: 1 };
+    let mut n = Node::new(c, NodeId(0)).unwrap();
+    n.handle_timeout(Instant(0));
+    assert!(n.poll_timeout().is_some());
+}
+
+#[test]
 fn a_slot_reserved_for_a_failed_owners_answer_goes_back() {
     let mut c = cfg(3);
     c.technique = crate::config::Technique::Adaptive;

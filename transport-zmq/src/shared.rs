@@ -22,6 +22,16 @@ use crate::{ZmqOptions, ZmqStats};
 /// `State::session_packet`); longer ones are handed to the driver as read.
 const COPY_BELOW: usize = 8 << 10;
 
+/// A data packet whose frame is at most this long goes out as one ZMTP part, head and frame
+/// copied together; a longer one as two, the frame lent to the socket. The crate's encoder
+/// copies every part into its write buffer anyway: one part saves the second's bookkeeping at
+/// both ends and the lending (an allocation) for one copy of a small frame (the receiving end
+/// takes either shape, see [`split`]).
+const ONE_PART_MAX: usize = 8 << 10;
+
+/// The size of the buffers packet heads are cut from.
+const HEADS_CHUNK: usize = 64 << 10;
+
 /// The cluster token, shared by every session of the node.
 #[derive(Clone)]
 pub(crate) struct SharedToken(pub Arc<dyn Token + Send + Sync>);
@@ -50,17 +60,20 @@ impl Out {
     /// connection is gone, or its queue (100,000 messages, far beyond a window) is full; the
     /// packet is lost with the link and the session sends it again on the next one.
     fn send(&mut self, heads: &mut Heads, o: Outbound) -> bool {
-        let mut msg = match self {
-            Out::Dealer(_) => ZmqMessage::from(heads.cut(o.head())),
-            Out::Router(_, identity) => {
-                let mut m = ZmqMessage::from(identity.clone());
-                m.push_back(heads.cut(o.head()));
-                m
-            }
-        };
-        if let Some(f) = o.into_body() {
-            msg.push_back(Bytes::from_owner(Lent(f)));
+        let mut parts = VecDeque::with_capacity(3);
+        if let Out::Router(_, identity) = self {
+            parts.push_back(identity.clone());
         }
+        match o.body() {
+            Some(f) if f.len() <= ONE_PART_MAX => parts.push_back(heads.cut(&[o.head(), f.as_slice()])),
+            Some(_) => {
+                parts.push_back(heads.cut(&[o.head()]));
+                let f = o.into_body().expect("matched a body");
+                parts.push_back(Bytes::from_owner(Lent(f)));
+            }
+            None => parts.push_back(heads.cut(&[o.head()])),
+        }
+        let Ok(msg) = ZmqMessage::try_from(parts) else { return false };
         let sent = match self {
             Out::Dealer(d) => d.send(msg).now_or_never(),
             Out::Router(r, _) => r.send(msg).now_or_never(),
@@ -79,15 +92,20 @@ impl AsRef<[u8]> for Lent {
     }
 }
 
-/// Packet heads, cut from one buffer: one allocation per a few hundred heads, not per packet.
+/// Packet heads (and small packets whole), cut from one buffer: one allocation per many
+/// packets, not one per packet.
 struct Heads(bytes::BytesMut);
 
 impl Heads {
-    fn cut(&mut self, head: &[u8]) -> Bytes {
-        if self.0.capacity() - self.0.len() < head.len() {
-            self.0 = bytes::BytesMut::with_capacity(8 << 10);
+    /// `pieces`, one after another, as one buffer.
+    fn cut(&mut self, pieces: &[&[u8]]) -> Bytes {
+        let len = pieces.iter().map(|p| p.len()).sum::<usize>();
+        if self.0.capacity() - self.0.len() < len {
+            self.0 = bytes::BytesMut::with_capacity(HEADS_CHUNK.max(len));
         }
-        self.0.extend_from_slice(head);
+        for p in pieces {
+            self.0.extend_from_slice(p);
+        }
         self.0.split().freeze()
     }
 }

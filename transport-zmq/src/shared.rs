@@ -55,8 +55,8 @@ pub(crate) enum Out {
 }
 
 impl Out {
-    /// Queues `o` on the connection as one ZMTP message: the head, and a data packet's frame as
-    /// a second part (so that the frame is not copied to put the head in front). False: the
+    /// Queues `o` on the connection as one ZMTP message: the head and a data packet's frame,
+    /// in one part up to [`ONE_PART_MAX`], else in two (the frame lent, not copied). False: the
     /// connection is gone, or its queue (100,000 messages, far beyond a window) is full; the
     /// packet is lost with the link and the session sends it again on the next one.
     fn send(&mut self, heads: &mut Heads, o: Outbound) -> bool {

@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 use tokio::sync::oneshot;
 use zeromq::{DealerSocket, RouterSocket, Socket, SocketEvent, SocketOptions, SocketRecv, ZmqMessage};
 
-use crate::shared::{split, Action, Shared};
+use crate::shared::{packets, Action, Packets, Shared};
 use crate::{lock, ZmqError, ZmqOptions};
 
 /// Connection events from our ROUTER's monitor to the loop. Packets do not come this way:
@@ -170,7 +170,8 @@ async fn run(mut router: RouterSocket, peers: Vec<String>, shared: Arc<Shared>, 
     let (router_send, mut router_recv) = router.split();
     lock(&shared.state).router = Some(router_send.clone());
 
-    // The ROUTER's reader: every message is [identity, packet] or [identity, head, frame].
+    // The ROUTER's reader: every message is [identity, packet], [identity, head, frame] or
+    // [identity, empty, packet, packet, ...] (see `packets`).
     let rshared = shared.clone();
     let rsend = router_send.clone();
     let reader = tokio::spawn(async move {
@@ -183,11 +184,16 @@ async fn run(mut router: RouterSocket, peers: Vec<String>, shared: Arc<Shared>, 
                 for msg in batch.drain(..) {
                     let mut frames = msg.into_vecdeque();
                     let Some(identity) = frames.pop_front() else { continue };
-                    // More parts than a packet has: a stranger's message. As an empty packet
-                    // it is refused (no Hello, no session packet) and its connection closed.
-                    let (head, body) = split(frames).unwrap_or_default();
-                    if let Some(Action::Close { identity }) = st.routed_packet(identity, &head, body) {
-                        closes.push(identity);
+                    // A message of another shape is a stranger's. As an empty packet it is
+                    // refused (no Hello, no session packet) and its connection closed.
+                    let ps = packets(frames).unwrap_or(Packets::One(Some(Default::default())));
+                    for (head, body) in ps {
+                        if let Some(Action::Close { identity }) =
+                            st.routed_packet(identity.clone(), &head, body)
+                        {
+                            closes.push(identity);
+                            break;
+                        }
                     }
                 }
             });
@@ -319,8 +325,10 @@ async fn dealer(peer: NodeId, gen: u64, endpoint: String, opts: ZmqOptions, shar
                     let ended = more(&mut recv, &mut batch);
                     let whole = deliver(&shared, |st| {
                         for msg in batch.drain(..) {
-                            let Some((head, body)) = split(msg.into_vecdeque()) else { return false };
-                            st.dealer_packet(peer, gen, &head, body);
+                            let Some(ps) = packets(msg.into_vecdeque()) else { return false };
+                            for (head, body) in ps {
+                                st.dealer_packet(peer, gen, &head, body);
+                            }
                         }
                         true
                     });

@@ -29,6 +29,14 @@ const COPY_BELOW: usize = 8 << 10;
 /// takes either shape, see [`split`]).
 const ONE_PART_MAX: usize = 8 << 10;
 
+/// Most packets, and most bytes (each part counted with [`PART_COST`], as the receiving
+/// decoder counts it against its message bound), one ZMTP message carries as a batch.
+const BATCH_PACKETS_MAX: usize = 64;
+const BATCH_BYTES_MAX: usize = 64 << 10;
+/// What the receiving decoder counts for a message part beside its bytes
+/// (`zeromq::MESSAGE_PART_COST` in the vendored crate).
+const PART_COST: usize = 64;
+
 /// The size of the buffers packet heads are cut from.
 const HEADS_CHUNK: usize = 64 << 10;
 
@@ -73,6 +81,28 @@ impl Out {
             }
             None => parts.push_back(heads.cut(&[o.head()])),
         }
+        let Ok(msg) = ZmqMessage::try_from(parts) else { return false };
+        let sent = match self {
+            Out::Dealer(d) => d.send(msg).now_or_never(),
+            Out::Router(r, _) => r.send(msg).now_or_never(),
+        };
+        matches!(sent, Some(Ok(())))
+    }
+}
+
+impl Out {
+    /// Queues `packets` (each whole, in one part) on the connection as one ZMTP message, and
+    /// empties it: a lone packet as it is, several behind an empty first part (see [`packets`]).
+    /// False as for [`Out::send`].
+    fn send_batch(&mut self, packets: &mut Vec<Bytes>) -> bool {
+        let mut parts = VecDeque::with_capacity(packets.len() + 2);
+        if let Out::Router(_, identity) = self {
+            parts.push_back(identity.clone());
+        }
+        if packets.len() > 1 {
+            parts.push_back(Bytes::new());
+        }
+        parts.extend(packets.drain(..));
         let Ok(msg) = ZmqMessage::try_from(parts) else { return false };
         let sent = match self {
             Out::Dealer(d) => d.send(msg).now_or_never(),
@@ -157,6 +187,9 @@ pub(crate) struct State {
     /// at most `recv_frames_max` per peer, the window the session grants.
     inbox: Vec<VecDeque<Bytes>>,
     heads: Heads,
+    /// Small packets for one peer gathered into one message (empty between pumps).
+    batch: Vec<Bytes>,
+    batch_bytes_max: usize,
     links: Vec<Link>,
     /// ROUTER identities of the links peers opened, to their peer and link.
     routed: HashMap<Bytes, (NodeId, u64)>,
@@ -216,6 +249,8 @@ impl State {
             sessions,
             inbox: (0..n).map(|_| VecDeque::new()).collect(),
             heads: Heads(bytes::BytesMut::new()),
+            batch: Vec::with_capacity(BATCH_PACKETS_MAX),
+            batch_bytes_max: BATCH_BYTES_MAX.min(opts.session.frame_len_max),
             links: (0..n).map(|_| Link::None).collect(),
             routed: HashMap::new(),
             to_close: Vec::new(),
@@ -664,12 +699,39 @@ impl State {
             let s = self.sessions[p].as_mut().expect("checked above");
             let mut lost = false;
             if let Link::Open { out, .. } = &mut self.links[p] {
+                // Small data packets in a row go out as one message (see `packets`); anything
+                // else (a large frame, a packet of the handshake or an ack) on its own, after
+                // the batch before it, so that the order holds.
+                let (batch, mut bytes) = (&mut self.batch, 0);
                 while let Some(packet) = s.poll_transmit_parts() {
-                    if !out.send(&mut self.heads, packet) {
+                    let small = match packet.body() {
+                        Some(f) if f.len() <= ONE_PART_MAX => Some(f.as_slice()),
+                        _ => None,
+                    };
+                    let cost = packet.len() + PART_COST;
+                    if let Some(frame) = small {
+                        let full = batch.len() == BATCH_PACKETS_MAX || bytes + cost > self.batch_bytes_max;
+                        if full && !batch.is_empty() {
+                            if !out.send_batch(batch) {
+                                lost = true;
+                                break;
+                            }
+                            bytes = 0;
+                        }
+                        batch.push(self.heads.cut(&[packet.head(), frame]));
+                        bytes += cost;
+                        continue;
+                    }
+                    if (!batch.is_empty() && !out.send_batch(batch)) || !out.send(&mut self.heads, packet) {
                         lost = true; // the connection is gone
                         break;
                     }
+                    bytes = 0;
                 }
+                if !lost && !batch.is_empty() && !out.send_batch(batch) {
+                    lost = true;
+                }
+                batch.clear();
             }
             if lost {
                 s.link_down(now);
@@ -722,6 +784,42 @@ pub(crate) fn split(mut parts: VecDeque<Bytes>) -> Option<(Bytes, Bytes)> {
         }
         (Some(head), Some(body), None) => Some((head, body)),
         _ => None,
+    }
+}
+
+/// The session packets of a ZMTP message off a socket, in order, each as its head and its
+/// body: one packet, in one part or in two (see [`split`]); or, behind an empty first part
+/// (no packet is empty), two or more, each whole in one part (a batch, sent by the pump).
+/// `None`: any other shape, a stranger's message.
+pub(crate) fn packets(mut parts: VecDeque<Bytes>) -> Option<Packets> {
+    if !parts.front().is_some_and(Bytes::is_empty) {
+        return split(parts).map(|p| Packets::One(Some(p)));
+    }
+    parts.pop_front();
+    if parts.len() < 2 || parts.iter().any(Bytes::is_empty) {
+        return None;
+    }
+    Some(Packets::Batch(parts.into_iter()))
+}
+
+/// The packets of one message (see [`packets`]).
+pub(crate) enum Packets {
+    One(Option<(Bytes, Bytes)>),
+    Batch(std::collections::vec_deque::IntoIter<Bytes>),
+}
+
+impl Iterator for Packets {
+    type Item = (Bytes, Bytes);
+
+    fn next(&mut self) -> Option<(Bytes, Bytes)> {
+        match self {
+            Packets::One(p) => p.take(),
+            Packets::Batch(parts) => {
+                let mut one = parts.next()?;
+                let body = one.split_off(head_len(&one));
+                Some((one, body))
+            }
+        }
     }
 }
 

@@ -11,8 +11,9 @@ use crate::ids::NodeId;
 
 /// First bytes of every session packet.
 pub const MAGIC: [u8; 4] = *b"PRMS";
-/// The session protocol's version; a peer with another one is refused.
-pub const VERSION: u8 = 1;
+/// The session protocol's version; a peer with another one is refused. Version 2: over
+/// ZeroMQ, data packets with small frames may travel several to a message.
+pub const VERSION: u8 = 2;
 /// Bytes of the header every packet starts with.
 pub const HEADER_LEN: usize = 8;
 /// Bytes of a proof of the cluster token.

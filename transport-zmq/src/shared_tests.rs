@@ -89,3 +89,37 @@ fn a_peer_that_said_goodbye_is_a_failed_peer_to_the_driver_not_a_closed_transpor
     st.close();
     assert_eq!(send(&mut st, 1), Err(SendError::Closed));
 }
+
+/// The shapes of a message off a socket: one packet in one part or two, a batch behind an
+/// empty part, and the shapes a stranger may send, which are refused whole.
+#[test]
+fn a_message_is_one_packet_or_a_batch_and_nothing_else() {
+    let (mut st, mut a) = connected();
+    let mut data = |text: &[u8]| {
+        a.send_with(text.len(), &mut |b| b.copy_from_slice(text)).unwrap();
+        Bytes::from(a.poll_transmit_parts().expect("a data packet").to_vec())
+    };
+    let (one, two, three) = (data(b"one"), data(b"two"), data(b"three"));
+    let bodies = |parts: Vec<Bytes>| -> Option<Vec<Vec<u8>>> {
+        Some(packets(parts.into_iter().collect())?.map(|(_, b)| b.to_vec()).collect())
+    };
+    assert_eq!(bodies(vec![one.clone()]), Some(vec![b"one".to_vec()]));
+    let (head, body) = (one.slice(..head_len(&one)), one.slice(head_len(&one)..));
+    assert_eq!(bodies(vec![head, body]), Some(vec![b"one".to_vec()]));
+    let batch = vec![Bytes::new(), one.clone(), two.clone(), three.clone()];
+    assert_eq!(bodies(batch), Some(vec![b"one".to_vec(), b"two".to_vec(), b"three".to_vec()]));
+    // Refused: a batch of one, an empty packet in a batch, three parts without the marker,
+    // nothing at all.
+    assert!(packets([Bytes::new(), one.clone()].into_iter().collect()).is_none());
+    assert!(packets([Bytes::new(), one.clone(), Bytes::new()].into_iter().collect()).is_none());
+    assert!(packets([one.clone(), two.clone(), three.clone()].into_iter().collect()).is_none());
+    assert!(packets(VecDeque::new()).is_none());
+    // A batch handed to the session in order delivers its frames in order.
+    for (head, body) in packets([Bytes::new(), one, two, three].into_iter().collect()).unwrap() {
+        st.session_packet(NodeId(0), &head, body);
+    }
+    let mut frames = Vec::new();
+    st.take(16, &mut frames).unwrap();
+    let got: Vec<&[u8]> = frames.iter().map(|(_, f)| &f[..]).collect();
+    assert_eq!(got, [&b"one"[..], b"two", b"three"]);
+}

@@ -22,11 +22,11 @@ use crate::{ZmqOptions, ZmqStats};
 /// `State::session_packet`); longer ones are handed to the driver as read.
 const COPY_BELOW: usize = 8 << 10;
 
-/// A data packet whose frame is at most this long goes out as one ZMTP part, head and frame
-/// copied together; a longer one as two, the frame lent to the socket. The crate's encoder
-/// copies every part into its write buffer anyway: one part saves the second's bookkeeping at
-/// both ends and the lending (an allocation) for one copy of a small frame (the receiving end
-/// takes either shape, see [`split`]).
+/// A data packet whose frame is at most this long goes out in one ZMTP part, head and frame
+/// copied together, in a batch (see `State::pump`); a longer one alone, in two parts, the frame
+/// lent to the socket. The crate's encoder copies every part into its write buffer anyway:
+/// one part saves the second's bookkeeping at both ends and the lending (an allocation) for
+/// one copy of a small frame (the receiving end takes either shape, see [`split`]).
 const ONE_PART_MAX: usize = 8 << 10;
 
 /// Most packets, and most bytes (each part counted with [`PART_COST`], as the receiving
@@ -63,46 +63,37 @@ pub(crate) enum Out {
 }
 
 impl Out {
-    /// Queues `o` on the connection as one ZMTP message: the head and a data packet's frame,
-    /// in one part up to [`ONE_PART_MAX`], else in two (the frame lent, not copied). False: the
-    /// connection is gone, or its queue (100,000 messages, far beyond a window) is full; the
-    /// packet is lost with the link and the session sends it again on the next one.
+    /// Queues `o`, a packet that does not go in a batch (one without a frame, or with a frame
+    /// over [`ONE_PART_MAX`]), on the connection as one ZMTP message: its head, and its frame
+    /// lent as a second part (not copied). False as for [`Out::queue`].
     fn send(&mut self, heads: &mut Heads, o: Outbound) -> bool {
         let mut parts = VecDeque::with_capacity(3);
-        if let Out::Router(_, identity) = self {
-            parts.push_back(identity.clone());
+        parts.push_back(heads.cut(&[o.head()]));
+        if let Some(f) = o.into_body() {
+            parts.push_back(Bytes::from_owner(Lent(f)));
         }
-        match o.body() {
-            Some(f) if f.len() <= ONE_PART_MAX => parts.push_back(heads.cut(&[o.head(), f.as_slice()])),
-            Some(_) => {
-                parts.push_back(heads.cut(&[o.head()]));
-                let f = o.into_body().expect("matched a body");
-                parts.push_back(Bytes::from_owner(Lent(f)));
-            }
-            None => parts.push_back(heads.cut(&[o.head()])),
-        }
-        let Ok(msg) = ZmqMessage::try_from(parts) else { return false };
-        let sent = match self {
-            Out::Dealer(d) => d.send(msg).now_or_never(),
-            Out::Router(r, _) => r.send(msg).now_or_never(),
-        };
-        matches!(sent, Some(Ok(())))
+        self.queue(parts)
     }
-}
 
-impl Out {
     /// Queues `packets` (each whole, in one part) on the connection as one ZMTP message, and
     /// empties it: a lone packet as it is, several behind an empty first part (see [`packets`]).
-    /// False as for [`Out::send`].
+    /// False as for [`Out::queue`].
     fn send_batch(&mut self, packets: &mut Vec<Bytes>) -> bool {
         let mut parts = VecDeque::with_capacity(packets.len() + 2);
-        if let Out::Router(_, identity) = self {
-            parts.push_back(identity.clone());
-        }
         if packets.len() > 1 {
             parts.push_back(Bytes::new());
         }
         parts.extend(packets.drain(..));
+        self.queue(parts)
+    }
+
+    /// Queues the message of `parts` (behind the peer's identity on our ROUTER). False: the
+    /// connection is gone, or its queue (100,000 messages, far beyond a window) is full; the
+    /// packets are lost with the link and the session sends them again on the next one.
+    fn queue(&mut self, mut parts: VecDeque<Bytes>) -> bool {
+        if let Out::Router(_, identity) = self {
+            parts.push_front(identity.clone());
+        }
         let Ok(msg) = ZmqMessage::try_from(parts) else { return false };
         let sent = match self {
             Out::Dealer(d) => d.send(msg).now_or_never(),
@@ -708,8 +699,8 @@ impl State {
                         Some(f) if f.len() <= ONE_PART_MAX => Some(f.as_slice()),
                         _ => None,
                     };
-                    let cost = packet.len() + PART_COST;
                     if let Some(frame) = small {
+                        let cost = packet.len() + PART_COST;
                         let full = batch.len() == BATCH_PACKETS_MAX || bytes + cost > self.batch_bytes_max;
                         if full && !batch.is_empty() {
                             if !out.send_batch(batch) {

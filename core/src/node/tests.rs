@@ -17,6 +17,13 @@ fn cfg(nodes: u16) -> Config {
     c
 }
 
+/// [`cfg`] under adaptive management (sync rounds, intents).
+fn adaptive(nodes: u16) -> Config {
+    let mut c = cfg(nodes);
+    c.technique = crate::config::Technique::Adaptive;
+    c
+}
+
 /// A key whose home is `home` in a cluster of `nodes`.
 fn key_homed(nodes: u16, home: u16) -> Key {
     let c = cfg(nodes);
@@ -346,9 +353,7 @@ fn the_barrier_releases_everyone_once_and_rejects_nothing() {
 
 #[test]
 fn a_worker_waiting_for_rounds_keeps_its_node_busy() {
-    let mut c = cfg(2);
-    c.technique = crate::config::Technique::Adaptive;
-    let mut n = Node::new(c, NodeId(0)).unwrap();
+    let mut n = Node::new(adaptive(2), NodeId(0)).unwrap();
     let mut now = Instant(0);
     n.wait_sync(now, WorkerId(0), Ticket(1)).unwrap();
     assert!(!n.is_idle(), "a waiting wait_sync is work in progress");
@@ -372,9 +377,7 @@ fn a_worker_waiting_for_rounds_keeps_its_node_busy() {
 
 #[test]
 fn the_only_node_runs_rounds_only_while_a_worker_waits_for_them() {
-    let mut c = cfg(1);
-    c.technique = crate::config::Technique::Adaptive;
-    let mut n = Node::new(c, NodeId(0)).unwrap();
+    let mut n = Node::new(adaptive(1), NodeId(0)).unwrap();
     let mut now = Instant(0);
     // The first round runs at the first timer, and none is due after it.
     n.handle_timeout(now);
@@ -395,8 +398,7 @@ fn the_only_node_runs_rounds_only_while_a_worker_waits_for_them() {
     assert_eq!(n.poll_timeout(), None, "no round once nobody waits");
 
     // With a staleness bound, a clock gate moves on with rounds: they keep running.
-    let mut c = cfg(1);
-    c.technique = crate::config::Technique::Adaptive;
+    let mut c = adaptive(1);
     c.gate = crate::config::Gate::Ssp { staleness: 1 };
     let mut n = Node::new(c, NodeId(0)).unwrap();
     n.handle_timeout(Instant(0));
@@ -405,8 +407,7 @@ fn the_only_node_runs_rounds_only_while_a_worker_waits_for_them() {
 
 #[test]
 fn a_slot_reserved_for_a_failed_owners_answer_goes_back() {
-    let mut c = cfg(3);
-    c.technique = crate::config::Technique::Adaptive;
+    let mut c = adaptive(3);
     c.timing = crate::action_timing::TimingParams { immediate: true, ..c.timing };
     let mut n = Node::new(c, NodeId(0)).unwrap();
     let key = key_homed(3, 2);

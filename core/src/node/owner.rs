@@ -122,11 +122,17 @@ impl Node {
             let len = if r.has_delta() { self.cfg.layout.len_of(r.key).unwrap_or(0) } else { 0 };
             let delta = deltas.get(at..at + len).unwrap_or(&[]);
             at += len;
-            if !self.store.holds(r.key) {
-                fwd.replicas.push(*r);
-                fwd.deltas.extend_from_slice(delta);
-            } else {
-                self.owner_sync(origin, r, delta, &mut reply);
+            // One look at the store: the delta merged into the main copy if it is here, and
+            // the main copy's version after it.
+            match self.store.merge_versioned(r.key, delta) {
+                None => {
+                    fwd.replicas.push(*r);
+                    fwd.deltas.extend_from_slice(delta);
+                }
+                Some((merged, current)) => {
+                    self.stats.deltas_merged += u64::from(merged);
+                    self.owner_sync(origin, r, current, &mut reply);
+                }
             }
         }
         self.forward_sync(round, origin, hops, fwd, &mut reply);
@@ -212,7 +218,7 @@ impl Node {
                     self.keys.add_holder(key, origin);
                 }
             }
-            Decision::Sync => self.sync_replica(origin, key, version, reply),
+            Decision::Sync => self.sync_replica(origin, key, version, None, reply),
         }
     }
 
@@ -222,35 +228,35 @@ impl Node {
         }
     }
 
-    /// A replica holder's sync entry for `key`, held here.
-    pub(super) fn owner_sync(
-        &mut self,
-        origin: NodeId,
-        r: &ReplicaSync,
-        delta: &[f32],
-        reply: &mut ReplyOut,
-    ) {
+    /// A replica holder's sync entry for `key`, held here, its delta merged: the main copy's
+    /// version is `current`.
+    pub(super) fn owner_sync(&mut self, origin: NodeId, r: &ReplicaSync, current: Version, reply: &mut ReplyOut) {
         let key = r.key;
-        if r.has_delta() && self.store.add_owned(key, delta) {
-            self.stats.deltas_merged += 1;
-        }
         let entry = if r.is_final() { Entry::Final } else { Entry::Sync { room: r.has_room() } };
         match self.decide(key, entry, origin) {
             // The usual answer to a replica's sync, here rather than through `carry_out`
             // (one call less per replica and round).
-            Decision::Sync => self.sync_replica(origin, key, Some(r.version), reply),
+            Decision::Sync => self.sync_replica(origin, key, Some(r.version), Some(current), reply),
             d => self.carry_out(d, origin, key, Some(r.version), reply),
         }
     }
 
     /// Keeps `origin`'s replica of `key` (held here) in sync: acknowledges its `version` or
-    /// refreshes it.
+    /// refreshes it. `current` is the main copy's version if the caller has just read it.
     #[inline(always)]
-    fn sync_replica(&mut self, origin: NodeId, key: Key, version: Option<Version>, reply: &mut ReplyOut) {
+    fn sync_replica(
+        &mut self,
+        origin: NodeId,
+        key: Key,
+        version: Option<Version>,
+        current: Option<Version>,
+        reply: &mut ReplyOut,
+    ) {
         if self.policy(key) == Policy::Adaptive {
             self.keys.add_holder(key, origin);
         }
-        if self.store.version(key) == version {
+        let current = current.or_else(|| self.store.version(key));
+        if current == version {
             reply.acks.push(key);
         } else if let Some(version) = self.store.read_versioned(key, &mut reply.refreshed_values) {
             reply.refreshed.push(Refresh { key, version });

@@ -349,11 +349,6 @@ impl Keys {
         })
     }
 
-    /// Marks an entry for `key` outstanding in the open round.
-    pub(super) fn set_outstanding(&mut self, key: Key) {
-        self.update(key, |e| e.set(OUTSTANDING, true));
-    }
-
     /// `event` happens to `key`: its tag moves as [`lifecycle::step`] says, `f` changes the
     /// cold part to match (an empty one if the key had none), and the counts follow the tag.
     /// Returns what `f` returns and the step's actions, which the caller carries out. A pair

@@ -8,11 +8,11 @@
 use alloc::vec::Vec;
 
 use super::lifecycle::{Actions, Life};
-use super::owner::Policy;
-use super::record::RESERVED;
+use super::record::{KeyRecord, OUTSTANDING, RESERVED};
 use super::round::sorted;
 use super::Node;
 use crate::ids::{Key, NodeId};
+use crate::store::Store;
 use crate::time::Instant;
 use crate::wire::ReplicaSync;
 
@@ -22,26 +22,23 @@ impl Node {
         sorted(self.keys.with_life(Life::has_replica).map(|(k, _)| k).collect())
     }
 
-    /// [`ReplicaSync::ROOM`] if the owner may upgrade this node's replica of `key` to the main
-    /// copy: the key is managed adaptively, this node still has intent, and a store slot is
-    /// reserved for it (taken now if need be; the answer gives it back unless it brings the
-    /// key). Otherwise 0: the owner keeps the key, and the next round asks again.
-    pub(super) fn room_for_upgrade(&mut self, key: Key) -> u8 {
-        if self.policy(key) != Policy::Adaptive {
-            return 0;
+    /// The round's look at the record of a replica held here, in one update of `e` (its hot
+    /// part): `None` if an entry for the key is still outstanding (no second one goes);
+    /// otherwise the entry is marked outstanding and the answer is its flags:
+    /// [`ReplicaSync::ROOM`] if the owner may upgrade the replica to the main copy (the key is
+    /// managed adaptively, this node still has intent, and a store slot is reserved for it,
+    /// taken now if need be; the answer gives it back unless it brings the key), else 0 (the
+    /// owner keeps the key, and the next round asks again).
+    #[inline]
+    pub(super) fn replica_entry(e: &mut KeyRecord, adaptive: bool, store: &Store) -> Option<u8> {
+        if e.outstanding() {
+            return None;
         }
-        let store = &self.store;
-        let room = self.keys.update(key, |e| {
-            if e.count > 0 && !e.reserved() && store.reserve_slots(1) {
-                e.set(RESERVED, true);
-            }
-            e.count > 0 && e.reserved()
-        });
-        if room {
-            ReplicaSync::ROOM
-        } else {
-            0
+        if adaptive && e.count > 0 && !e.reserved() && store.reserve_slots(1) {
+            e.set(RESERVED, true);
         }
+        e.set(OUTSTANDING, true);
+        Some(if adaptive && e.count > 0 && e.reserved() { ReplicaSync::ROOM } else { 0 })
     }
 
     /// Replicas whose owner failed can be neither synchronized nor upgraded: they go, and

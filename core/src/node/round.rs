@@ -17,7 +17,7 @@ use alloc::vec::Vec;
 use super::dispatch::Budget;
 use super::intents::WorkerIntents;
 use super::keymap::KeyMap;
-use super::owner::ReplyOut;
+use super::owner::{Policy, ReplyOut};
 use super::record::{ReplicaMeta, ANNOUNCED, OUTSTANDING, RESERVED};
 use super::Node;
 use crate::action_timing::ActionTimer;
@@ -316,18 +316,22 @@ impl Node {
         });
         replicas.sort_unstable_by_key(|(k, _)| *k);
         for (k, owner) in replicas {
-            if self.keys.get(k).outstanding() {
+            // One look at the key's hot part: skipped while its entry is outstanding, else
+            // marked outstanding with room for an upgrade reserved where the policy allows.
+            let adaptive = self.policy(k) == Policy::Adaptive;
+            let store = &self.store;
+            let Some(room) = self.keys.update(k, |e| Node::replica_entry(e, adaptive, store)) else {
                 continue;
-            }
-            let room = self.room_for_upgrade(k);
+            };
             let o = out.entry(owner).or_default();
             if let Some(t) = self.store.take_delta(k, &mut o.deltas) {
                 let flags = if t.nonzero { ReplicaSync::DELTA } else { 0 } | room;
                 o.replicas.push(ReplicaSync { key: k, version: t.version, flags });
-                self.keys.set_outstanding(k);
                 self.stats.deltas_sent += u64::from(t.nonzero);
             } else {
-                // The store lost the replica (it became the main copy): forget it.
+                // The store lost the replica (it became the main copy): forget it, and the
+                // entry that was not sent.
+                self.keys.update(k, |e| e.set(OUTSTANDING, false));
                 self.keys.remove_replica(k);
             }
         }
@@ -505,22 +509,26 @@ impl Node {
         values: &[f32],
     ) {
         let mut at = 0;
-        // Each answered key, and whether its main copy was installed here by this answer (its
-        // reservation is settled then, and its accesses are local).
-        let mut answered: Vec<(Key, bool)> =
-            Vec::with_capacity(relocated.len() + refreshed.len() + acks.len() + failed.len());
+        let current = round == self.sync.round;
+        // Each answered key but the relocated ones, which are settled on the way.
+        let mut answered: Vec<Key> = Vec::with_capacity(refreshed.len() + acks.len() + failed.len());
         for m in relocated {
             let len = self.cfg.layout.len_of(m.key).unwrap_or(0);
             let v = values.get(at..at + len).unwrap_or(&[]);
             at += len;
-            let reserved = if self.keys.take_reserved(m.key) {
-                super::dispatch::Reserved::Round
-            } else {
-                super::dispatch::Reserved::No
-            };
+            // One look at the key's record before the install: its reservation goes with the
+            // install (which uses it or gives it back), and an answer in this round settles its
+            // entry.
+            let (had, count) = self.keys.update(m.key, |e| settle(e, current));
+            let reserved = if had { super::dispatch::Reserved::Round } else { super::dispatch::Reserved::No };
             let change = self.install_moved(from, m, v, reserved);
-            answered.push((m.key, change.is_some()));
-            let Some(change) = change else { continue };
+            let Some(change) = change else {
+                // Intent that is still not served locally is tried again next round.
+                if count > 0 && !self.store.is_local(m.key) {
+                    self.sync.touched.push(m.key);
+                }
+                continue;
+            };
             // Reported to the home node with the next round's grouped request.
             self.sync.owner_updates.push(change);
             self.arrived(now, m.key);
@@ -529,7 +537,7 @@ impl Node {
             let len = self.cfg.layout.len_of(f.key).unwrap_or(0);
             let v = values.get(at..at + len).unwrap_or(&[]);
             at += len;
-            answered.push((f.key, false));
+            answered.push(f.key);
             self.learn_owner(f.key, from);
             if self.store.holds(f.key) {
                 continue;
@@ -554,7 +562,7 @@ impl Node {
             }
         }
         for &k in acks {
-            answered.push((k, false));
+            answered.push(k);
             if let Some(meta) = self.keys.replica_mut(k) {
                 meta.refreshed = now;
             }
@@ -563,29 +571,19 @@ impl Node {
             }
         }
         for &k in failed {
-            answered.push((k, false));
+            answered.push(k);
             self.stats.sync_entries_failed += 1;
             self.sync.touched.push(k);
         }
-        for (k, installed) in answered {
+        for k in answered {
             // One look at the key's record: its reservation goes back, and an answer in this
             // round settles its entry.
-            let current = round == self.sync.round;
-            let (unreserve, count) = self.keys.update(k, |e| {
-                let had = e.reserved();
-                e.set(RESERVED, false);
-                if current {
-                    e.set(OUTSTANDING, false);
-                    e.set_final_to(None);
-                }
-                (had, e.count)
-            });
+            let (unreserve, count) = self.keys.update(k, |e| settle(e, current));
             if unreserve {
                 self.store.unreserve_slots(1);
             }
-            // Intent that is still not served locally is tried again next round. (A key just
-            // installed is local: nothing in this answer takes it away again.)
-            if !installed && count > 0 && !self.store.is_local(k) {
+            // Intent that is still not served locally is tried again next round.
+            if count > 0 && !self.store.is_local(k) {
                 self.sync.touched.push(k);
             }
         }
@@ -610,6 +608,20 @@ impl Node {
             starts.iter().chain(ends).copied().chain(replicas.iter().map(|r| r.key)).collect();
         self.sync_answered(now, self.me, *round, &[], &[], &[], &keys, &[]);
     }
+}
+
+/// An answered key's hot part: its reservation is cleared and, if the answer is to the
+/// `current` round, its entry is settled. Returns whether it had a reservation, and its intent
+/// count.
+#[inline(always)]
+fn settle(e: &mut super::record::KeyRecord, current: bool) -> (bool, u32) {
+    let had = e.reserved();
+    e.set(RESERVED, false);
+    if current {
+        e.set(OUTSTANDING, false);
+        e.set_final_to(None);
+    }
+    (had, e.count)
 }
 
 /// `keys` in ascending order, each once.

@@ -139,6 +139,17 @@ impl Store {
         })
     }
 
+    /// A replica's sync entry at the owner, with one lookup: if the main copy of `key` is
+    /// here, adds `delta` to it (none if empty; `false` beside the version if its length is
+    /// wrong) and gives its version after that; `None` if it is not here.
+    #[inline]
+    pub(crate) fn merge_versioned(&self, key: Key, delta: &[f32]) -> Option<(bool, Version)> {
+        self.with_value::<false, _>(key, |v, unsent, version| {
+            let merged = !delta.is_empty() && add_local(v, unsent, version, delta);
+            (merged, *version)
+        })
+    }
+
     /// The version of the main copy of `key`, if it is here.
     pub fn version(&self, key: Key) -> Option<Version> {
         self.with_value::<false, _>(key, |_, _, version| *version)

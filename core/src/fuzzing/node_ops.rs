@@ -566,19 +566,21 @@ fn entries(msg: &Message) -> usize {
         | Message::Push { keys, .. }
         | Message::PushReply { keys, .. }
         | Message::Localize { keys, .. }
-        | Message::RequestFailed { keys, .. } => keys.len(),
+        | Message::RequestFailed { keys, .. }
+        | Message::Speculate { keys, .. } => keys.len(),
         Message::Relocate { moved, .. } => moved.len(),
         Message::OwnerUpdate { changes } => changes.len(),
         Message::PointerRelease { released } => released.len(),
-        Message::BarrierEnter { .. } | Message::BarrierRelease { .. } => 0,
+        Message::BarrierEnter { .. }
+        | Message::BarrierRelease { .. }
+        | Message::DistCheck { .. }
+        | Message::Flushed { .. }
+        | Message::SpeculateReply { .. } => 0,
         Message::Sync { starts, ends, replicas, owners, .. } => {
             starts.len() + ends.len() + replicas.len() + owners.len()
         }
         Message::SyncReply { relocated, refreshed, acks, failed, .. } => {
             relocated.len() + refreshed.len() + acks.len() + failed.len()
         }
-        // Kinds added later: every entry takes at least 8 bytes.
-        #[allow(unreachable_patterns)]
-        _ => msg.body_len() / 8,
     }
 }

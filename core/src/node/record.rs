@@ -18,9 +18,16 @@
 //! record grew by half, and every change of a rare part went through the big map and the
 //! slab: a local key-intent took 2.6 % more instructions than before the merge, a moving one
 //! 8.9 % and a replicated one 9.4 % (callgrind, `core/benches/intents.rs`), where this design
-//! took 0.8, 3.6 and 7.5 % more (1.5, 2.8 and 3.8 % today, since a round walks the cold parts
-//! once and a new cold part is built beside the map), because a change of a rare part is one
-//! probe of one map, as it was before the merge. The two parts share no field: the hot part
+//! takes 0.9 % and 0.2 % more and the same (the round and the owner look at a key once where
+//! they looked two or three times), because a change of a rare part is one probe of one map,
+//! as it was before the merge.
+//!
+//! A round's pass over the replicas held here goes through `Keys::replica_keys`, a sorted list
+//! of their keys, rather than over every cold part: at a node that owns keys too, most cold
+//! parts are holder lists, and a walk that read each of them cost a replicated key-intent 4 %
+//! of its time. The list is an index, not a second record: it names keys to look up, the cold
+//! part stays the only place a replica is recorded, and the pass drops every key whose
+//! replica went (asserted: afterwards the list has one key per replica). The two parts share no field: the hot part
 //! says nothing about the cold one and the cold part nothing about intents or rounds, so
 //! there is nothing to keep in step between them. What merging fixed stays fixed: the four
 //! maps of rare parts (pointers, keys incoming, replicas, holders) that had to agree with each
@@ -267,6 +274,11 @@ pub(super) struct Keys {
     /// Operations (not localizes) waiting in the incoming records, and localizes.
     pub(super) waiting_ops: usize,
     pub(super) localizes: usize,
+    /// Every key a replica is held of, in key order, then the keys replicas were made of since
+    /// the round's last walk ([`Keys::for_each_replica`]), which sorts them in and drops the
+    /// keys whose replica went. A round looks at each replica through it instead of walking
+    /// every cold part (most of which, at an owner, are holder lists).
+    replica_keys: Vec<Key>,
 }
 
 impl Keys {
@@ -445,18 +457,32 @@ impl Keys {
         self.cold.iter().filter(move |(_, c)| pred(c.life())).map(|(k, c)| (*k, c))
     }
 
-    /// Calls `f` with every replica held here, in the map's order (the round's walk: one
-    /// pass over the cold parts, without the tag filter's indirection).
+    /// Calls `f` with every replica held here, in key order (the round's walk: one probe of
+    /// the cold parts per replica, through `replica_keys`).
     #[inline]
-    pub(super) fn for_each_replica(&self, mut f: impl FnMut(Key, &ReplicaMeta)) {
+    pub(super) fn for_each_replica(&mut self, mut f: impl FnMut(Key, &ReplicaMeta)) {
         if self.replicas == 0 {
+            self.replica_keys.clear();
             return;
         }
-        for (k, c) in &self.cold {
-            if let Place::Replica(m) = &c.place {
+        self.tidy_replica_keys();
+        let cold = &self.cold;
+        for k in &self.replica_keys {
+            if let Some(Cold { place: Place::Replica(m), .. }) = cold.get(k) {
                 f(*k, m);
             }
         }
+    }
+
+    /// Sorts the keys of replicas made since the last walk into `replica_keys` and drops the
+    /// keys whose replica went: afterwards it holds exactly the replicas, in key order.
+    fn tidy_replica_keys(&mut self) {
+        let list = &mut self.replica_keys;
+        list.sort_unstable();
+        list.dedup();
+        let cold = &self.cold;
+        list.retain(|k| matches!(cold.get(k), Some(Cold { place: Place::Replica(_), .. })));
+        invariant!(list.len() == self.replicas, "replica_keys lists every replica");
     }
 
     /// Whether no cold part is `Idle` (has no part) and none is `Invalid` (for checks).
@@ -554,6 +580,12 @@ impl Keys {
     #[inline]
     pub(super) fn add_replica(&mut self, key: Key, meta: ReplicaMeta) {
         self.transition(key, Event::ReplicaMade, |c| set_place(c, Place::Replica(meta)));
+        self.replica_keys.push(key);
+        // Bounded without a walk too: replicas made and dropped again and again between two
+        // rounds leave at most as many stale keys as there are replicas, plus a few.
+        if self.replica_keys.len() > 2 * self.replicas + 64 {
+            self.tidy_replica_keys();
+        }
     }
 
     /// The replica of `key` left the store: forget it. Its meta, if it was held.

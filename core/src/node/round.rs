@@ -240,8 +240,8 @@ impl Node {
         self.act_on_intents();
 
         // The staleness of every replica held at the start of the round is sampled once: of
-        // those that go before the walk over the replicas below, where they go; of the rest,
-        // in that walk (one walk of the records per round, not two).
+        // those that go before the pass over the replicas below, where they go; of the rest,
+        // in that pass (one pass over the replicas per round, not two).
         let mut out: BTreeMap<NodeId, SyncOut> = BTreeMap::new();
         self.drop_replicas_of_failed_owners(now);
         let touched = core::mem::take(&mut self.sync.touched);
@@ -314,7 +314,6 @@ impl Node {
             stats.sample_staleness(now, m.refreshed);
             replicas.push((k, m.owner));
         });
-        replicas.sort_unstable_by_key(|(k, _)| *k);
         for (k, owner) in replicas {
             // One look at the key's hot part: skipped while its entry is outstanding, else
             // marked outstanding with room for an upgrade reserved where the policy allows.

@@ -75,11 +75,11 @@
 //! queues are delivered again (at most [`HEAL_DELIVERIES_MAX`] deliveries and
 //! [`HEAL_TIMER_STEPS_MAX`] timer steps). A worker still waiting at its gate when everything
 //! else is quiet (no frame, no request, every other worker finalized) and either no node has a
-//! timer or every node ran [`GATE_QUIET_ROUNDS`] more rounds is stuck: a finding, as in the
-//! simulator. (No peer ever fails here, so no wait may end with `PeerFailed`.) Settled means
-//! every node idle; under techniques that
-//! keep replicas for the whole run, it means every node completed two rounds with nothing else
-//! outstanding, and then two more. Then every node must be idle (or, with permanent replicas,
+//! timer or every node ran [`GATE_QUIET_ROUNDS`] more rounds, with no wait ended and no global
+//! flushed clock grown meanwhile, is stuck: a finding, as in the simulator. (No peer ever
+//! fails here, so no wait may end with `PeerFailed`.) Settled means every node idle; under
+//! techniques that keep replicas for the whole run, it means every node completed two rounds
+//! with nothing else outstanding, and then two more. Then every node must be idle (or, with permanent replicas,
 //! have nothing pending, incoming or waiting) with no forwarding pointer, every issued
 //! operation must have completed, every key must be held by exactly one node, whose epoch its
 //! home node records, every replica must equal its main copy and have no unsent delta, no
@@ -116,8 +116,8 @@ pub const HEAL_DELIVERIES_MAX: usize = 1 << 16;
 pub const HEAL_TIMER_STEPS_MAX: usize = 1 << 12;
 /// Timer rounds one clock advance may take before the timers count as stuck.
 const TIMER_ROUNDS_MAX: usize = 1 << 12;
-/// Sync rounds every node runs, once all is quiet in the heal, before a worker still waiting
-/// at its gate counts as stuck.
+/// Sync rounds every node runs, once all is quiet in the heal and no wait ends and no global
+/// flushed clock grows, before a worker still waiting at its gate counts as stuck.
 pub const GATE_QUIET_ROUNDS: u64 = 8;
 
 /// The gate the top three bits of `h0 ^ h1` select (see the module docs).

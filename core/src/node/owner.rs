@@ -230,7 +230,13 @@ impl Node {
 
     /// A replica holder's sync entry for `key`, held here, its delta merged: the main copy's
     /// version is `current`.
-    pub(super) fn owner_sync(&mut self, origin: NodeId, r: &ReplicaSync, current: Version, reply: &mut ReplyOut) {
+    pub(super) fn owner_sync(
+        &mut self,
+        origin: NodeId,
+        r: &ReplicaSync,
+        current: Version,
+        reply: &mut ReplyOut,
+    ) {
         let key = r.key;
         let entry = if r.is_final() { Entry::Final } else { Entry::Sync { room: r.has_room() } };
         match self.decide(key, entry, origin) {

@@ -40,6 +40,15 @@ pub(in crate::fuzzing) fn cluster_schedule_tally(data: &[u8], mutation: Option<M
     super::run(data, |c| c.mutation = mutation).tally.get()
 }
 
+/// A quiet stretch of the heal, for [`Cluster::check_stuck_gates`].
+pub(super) struct Quiet {
+    /// Each node's global flushed clock, and the waits under way (every operation under way
+    /// is one), when it began.
+    gates: (Vec<u64>, usize),
+    /// The rounds each node must reach before the waits count as stuck.
+    target: Vec<u64>,
+}
+
 impl Cluster {
     fn seat(&mut self, i: usize, worker: WorkerId) -> &mut Seat {
         &mut self.seats[i][worker.index()]
@@ -190,8 +199,16 @@ impl Cluster {
 
     /// In the heal, with nothing in flight and every worker that does not wait finalized:
     /// panics if a wait will never end (see the module docs). `quiet` holds, while all is
-    /// quiet, the rounds each node must reach before the waits count as stuck.
-    pub(super) fn check_stuck_gates(&self, quiet: &mut Option<Vec<u64>>) {
+    /// quiet, what the gates stood at when the quiet began and the rounds each node must reach
+    /// before the waits count as stuck.
+    ///
+    /// A wait that ends, or a global flushed clock that grows, begins the quiet again: under
+    /// BSP and SSP one wait's end lets the next go only a few rounds later (its worker retires,
+    /// its node's next round raises its flushed clock, and the waiting node needs a round that
+    /// started once the new global clock was known there), so a chain of waits at successive
+    /// clocks may take more than [`super::GATE_QUIET_ROUNDS`] rounds in all while each link
+    /// takes far fewer.
+    pub(super) fn check_stuck_gates(&self, quiet: &mut Option<Quiet>) {
         let still = self.nodes.iter().all(|n| {
             n.pending_requests() == 0
                 && n.keys_incoming() == 0
@@ -202,8 +219,12 @@ impl Cluster {
             *quiet = None;
             return;
         }
+        let gates = (self.nodes.iter().map(|n| n.flushed_clock()).collect::<Vec<_>>(), self.ops.len());
+        if quiet.as_ref().is_some_and(|q| q.gates != gates) {
+            *quiet = None;
+        }
         let rounds = || self.nodes.iter().map(|n| n.sync_rounds_done() + super::GATE_QUIET_ROUNDS).collect();
-        let target = quiet.get_or_insert_with(rounds);
+        let target = &quiet.get_or_insert_with(|| Quiet { gates, target: rounds() }).target;
         let timers = self.nodes.iter().any(|n| n.poll_timeout().is_some());
         let rounds_ran = self.nodes.iter().zip(target.iter()).all(|(n, t)| n.sync_rounds_done() >= *t);
         if !timers || rounds_ran {

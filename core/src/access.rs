@@ -382,14 +382,7 @@ impl WorkerAccess {
         if self.conflicts(keys, AccessKind::Pull) {
             return 0;
         }
-        let mut served = 0;
-        for (k, out) in keys.iter().zip(vals.chunks_exact_mut(len)) {
-            if !store.read(*k, out) {
-                break;
-            }
-            served += 1;
-        }
-        served
+        store.read_run(keys, vals, len)
     }
 
     /// Serves positions `from..` of a validated pull (the first `from` were served by
@@ -455,12 +448,10 @@ impl WorkerAccess {
         // Fast path: with uniform lengths, apply while every key is local.
         let mut served = 0;
         if let Some(len) = layout.uniform_len().filter(|_| local_first) {
-            for (k, v) in keys.iter().zip(vals.chunks_exact(len)) {
-                if !apply(*k, v) {
-                    break;
-                }
-                served += 1;
-            }
+            served = match write {
+                WriteKind::Add => store.add_run(keys, vals, len),
+                WriteKind::Set => store.set_run(keys, vals, len),
+            };
         }
         if served == keys.len() {
             return WriteMisses { keys: Vec::new(), values: Vec::new(), local: served };

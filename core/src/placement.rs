@@ -48,6 +48,9 @@ pub struct Homes {
     /// The xor-shift distance: about half the width.
     shift: u32,
     bits: u32,
+    /// log2 of `nodes` if it is a power of two (the home and home index are then a mask and a
+    /// shift, not a division: a worker's every access to a page key computes them).
+    node_bits: Option<u32>,
 }
 
 impl Homes {
@@ -55,7 +58,9 @@ impl Homes {
     pub fn new(placement: Placement, nodes: u16, key_end: u64) -> Homes {
         let bits = (64 - key_end.saturating_sub(1).leading_zeros()).max(1);
         let mask = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
-        Homes { placement, nodes: nodes.max(1), key_end, mask, shift: bits.div_ceil(2), bits }
+        let nodes = nodes.max(1);
+        let node_bits = nodes.is_power_of_two().then(|| nodes.trailing_zeros());
+        Homes { placement, nodes, key_end, mask, shift: bits.div_ceil(2), bits, node_bits }
     }
 
     /// The placement these homes follow.
@@ -88,6 +93,9 @@ impl Homes {
             return None;
         }
         let p = self.permute(key.0);
+        if let Some(b) = self.node_bits {
+            return Some((NodeId((p & ((1 << b) - 1)) as u16), p >> b));
+        }
         let n = u64::from(self.nodes);
         Some((NodeId((p % n) as u16), p / n))
     }

@@ -3,7 +3,11 @@
 //!
 //! Sharded by key hash; each shard is a `hashbrown` map behind one `spin` latch, with values in
 //! one contiguous arena per shard. A worker's local access takes exactly one latch (its key's
-//! shard) and copies or adds in place; it never waits for the protocol.
+//! shard) and copies or adds in place; it never waits for the protocol. A worker's pull or push
+//! of many keys goes through them as a *run* ([`Store::read_run`], [`Store::add_run`]): each
+//! key's place is found a few keys ahead of its turn and its lines prefetched then (its
+//! shard's latch, and its page entry), so that the keys' cache misses overlap instead of
+//! queueing behind each latch's atomic operation.
 //!
 //! A slot is one of:
 //! - **owned**: this node holds the key's main copy (with its epoch and version);
@@ -20,9 +24,10 @@
 //!
 //! Under [`Placement::Dense`] the keys homed here can be kept apart, in **pages**: each home
 //! key has a dense home index (see [`crate::placement`]); the index picks the shard and, within
-//! it, a page of up to 256 keys and a position in the page. A page holds each of its keys' home
-//! record (state, owner, epoch, version: 16 bytes) and room for its value; the key itself is not
-//! stored. A page key is untouched (implicitly held here, with its initial value), owned, or
+//! it, a page of up to 256 keys and a position in the page. A page holds, for each of its keys,
+//! one entry: the key's home record (state, owner, epoch, version: 16 bytes) followed by room
+//! for its value, so that an access to a short value touches one cache line; the key itself is
+//! not stored. A page key is untouched (implicitly held here, with its initial value), owned, or
 //! away. A replica held at the home node of a key that is away lives in the shard's table
 //! beside the page. Keys homed elsewhere (moved in, or replicas) are in the tables as under
 //! [`Placement::Hashed`].
@@ -56,7 +61,7 @@ use crate::placement::Homes;
 use kernels::{add_into, add_into_both};
 #[cfg(test)]
 use page::page_of;
-use page::{PAGES_PER_SHARD_MAX, PAGE_FLOATS, PAGE_KEYS_MAX};
+use page::{PAGES_PER_SHARD_MAX, PAGE_FLOATS, PAGE_HINTS_MAX, PAGE_KEYS_MAX};
 use table::{Latched, Shard, SlotMap};
 
 mod access;
@@ -176,6 +181,10 @@ pub struct Store {
     page_stride: usize,
     /// Pages a shard may index (0: none, home keys stay in tables).
     pages_max: u64,
+    /// Where each allocated page's entries start (0 until it is), by `page << shard_bits |
+    /// shard`, for the first `PAGE_HINTS_MAX` pages: what a worker prefetches ahead of a
+    /// many-key access, read without the shard's latch (see [`Store::prefetch`]).
+    page_hints: Box<[AtomicUsize]>,
     layout: Layout,
     homes: Homes,
     me: NodeId,
@@ -203,6 +212,7 @@ impl Store {
             Placement::Hashed => 0,
         };
 
+        let hints = usize::try_from(pages_max).unwrap_or(usize::MAX).saturating_mul(n).min(PAGE_HINTS_MAX);
         let shards = (0..n)
             .map(|_| {
                 Latched(spin::Mutex::new(Shard {
@@ -220,6 +230,7 @@ impl Store {
             page_bits,
             page_stride,
             pages_max,
+            page_hints: (0..hints).map(|_| AtomicUsize::new(0)).collect(),
             layout: cfg.layout.clone(),
             homes,
             me,

@@ -1,6 +1,6 @@
 //! The store's enumerations and accounting: each takes every shard's latch in turn.
 
-use super::page::{allocated, HomeSlot, HomeState, PageEntry};
+use super::page::{allocated, HomeState, PageEntry, RECORD_WORDS};
 use super::{Footprint, Slot, State, Store};
 use crate::ids::{Epoch, Key, NodeId, Version};
 
@@ -18,7 +18,7 @@ impl Store {
                 f(*k, s.owner);
             }
             for (page, p) in allocated(&shard.pages) {
-                for (pos, s) in p.slots.iter().enumerate().filter(|(_, s)| s.state == HomeState::Away) {
+                for (pos, s) in p.records().filter(|(_, s)| s.state == HomeState::Away) {
                     if let Some(k) = self.page_key(i, page, pos) {
                         f(k, s.owner);
                     }
@@ -45,7 +45,7 @@ impl Store {
                 }
             }
             for (page, p) in allocated(&shard.pages) {
-                for (pos, _) in p.slots.iter().enumerate().filter(|(_, s)| s.state != HomeState::Untouched) {
+                for (pos, _) in p.records().filter(|(_, s)| s.state != HomeState::Untouched) {
                     if let Some(k) = self.page_key(i, page, pos) {
                         f(k);
                     }
@@ -57,7 +57,6 @@ impl Store {
     /// Calls `f` for every main copy held here (in no particular order) with its epoch,
     /// version and value. Takes each shard's latch in turn.
     pub fn for_each_owned(&self, mut f: impl FnMut(Key, Epoch, Version, &[f32])) {
-        let stride = self.page_stride;
         for (i, shard) in self.shards.iter().enumerate() {
             let shard = shard.lock();
             for (k, s) in shard.map.iter().filter(|(_, s)| s.state == State::Owned) {
@@ -67,10 +66,10 @@ impl Store {
                 }
             }
             for (page, p) in allocated(&shard.pages) {
-                for (pos, s) in p.slots.iter().enumerate().filter(|(_, s)| s.state == HomeState::Owned) {
+                for (pos, s) in p.records().filter(|(_, s)| s.state == HomeState::Owned) {
                     let Some(k) = self.page_key(i, page, pos) else { continue };
                     let Some(len) = self.layout.len_of(k) else { continue };
-                    if let Some(v) = p.values.get(pos * stride..pos * stride + len) {
+                    if let Some(v) = p.value(pos, len) {
                         f(k, s.epoch, s.version, v);
                     }
                 }
@@ -109,13 +108,14 @@ impl Store {
     /// the shard array itself is left out). Takes each shard's latch in turn.
     pub fn footprint(&self) -> Footprint {
         let mut f = Footprint::default();
+        f.slots += self.page_hints.len() * core::mem::size_of::<usize>();
         for shard in self.shards.iter() {
             let shard = shard.lock();
             f.slots += shard.map.allocation_size();
             f.slots += shard.pages.capacity() * core::mem::size_of::<PageEntry>();
             for (_, p) in allocated(&shard.pages) {
-                f.slots += p.slots.len() * core::mem::size_of::<HomeSlot>();
-                f.arenas += p.values.len() * core::mem::size_of::<f32>();
+                f.slots += p.keys() * RECORD_WORDS * core::mem::size_of::<f32>();
+                f.arenas += p.keys() * self.page_stride * core::mem::size_of::<f32>();
             }
             f.arenas += shard.arena.capacity() * core::mem::size_of::<f32>();
             f.free_lists += shard.free.allocation_size();

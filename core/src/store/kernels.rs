@@ -1,5 +1,38 @@
 //! The add kernels of the store: a worker's update added into a value (and, for a replica,
-//! into its unsent delta) with the common embedding widths unrolled.
+//! into its unsent delta) with the common embedding widths unrolled; and the prefetches of a
+//! key's lines.
+
+/// Asks the CPU to bring the cache line at `addr` into its caches. A prefetch is a hint: it
+/// never faults, whatever the address (a stale or wild one only wastes the fetch), and
+/// changes no memory, so no caller can misuse it. A no-op where the target has no prefetch
+/// instruction in stable Rust.
+#[inline(always)]
+pub(super) fn prefetch_line(addr: usize) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: PREFETCHT0 (SSE, part of the x86-64 baseline) does not access memory
+    // architecturally: it cannot fault or change any value, for any address.
+    #[allow(unsafe_code)]
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(addr as *const i8);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = addr;
+}
+
+/// [`prefetch_line`] for a line the caller will write (PREFETCHW): the line arrives ready to
+/// be written, so a latch taken on it later does not wait for another core to give it up.
+#[inline(always)]
+pub(super) fn prefetch_line_for_write(addr: usize) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: PREFETCHW does not access memory architecturally (it cannot fault or change a
+    // value, for any address); x86-64 CPUs without it run it as a no-op.
+    #[allow(unsafe_code)]
+    unsafe {
+        core::arch::asm!("prefetchw [{0}]", in(reg) addr, options(nostack, preserves_flags, readonly));
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = addr;
+}
 
 /// `dst[i] += src[i]` over equal lengths known only at run time. The usual embedding widths
 /// (powers of two from 8 to 128) get a kernel with the width as a constant, which the compiler

@@ -12,6 +12,10 @@ use crate::ids::{Epoch, Key, NodeId, Version};
 /// wider than this (about 2^32 home keys per node with 256 shards) keeps every key in tables.
 pub(super) const PAGES_PER_SHARD_MAX: u64 = 1 << 16;
 
+/// Most pages whose start the store keeps for prefetching (8 bytes each): every page of a node
+/// with up to 2^24 home keys of short values. Pages past it are accessed without a prefetch.
+pub(super) const PAGE_HINTS_MAX: usize = 1 << 16;
+
 /// The bytes a key's slot takes in a table, at a typical load of the table (a 33-byte bucket
 /// in a table between 7/16 and 7/8 full): what a page is weighed against.
 pub(super) const TABLE_SLOT_BYTES: usize = 48;
@@ -44,8 +48,8 @@ pub(super) fn page_of_mut(pages: &mut [PageEntry], page: u64) -> Option<&mut Pag
 
 /// The home record at position `pos` of page `page`, if the page is allocated (if not, the
 /// key's slot is in the table, or the key is untouched).
-pub(super) fn home_record(pages: &[PageEntry], page: u64, pos: usize) -> Option<&HomeSlot> {
-    page_of(pages, page).and_then(|p| p.slots.get(pos))
+pub(super) fn home_record(pages: &[PageEntry], page: u64, pos: usize) -> Option<HomeSlot> {
+    page_of(pages, page).and_then(|p| p.record(pos))
 }
 
 /// The home record of a key in a page.
@@ -67,11 +71,163 @@ pub(super) enum HomeState {
     Away,
 }
 
+/// The words of a key's home record at the head of its entry in a page: the version's low and
+/// high halves, the epoch, and the owner with the state.
+pub(super) const RECORD_WORDS: usize = 4;
+const STATE_WORD: usize = 3;
+
 /// Home keys `2^page_bits` in a row (by home index within one shard; fewer in a shard's last
-/// page): their records, and room for each one's value, `stride` floats apart.
+/// page). Each key has one entry: its home record, then room for its value, so that a worker's
+/// access finds both in the same cache line (for values of a few floats) where two arrays
+/// would cost two misses. The record's words are kept as the bits of `f32`s (only copied,
+/// never computed with, so every bit pattern survives on the targets parma builds for: x87's
+/// 32-bit x86 is not one), so one allocation holds both without `unsafe`.
 pub(super) struct Page {
-    pub(super) slots: Box<[HomeSlot]>,
-    pub(super) values: Box<[f32]>,
+    cells: Box<[f32]>,
+    /// Floats per entry: `RECORD_WORDS` and the store's page stride.
+    entry: usize,
+}
+
+impl Page {
+    /// A page of `keys` untouched keys, each with room for `stride` floats of value.
+    pub(super) fn new(keys: usize, stride: usize) -> Page {
+        let entry = RECORD_WORDS + stride;
+        // All-zero words are the default record: untouched.
+        Page { cells: alloc::vec![0.0; keys * entry].into_boxed_slice(), entry }
+    }
+
+    /// How many keys the page has.
+    pub(super) fn keys(&self) -> usize {
+        self.cells.len() / self.entry
+    }
+
+    /// The address of the page's first entry (for a prefetch; entries are `RECORD_WORDS` and
+    /// the page stride floats apart).
+    pub(super) fn start(&self) -> usize {
+        self.cells.as_ptr() as usize
+    }
+
+    /// The record at `pos`.
+    #[inline]
+    pub(super) fn record(&self, pos: usize) -> Option<HomeSlot> {
+        let at = pos.checked_mul(self.entry)?;
+        self.cells.get(at..at + RECORD_WORDS).map(decode)
+    }
+
+    /// The state at `pos` (one word of the record).
+    #[inline(always)]
+    pub(super) fn state(&self, pos: usize) -> Option<HomeState> {
+        let at = pos.checked_mul(self.entry)?;
+        self.cells.get(at + STATE_WORD).map(|w| decode_state(w.to_bits()))
+    }
+
+    /// Replaces the record at `pos` (nothing if `pos` is outside the page).
+    pub(super) fn set_record(&mut self, pos: usize, h: HomeSlot) {
+        let Some(at) = pos.checked_mul(self.entry) else { return };
+        if let Some(words) = self.cells.get_mut(at..at + RECORD_WORDS) {
+            words.copy_from_slice(&encode(h));
+        }
+    }
+
+    /// Where the entry at `pos` starts and ends with a value of `len` floats; `None` if `len`
+    /// is longer than the page's room for a value.
+    #[inline(always)]
+    fn span(&self, pos: usize, len: usize) -> Option<(usize, usize)> {
+        let at = pos.checked_mul(self.entry)?;
+        (len <= self.entry - RECORD_WORDS).then_some((at, at + RECORD_WORDS + len))
+    }
+
+    /// The `len` floats of value at `pos`.
+    pub(super) fn value(&self, pos: usize, len: usize) -> Option<&[f32]> {
+        let (at, end) = self.span(pos, len)?;
+        self.cells.get(at + RECORD_WORDS..end)
+    }
+
+    /// The `len` floats of value at `pos`, to write.
+    pub(super) fn value_mut(&mut self, pos: usize, len: usize) -> Option<&mut [f32]> {
+        let (at, end) = self.span(pos, len)?;
+        self.cells.get_mut(at + RECORD_WORDS..end)
+    }
+
+    /// The entry at `pos` split: its record's words and its `len` floats of value.
+    #[inline(always)]
+    pub(super) fn entry_mut(&mut self, pos: usize, len: usize) -> Option<(&mut [f32], &mut [f32])> {
+        let (at, end) = self.span(pos, len)?;
+        Some(self.cells.get_mut(at..end)?.split_at_mut(RECORD_WORDS))
+    }
+
+    /// Changes the record at `pos` with `f`; false if `pos` is outside the page.
+    pub(super) fn update(&mut self, pos: usize, f: impl FnOnce(&mut HomeSlot)) -> bool {
+        let Some(mut h) = self.record(pos) else { return false };
+        f(&mut h);
+        self.set_record(pos, h);
+        true
+    }
+
+    /// Every record, with its position.
+    pub(super) fn records(&self) -> impl Iterator<Item = (usize, HomeSlot)> + '_ {
+        self.cells.chunks_exact(self.entry).map(|e| decode(&e[..RECORD_WORDS])).enumerate()
+    }
+}
+
+/// The version in a record's words.
+#[inline(always)]
+pub(super) fn version_of(words: &[f32]) -> Version {
+    match words {
+        [lo, hi, ..] => Version(u64::from(lo.to_bits()) | u64::from(hi.to_bits()) << 32),
+        _ => Version(0),
+    }
+}
+
+/// Writes `v` into a record's words.
+#[inline(always)]
+pub(super) fn set_version(words: &mut [f32], v: Version) {
+    if let [lo, hi, ..] = words {
+        *lo = f32::from_bits(v.0 as u32);
+        *hi = f32::from_bits((v.0 >> 32) as u32);
+    }
+}
+
+/// The state in a record's last word.
+#[inline(always)]
+pub(super) fn state_of(words: &[f32]) -> HomeState {
+    words.get(STATE_WORD).map_or(HomeState::Untouched, |w| decode_state(w.to_bits()))
+}
+
+#[inline(always)]
+fn decode_state(w: u32) -> HomeState {
+    match w >> 16 {
+        1 => HomeState::Owned,
+        2 => HomeState::Away,
+        _ => HomeState::Untouched,
+    }
+}
+
+fn encode(h: HomeSlot) -> [f32; RECORD_WORDS] {
+    let state = match h.state {
+        HomeState::Untouched => 0u32,
+        HomeState::Owned => 1,
+        HomeState::Away => 2,
+    };
+    [
+        f32::from_bits(h.version.0 as u32),
+        f32::from_bits((h.version.0 >> 32) as u32),
+        f32::from_bits(h.epoch.0),
+        f32::from_bits(u32::from(h.owner.0) | state << 16),
+    ]
+}
+
+fn decode(words: &[f32]) -> HomeSlot {
+    let (epoch, last) = match words {
+        [_, _, e, l, ..] => (e.to_bits(), l.to_bits()),
+        _ => (0, 0),
+    };
+    HomeSlot {
+        version: version_of(words),
+        epoch: Epoch(epoch),
+        owner: NodeId(last as u16),
+        state: decode_state(last),
+    }
 }
 
 /// The most keys in a page, and the most floats of values a page aims at (a page of long
@@ -124,21 +280,16 @@ impl Store {
     /// A replica held here of a key that is away stays in the table; its ownership record goes
     /// to the page.
     pub(super) fn promote(&self, shard: &mut Shard, i: usize, at: usize, keys: usize) {
-        let stride = self.page_stride;
-        let mut page = Page {
-            slots: alloc::vec![HomeSlot::default(); keys].into_boxed_slice(),
-            values: alloc::vec![0.0; keys * stride].into_boxed_slice(),
-        };
-        for (pos, record) in page.slots.iter_mut().enumerate() {
+        let mut page = Page::new(keys, self.page_stride);
+        for pos in 0..keys {
             let Some(key) = self.page_key(i, at as u64, pos) else { continue };
             let Some(s) = shard.map.get(&key).copied() else { continue };
             let state = match s.state {
                 State::Owned => {
                     let (off, len) = (s.off as usize, s.len as usize);
-                    if let (Some(to), Some(from)) = (
-                        page.values.get_mut(pos * stride..pos * stride + len),
-                        shard.arena.get(off..off + len),
-                    ) {
+                    if let (Some(to), Some(from)) =
+                        (page.value_mut(pos, len), shard.arena.get(off..off + len))
+                    {
                         to.copy_from_slice(from);
                     }
                     shard.free.entry(s.alloc_len()).or_default().push(s.off);
@@ -151,7 +302,13 @@ impl Store {
                 }
                 State::Replica => HomeState::Away,
             };
-            *record = HomeSlot { version: s.version, epoch: s.epoch, owner: s.owner, state };
+            page.set_record(pos, HomeSlot { version: s.version, epoch: s.epoch, owner: s.owner, state });
+        }
+        // The entries stay where they are for the store's life (a page is never freed or
+        // resized), so the hint stays true once given.
+        let hint = at.checked_shl(self.shard_bits).map(|h| h | i).and_then(|h| self.page_hints.get(h));
+        if let Some(h) = hint {
+            h.store(page.start(), core::sync::atomic::Ordering::Relaxed);
         }
         shard.pages[at] = PageEntry { page: Some(page), table_keys: 0 };
         Self::compact(shard);

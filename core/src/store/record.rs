@@ -19,7 +19,9 @@
 //! Each transition asserts the state it starts from (`invariant!`): the callers check it first,
 //! under the same latch, so a failed assertion is a bug in the store.
 
-use super::page::{home_record, page_of, page_of_mut, HomeSlot, HomeState};
+use super::page::{
+    home_record, page_of, page_of_mut, set_version, state_of, version_of, HomeSlot, HomeState,
+};
 use super::table::{alloc_range, FreeLists, Shard};
 use super::{fold_unsent, Place, Slot, State, Store};
 use crate::ids::{mix, Epoch, Key, NodeId, Version};
@@ -117,7 +119,7 @@ impl Store {
                 None => Record { held: Held::Absent, epoch: Epoch(0), owner: self.me },
             },
             Spot::Page { page, pos } => {
-                let h = home_record(&shard.pages, page, pos).copied().unwrap_or_default();
+                let h = home_record(&shard.pages, page, pos).unwrap_or_default();
                 let held = match h.state {
                     HomeState::Untouched => Held::Untouched,
                     HomeState::Owned => Held::Owned,
@@ -157,20 +159,22 @@ impl Store {
             },
             Spot::Page { page, pos } => {
                 let Shard { map, arena, pages, .. } = shard;
-                let Some((slot, values)) =
-                    page_of_mut(pages, page).and_then(|p| Some((p.slots.get_mut(pos)?, &mut p.values)))
-                else {
+                let Some(p) = page_of_mut(pages, page) else {
                     return Err(f);
                 };
-                match slot.state {
-                    HomeState::Owned => {
-                        let at = pos * self.page_stride;
-                        match self.layout.len_of(key).and_then(|len| values.get_mut(at..at + len)) {
-                            Some(value) => Ok(f(value, None, &mut slot.version)),
+                match p.state(pos) {
+                    Some(HomeState::Owned) => {
+                        match self.layout.len_of(key).and_then(|len| p.entry_mut(pos, len)) {
+                            Some((record, value)) => {
+                                let mut version = version_of(record);
+                                let r = f(value, None, &mut version);
+                                set_version(record, version);
+                                Ok(r)
+                            }
                             None => Err(f),
                         }
                     }
-                    HomeState::Away if REPLICA => match map.get_mut(&key) {
+                    Some(HomeState::Away) if REPLICA => match map.get_mut(&key) {
                         Some(r) => with_table_value::<REPLICA, R, F>(arena, r, f),
                         None => Err(f),
                     },
@@ -197,12 +201,11 @@ impl Store {
             }
             Spot::Page { page, pos } => {
                 let len = self.layout.len_of(key)?;
-                let at = pos * self.page_stride;
                 let p = page_of_mut(&mut shard.pages, page)?;
-                let (slot, value) = (p.slots.get_mut(pos)?, p.values.get_mut(at..at + len)?);
-                invariant!(slot.state == HomeState::Untouched, "touch of a touched page key");
+                let (record, value) = p.entry_mut(pos, len)?;
+                invariant!(state_of(record) == HomeState::Untouched, "touch of a touched page key");
                 self.initialize(key, value);
-                slot.state = HomeState::Owned;
+                p.update(pos, |h| h.state = HomeState::Owned);
                 Some(spot)
             }
         }
@@ -249,13 +252,12 @@ impl Store {
                 free_range(free, arena.len(), &taken);
             }
             Spot::Page { page, pos } => {
-                let Some(slot) = page_of_mut(&mut shard.pages, page).and_then(|p| p.slots.get_mut(pos))
-                else {
+                let Some(p) = page_of_mut(&mut shard.pages, page) else {
                     invariant!(false, "hand-over of a page key outside its page");
                     return;
                 };
-                invariant!(slot.state == HomeState::Owned, "hand-over of a page key not owned");
-                *slot = HomeSlot { state: HomeState::Away, owner: to, epoch, ..*slot };
+                invariant!(p.state(pos) == Some(HomeState::Owned), "hand-over of a page key not owned");
+                p.update(pos, |h| *h = HomeSlot { state: HomeState::Away, owner: to, epoch, ..*h });
             }
         }
     }
@@ -322,9 +324,11 @@ impl Store {
                     shard.map.remove(&key);
                 }
                 if let Spot::Page { page, pos } = spot {
-                    if let Some(slot) = page_of_mut(&mut shard.pages, page).and_then(|p| p.slots.get_mut(pos))
-                    {
-                        *slot = HomeSlot { version, epoch, owner: self.me, state: HomeState::Owned };
+                    if let Some(p) = page_of_mut(&mut shard.pages, page) {
+                        p.set_record(
+                            pos,
+                            HomeSlot { version, epoch, owner: self.me, state: HomeState::Owned },
+                        );
                     }
                 }
             }
@@ -342,8 +346,7 @@ impl Store {
         match (room, spot) {
             (Room::Arena(off), _) => shard.arena.get_mut(off as usize..off as usize + len),
             (Room::Page, Spot::Page { page, pos }) => {
-                let at = pos * self.page_stride;
-                page_of_mut(&mut shard.pages, page)?.values.get_mut(at..at + len)
+                page_of_mut(&mut shard.pages, page)?.value_mut(pos, len)
             }
             (Room::Page, Spot::Table { .. }) => None,
         }
@@ -407,9 +410,11 @@ impl Store {
                 }
             }
             Spot::Page { page, pos } => {
-                if let Some(s) = page_of_mut(&mut shard.pages, page).and_then(|p| p.slots.get_mut(pos)) {
-                    s.owner = owner;
-                    s.epoch = epoch;
+                if let Some(p) = page_of_mut(&mut shard.pages, page) {
+                    p.update(pos, |s| {
+                        s.owner = owner;
+                        s.epoch = epoch;
+                    });
                 }
             }
         }

@@ -664,3 +664,105 @@ fn every_state_meets_every_operation() {
         }
     }
 }
+
+#[test]
+fn runs_match_key_by_key_accesses_and_stop_at_the_first_miss() {
+    for placement in PLACEMENTS {
+        let c = cfg_in(3, placement);
+        let (run, one) = (Store::new(&c, NodeId(0)), Store::new(&c, NodeId(0)));
+        let mut keys: Vec<Key> = (0..).map(Key).filter(|k| home(&c, *k) == NodeId(0)).take(40).collect();
+        // A key twice: both updates count, as key by key.
+        keys.push(keys[3]);
+        for s in [&run, &one] {
+            assert!(s.add(keys[5], &[7.0; 4]), "a touched key among untouched ones");
+        }
+        let deltas: Vec<f32> = (0..keys.len() * 4).map(|i| i as f32).collect();
+        assert_eq!(run.add_run(&keys, &deltas, 4), keys.len());
+        for (k, d) in keys.iter().zip(deltas.chunks_exact(4)) {
+            assert!(one.add(*k, d));
+        }
+        let mut got = vec![0.0; keys.len() * 4];
+        assert_eq!(run.read_run(&keys, &mut got, 4), keys.len());
+        for (k, g) in keys.iter().zip(got.chunks_exact(4)) {
+            let mut want = [0.0; 4];
+            assert!(one.read(*k, &mut want));
+            assert_eq!(g, want, "key {k:?} under {placement:?}");
+            assert_eq!(run.version(*k), one.version(*k));
+        }
+        // A foreign key stops every run there; the keys before it were served, none after.
+        let foreign = home_key_in(&c, NodeId(0), true);
+        let mut with_miss = keys[..10].to_vec();
+        with_miss.insert(6, foreign);
+        let ones = vec![1.0; with_miss.len() * 4];
+        let before: Vec<Option<Version>> = with_miss.iter().map(|k| run.version(*k)).collect();
+        assert_eq!(run.add_run(&with_miss, &ones, 4), 6);
+        for (i, k) in with_miss.iter().enumerate() {
+            let grew = run.version(*k) != before[i];
+            assert_eq!(grew, i < 6, "key {i} of the run under {placement:?}");
+        }
+        assert_eq!(run.read_run(&with_miss, &mut got[..with_miss.len() * 4], 4), 6);
+        assert_eq!(run.set_run(&with_miss, &ones, 4), 6);
+        let mut out = [0.0; 4];
+        assert!(run.read(with_miss[5], &mut out));
+        assert_eq!(out, [1.0; 4]);
+        assert!(run.read(with_miss[7], &mut out));
+        assert_ne!(out, [1.0; 4], "a set past the miss");
+        // Values for fewer keys than asked: only the keys with a value are served.
+        assert_eq!(run.add_run(&keys[..4], &deltas[..10], 4), 2);
+        assert_eq!(run.read_run(&keys[..4], &mut got[..7], 4), 1);
+        assert_eq!(run.add_run(&keys[..4], &deltas, 0), 0);
+        assert_eq!(run.keys_held(), 0);
+    }
+}
+
+#[test]
+fn a_page_entry_keeps_its_record_and_value_apart() {
+    use super::page::{HomeSlot, HomeState, Page, RECORD_WORDS};
+    let mut p = Page::new(3, 5);
+    assert_eq!(p.keys(), 3);
+    assert!((0..3).all(|pos| p.state(pos) == Some(HomeState::Untouched)));
+    let records = [
+        HomeSlot {
+            version: Version(u64::MAX - 1),
+            epoch: Epoch(u32::MAX),
+            owner: NodeId(u16::MAX),
+            state: HomeState::Away,
+        },
+        HomeSlot {
+            version: Version(1 << 40 | 3),
+            epoch: Epoch(9),
+            owner: NodeId(2),
+            state: HomeState::Owned,
+        },
+    ];
+    for (pos, r) in records.iter().enumerate() {
+        p.set_record(pos, *r);
+        p.value_mut(pos, 5).unwrap().copy_from_slice(&[f32::NAN, -0.0, 1.5, f32::MAX, 2.0]);
+    }
+    for (pos, r) in records.iter().enumerate() {
+        let got = p.record(pos).unwrap();
+        assert_eq!((got.version, got.epoch, got.owner, got.state), (r.version, r.epoch, r.owner, r.state));
+        assert_eq!(p.state(pos), Some(r.state));
+        let v = p.value(pos, 5).unwrap();
+        assert!(v[0].is_nan() && v[1].to_bits() == (-0.0f32).to_bits() && v[2..] == [1.5, f32::MAX, 2.0]);
+        let (words, value) = p.entry_mut(pos, 3).unwrap();
+        assert_eq!((words.len(), value.len()), (RECORD_WORDS, 3));
+    }
+    assert_eq!(p.state(2), Some(HomeState::Untouched), "a neighbour's writes stay in their entry");
+    assert_eq!(p.value(2, 5), Some(&[0.0; 5][..]));
+    assert!(p.value(0, 6).is_none() && p.entry_mut(0, 6).is_none(), "longer than the room");
+    assert!(p.record(3).is_none() && p.state(3).is_none() && p.value_mut(3, 1).is_none());
+}
+
+#[test]
+fn an_allocated_page_gives_its_start_to_the_prefetch_hints() {
+    let c = cfg_in(1, (Placement::Dense, 1));
+    let s = Store::new(&c, NodeId(0));
+    assert!(s.page_hints.iter().all(|h| h.load(Ordering::Relaxed) == 0));
+    for k in by_home_index(&c, NodeId(0)).into_iter().take(256) {
+        assert!(s.add(k, &[1.0; 4]));
+    }
+    let start = page_of(&s.shards[0].lock().pages, 0).map(|p| p.start());
+    assert_eq!(start, Some(s.page_hints[0].load(Ordering::Relaxed)));
+    assert!(s.page_hints[1..].iter().all(|h| h.load(Ordering::Relaxed) == 0), "page 1 is not allocated");
+}

@@ -262,17 +262,20 @@ fn pump(mut from: impl Read + Send + 'static, rank: u16, stderr: bool, done: mps
 }
 
 /// Writes one prefixed line (a write error, e.g. a closed pipe, drops it: the child must not
-/// block on its output).
+/// block on its output), prefix and line in one write: the launcher's stdout and stderr are
+/// often the same file, and a prefix written apart could land inside another rank's line.
 fn emit(prefix: &str, line: &mut Vec<u8>, stderr: bool) {
     if line.last() != Some(&b'\n') {
         line.push(b'\n');
     }
+    let mut whole = Vec::with_capacity(prefix.len() + line.len());
+    whole.extend_from_slice(prefix.as_bytes());
+    whole.extend_from_slice(line);
     let _ = if stderr {
-        let mut out = std::io::stderr().lock();
-        out.write_all(prefix.as_bytes()).and_then(|()| out.write_all(line))
+        std::io::stderr().lock().write_all(&whole)
     } else {
         let mut out = std::io::stdout().lock();
-        out.write_all(prefix.as_bytes()).and_then(|()| out.write_all(line)).and_then(|()| out.flush())
+        out.write_all(&whole).and_then(|()| out.flush())
     };
     line.clear();
 }

@@ -55,9 +55,9 @@ enum Command {
     /// Data sets that parma may not ship.
     #[command(subcommand)]
     Data(DataCommand),
-    /// Run one node of a cluster of processes over ZeroMQ and a workload whose sums it
-    /// checks exactly.
-    Node(node_cli::NodeArgs),
+    /// Run one node of a cluster of processes over ZeroMQ: a workload whose sums it checks
+    /// exactly, or (`parma node train <task> ...`) a training task.
+    Node(Box<node_cli::NodeArgs>),
     /// Start N node processes of this binary on this machine, each running the subcommand
     /// given after `--` with PARMA_RANK, PARMA_WORLD_SIZE, PARMA_RENDEZVOUS and a fresh
     /// PARMA_TOKEN; prefix their output lines with `[rank] `; stop them all when one fails.

@@ -400,6 +400,14 @@ fn check(
 pub struct NodeOptions {
     /// The workload.
     pub sums: SumsOptions,
+    /// Its start-up and transport.
+    pub net: NetOptions,
+}
+
+/// How a node process meets the others and which transport carries its frames: what
+/// `parma node` runs, the sums workload or a training task, does not change it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NetOptions {
     /// Rank, world size and rendezvous given explicitly (else from the launcher's environment).
     pub explicit: Option<(u16, u16, String)>,
     /// Which transport carries the frames.
@@ -416,6 +424,37 @@ pub struct NodeOptions {
     pub startup_timeout: Duration,
     /// Serve the counters in Prometheus's text format here.
     pub metrics_addr: Option<String>,
+    /// A digest of what the job runs beyond the node's configuration (a training task's
+    /// command line), folded into the digest every node brings to the rendezvous: a node
+    /// started with other options is refused there. 0: nothing beyond the configuration.
+    pub job_digest: u64,
+}
+
+impl Default for NetOptions {
+    fn default() -> NetOptions {
+        NetOptions {
+            explicit: None,
+            transport: crate::node_transport::NodeTransport::Zmq,
+            bind: None,
+            advertise: None,
+            peer_timeout: Duration::from_secs(5),
+            startup_timeout: Duration::from_secs(60),
+            metrics_addr: None,
+            job_digest: 0,
+        }
+    }
+}
+
+impl NetOptions {
+    /// Where this process's rank, the world size and the rendezvous come from: the explicit
+    /// options, else the launcher's environment.
+    pub fn launch(&self) -> Result<Launch, NodeError> {
+        match &self.explicit {
+            Some((rank, world, rendezvous)) => Launch::explicit(NodeId(*rank), *world, rendezvous),
+            None => Launch::from_process_env(),
+        }
+        .map_err(NodeError::Startup)
+    }
 }
 
 /// What a node process did.
@@ -482,11 +521,7 @@ pub(crate) fn local_address_towards(host: &str, port: u16) -> Option<std::net::I
 /// Runs one node: start-up, the workload, shutdown. `Ok(None)` for a process that is not a
 /// node (ps-lite's scheduler, after the rendezvous; its workers).
 pub fn run_node(opts: &NodeOptions) -> Result<Option<NodeReport>, NodeError> {
-    let launch = match &opts.explicit {
-        Some((rank, world, rendezvous)) => Launch::explicit(NodeId(*rank), *world, rendezvous),
-        None => Launch::from_process_env(),
-    }
-    .map_err(NodeError::Startup)?;
+    let launch = opts.net.launch()?;
     if launch.role() == Role::Worker {
         return Ok(None);
     }
@@ -496,7 +531,8 @@ pub fn run_node(opts: &NodeOptions) -> Result<Option<NodeReport>, NodeError> {
     let digest = u64::from(cfg.wire_cluster().0);
     let token = ClusterToken::from_process_env().map_err(NodeError::Startup)?;
 
-    let Some((me, node, workers)) = crate::node_transport::start(opts, &launch, cfg, digest, token)? else {
+    let Some((me, node, workers)) = crate::node_transport::start(&opts.net, &launch, cfg, digest, token)?
+    else {
         return Ok(None);
     };
     println!(
@@ -506,7 +542,7 @@ pub fn run_node(opts: &NodeOptions) -> Result<Option<NodeReport>, NodeError> {
 
     let stop = AtomicBool::new(false);
     let outcome = thread::scope(|s| {
-        if let Some(addr) = &opts.metrics_addr {
+        if let Some(addr) = &opts.net.metrics_addr {
             let (node, stop) = (&node, &stop);
             let addr = addr.clone();
             s.spawn(move || crate::metrics::serve(&addr, node, stop));

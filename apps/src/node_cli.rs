@@ -2,43 +2,71 @@
 
 use std::time::Duration;
 
-use clap::Args;
-use parma_apps::node::{run_node, NodeOptions, SumsOptions};
+use clap::{Args, Subcommand};
+use parma_apps::node::{run_node, NetOptions, NodeOptions, SumsOptions};
 use parma_core::Technique;
 
 /// Run one node of a cluster of processes over ZeroMQ (start it with `parma launch`, torchrun,
-/// srun, mpirun or ps-lite's variables; the token comes from PARMA_TOKEN_FILE or PARMA_TOKEN)
-/// and the sums workload: Zipf-skewed pulls and pushes of 1, then every sum checked exactly.
+/// srun, mpirun or ps-lite's variables; the token comes from PARMA_TOKEN_FILE or PARMA_TOKEN):
+/// the sums workload (Zipf-skewed pulls and pushes of 1, then every sum checked exactly), or,
+/// with `train <task> ...`, a training task whose workers are spread over the processes.
 #[derive(Args, Debug)]
 pub struct NodeArgs {
-    /// Worker threads of this node (the same on every node).
-    #[arg(long, default_value_t = 2)]
-    workers: u16,
-    /// Keys of the model.
-    #[arg(long, default_value_t = 100_000)]
-    keys: u64,
-    /// f32 values per key.
-    #[arg(long, default_value_t = 8)]
-    len: u32,
-    /// Batches per worker.
-    #[arg(long, default_value_t = 1000)]
-    batches: u64,
-    /// Keys drawn per batch (duplicates are removed).
-    #[arg(long, default_value_t = 64)]
-    batch_keys: usize,
-    /// Exponent of the Zipf law of key popularity (0 is uniform).
-    #[arg(long, default_value_t = 1.1)]
-    zipf: f64,
-    /// Seed of every draw (the same on every node).
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// How parameters are managed (the same on every node).
-    #[arg(long, value_parser = crate::parse_technique, default_value = "adaptive")]
-    technique: Technique,
+    #[command(flatten)]
+    net: NetArgs,
+    #[command(flatten)]
+    sums: SumsArgs,
+    /// What the node runs instead of the sums workload.
+    #[command(subcommand)]
+    task: Option<NodeTask>,
+}
+
+/// What a node runs besides the sums workload.
+#[derive(Subcommand, Debug)]
+enum NodeTask {
+    /// Train a model with one node per process: `parma node [node options] train kge --data
+    /// umls ...` (the same task options on every node; `--workers` per node; rank 0 writes
+    /// the initial model, evaluates and prints the report).
+    #[command(subcommand)]
+    Train(crate::train_cli::TrainCommand),
+}
+
+/// The sums workload's options (defaults in brackets); not with a training task.
+#[derive(Args, Debug)]
+struct SumsArgs {
+    /// Worker threads of this node, the same on every node [2].
+    #[arg(long)]
+    workers: Option<u16>,
+    /// Keys of the model [100000].
+    #[arg(long)]
+    keys: Option<u64>,
+    /// f32 values per key [8].
+    #[arg(long)]
+    len: Option<u32>,
+    /// Batches per worker [1000].
+    #[arg(long)]
+    batches: Option<u64>,
+    /// Keys drawn per batch (duplicates are removed) [64].
+    #[arg(long)]
+    batch_keys: Option<usize>,
+    /// Exponent of the Zipf law of key popularity (0 is uniform) [1.1].
+    #[arg(long)]
+    zipf: Option<f64>,
+    /// Seed of every draw, the same on every node [1].
+    #[arg(long)]
+    seed: Option<u64>,
+    /// How parameters are managed, the same on every node [adaptive].
+    #[arg(long, value_parser = crate::parse_technique)]
+    technique: Option<Technique>,
     /// Signal intent for (under relocation: localize) the keys of batch i+N while working on
-    /// batch i.
-    #[arg(long, default_value_t = 16)]
-    ahead: u64,
+    /// batch i [16].
+    #[arg(long)]
+    ahead: Option<u64>,
+}
+
+/// How a node process meets the others, and its transport (before `train`, if any).
+#[derive(Args, Debug)]
+struct NetArgs {
     /// This node's rank, instead of the launcher's environment (with --world and --rendezvous).
     #[arg(long, requires_all = ["world", "rendezvous"])]
     rank: Option<u16>,
@@ -70,20 +98,9 @@ pub struct NodeArgs {
     metrics_addr: Option<String>,
 }
 
-impl NodeArgs {
-    fn options(&self) -> NodeOptions {
-        NodeOptions {
-            sums: SumsOptions {
-                workers: self.workers,
-                keys: self.keys,
-                len: self.len,
-                batches: self.batches,
-                batch_keys: self.batch_keys,
-                zipf: self.zipf,
-                seed: self.seed,
-                technique: self.technique,
-                ahead: self.ahead,
-            },
+impl NetArgs {
+    fn options(&self) -> NetOptions {
+        NetOptions {
             explicit: match (self.rank, self.world, &self.rendezvous) {
                 (Some(r), Some(w), Some(a)) => Some((r, w, a.clone())),
                 _ => None,
@@ -94,13 +111,60 @@ impl NodeArgs {
             peer_timeout: Duration::from_millis(self.peer_timeout_ms),
             startup_timeout: Duration::from_secs(self.startup_timeout_s),
             metrics_addr: self.metrics_addr.clone(),
+            job_digest: 0,
         }
+    }
+}
+
+impl SumsArgs {
+    fn options(&self) -> SumsOptions {
+        let d = SumsOptions::default();
+        SumsOptions {
+            workers: self.workers.unwrap_or(d.workers),
+            keys: self.keys.unwrap_or(d.keys),
+            len: self.len.unwrap_or(d.len),
+            batches: self.batches.unwrap_or(d.batches),
+            batch_keys: self.batch_keys.unwrap_or(d.batch_keys),
+            zipf: self.zipf.unwrap_or(d.zipf),
+            seed: self.seed.unwrap_or(d.seed),
+            technique: self.technique.unwrap_or(d.technique),
+            ahead: self.ahead.unwrap_or(d.ahead),
+        }
+    }
+
+    /// The sums options given on the command line, by name.
+    fn given(&self) -> Vec<&'static str> {
+        let all = [
+            ("--workers", self.workers.is_some()),
+            ("--keys", self.keys.is_some()),
+            ("--len", self.len.is_some()),
+            ("--batches", self.batches.is_some()),
+            ("--batch-keys", self.batch_keys.is_some()),
+            ("--zipf", self.zipf.is_some()),
+            ("--seed", self.seed.is_some()),
+            ("--technique", self.technique.is_some()),
+            ("--ahead", self.ahead.is_some()),
+        ];
+        all.into_iter().filter(|(_, g)| *g).map(|(n, _)| n).collect()
     }
 }
 
 /// Runs the node; prints its report.
 pub fn run(args: &NodeArgs) -> Result<(), String> {
-    match run_node(&args.options()).map_err(|e| e.to_string())? {
+    let net = args.net.options();
+    if let Some(NodeTask::Train(cmd)) = &args.task {
+        let given = args.sums.given();
+        if !given.is_empty() {
+            return Err(format!(
+                "bad options: {} belong to the sums workload; a training task takes its own options \
+                 after `train <task>` (e.g. `parma node train kge --workers 1 ...`)",
+                given.join(", ")
+            ));
+        }
+        return crate::train_cli::run_node(cmd, &net);
+    }
+    let opts = NodeOptions { sums: args.sums.options(), net };
+    match run_node(&opts).map_err(|e| e.to_string())? {
         Some(report) => println!("{report}"),
         None => println!("not a node (ps-lite scheduler or worker): nothing more to do"),
     }

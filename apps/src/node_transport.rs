@@ -10,7 +10,7 @@ use parma_runtime::startup::{establish, ClusterToken, Launch};
 use parma_runtime::{NodeRuntime, Options, Worker};
 use parma_transport_zmq::{Bound, ZmqOptions};
 
-use crate::node::{local_address_towards, NodeError, NodeOptions};
+use crate::node::{local_address_towards, NetOptions, NodeError};
 
 /// Which transport `parma node` uses.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -35,7 +35,7 @@ pub fn parse_node_transport(name: &str) -> Result<NodeTransport, String> {
 type Started = (NodeId, NodeRuntime, Vec<Worker>);
 
 /// Where to listen and what to advertise, from the options and the rendezvous's place.
-fn addresses(opts: &NodeOptions, launch: &Launch, scheme: &str) -> (String, Option<String>) {
+fn addresses(opts: &NetOptions, launch: &Launch, scheme: &str) -> (String, Option<String>) {
     let rv = launch.rendezvous();
     let rv_loopback =
         rv.host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback()) || rv.host == "localhost";
@@ -63,7 +63,7 @@ fn runtime_options() -> Options {
 /// Binds the transport `opts` names, meets the others, starts the node's runtime. `None`:
 /// not a node (ps-lite's scheduler).
 pub(crate) fn start(
-    opts: &NodeOptions,
+    opts: &NetOptions,
     launch: &Launch,
     cfg: Config,
     digest: u64,
@@ -73,6 +73,8 @@ pub(crate) fn start(
     if timeout_us < 100_000 {
         return Err(NodeError::Options("--peer-timeout-ms must be at least 100".into()));
     }
+    // Rotated, so that a job digest of 0 leaves the configuration's digest as it was.
+    let digest = digest ^ opts.job_digest.rotate_left(17);
     match opts.transport {
         NodeTransport::Zmq => start_zmq(opts, launch, cfg, digest, token, timeout_us),
         NodeTransport::Rdma => start_rdma(opts, launch, cfg, digest, token),
@@ -80,7 +82,7 @@ pub(crate) fn start(
 }
 
 fn start_zmq(
-    opts: &NodeOptions,
+    opts: &NetOptions,
     launch: &Launch,
     cfg: Config,
     digest: u64,
@@ -106,7 +108,7 @@ fn start_zmq(
 
 #[cfg(feature = "rdma")]
 fn start_rdma(
-    opts: &NodeOptions,
+    opts: &NetOptions,
     launch: &Launch,
     cfg: Config,
     digest: u64,
@@ -137,7 +139,7 @@ fn start_rdma(
 
 #[cfg(not(feature = "rdma"))]
 fn start_rdma(
-    _opts: &NodeOptions,
+    _opts: &NetOptions,
     _launch: &Launch,
     _cfg: Config,
     _digest: u64,

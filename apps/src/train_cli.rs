@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
+use parma_apps::node::NetOptions;
 use parma_apps::train::checkpointing::CheckpointOptions;
 use parma_apps::train::harness::{run_kge, run_mf};
 use parma_apps::train::kg::Kg;
@@ -223,6 +224,7 @@ impl CommonArgs {
             gate: self.gate,
             engine: self.engine,
             progress: true,
+            cluster: None,
             checkpoint: CheckpointOptions {
                 every: self.checkpoint_every,
                 dir: self.checkpoint_dir.clone(),
@@ -294,16 +296,36 @@ impl KgeArgs {
 
 /// Runs `parma train ...`.
 pub fn run(cmd: &TrainCommand) -> Result<(), String> {
+    run_with(cmd, None)
+}
+
+/// Runs `parma node ... train ...`: this process is one node of a cluster of processes. Every
+/// node must run the same task with the same options: their digest (FNV-1a of the parsed
+/// command) joins the configuration's at the rendezvous.
+pub fn run_node(cmd: &TrainCommand, net: &NetOptions) -> Result<(), String> {
+    let job = format!("{cmd:?}")
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3));
+    run_with(cmd, Some(&NetOptions { job_digest: job, ..net.clone() }))
+}
+
+fn run_with(cmd: &TrainCommand, cluster: Option<&NetOptions>) -> Result<(), String> {
     match cmd {
-        TrainCommand::Kge(args) => run_kge_cmd(args),
-        TrainCommand::Mf(args) => run_mf_cmd(args),
-        TrainCommand::Lr(args) => lr::run_lr_cmd(args),
-        TrainCommand::Wv(args) => wv::run_wv_cmd(args),
+        TrainCommand::Kge(args) => run_kge_cmd(args, cluster),
+        TrainCommand::Mf(args) => run_mf_cmd(args, cluster),
+        TrainCommand::Lr(args) => lr::run_lr_cmd(args, cluster),
+        TrainCommand::Wv(args) => wv::run_wv_cmd(args, cluster),
     }
 }
 
-/// Checks the options every task shares (`--repeat`, `--plot`) and every run's options.
-pub(crate) fn check_common(common: &CommonArgs, runs: &[TrainOptions]) -> Result<(), String> {
+/// Checks the options every task shares (`--repeat`, `--plot`) and every run's options; as
+/// one node of a cluster of processes (`cluster`: `parma node ... train`), also what such a
+/// run allows, and gives each run the world size and the node's options.
+pub(crate) fn check_common(
+    common: &CommonArgs,
+    mut runs: Vec<TrainOptions>,
+    cluster: Option<&NetOptions>,
+) -> Result<Vec<TrainOptions>, String> {
     if common.repeat == 0 || common.repeat > 100 {
         return Err(format!("bad options: --repeat must be between 1 and 100, not {}", common.repeat));
     }
@@ -312,10 +334,36 @@ pub(crate) fn check_common(common: &CommonArgs, runs: &[TrainOptions]) -> Result
             return Err(format!("bad options: --plot {}: the file must end in .svg", p.display()));
         }
     }
-    for r in runs {
+    if let Some(net) = cluster {
+        let bad = |s: &str| Err(format!("bad options: {s}"));
+        if runs.len() > 1 || common.repeat > 1 {
+            return bad("under `parma node`, one run: not --compare or --repeat");
+        }
+        let launch = net.launch().map_err(|e| e.to_string())?;
+        for r in &mut runs {
+            if r.engine != Engine::Parma {
+                return bad("--engine hogwild runs in one process, not under `parma node`");
+            }
+            if r.transport != parma_apps::demo::DemoTransport::Threaded {
+                return bad("--transport picks the transport between in-process nodes; under `parma node` \
+                     the node's own --transport (before `train`) carries the frames");
+            }
+            if r.nodes != 1 && r.nodes != launch.world() {
+                return Err(format!(
+                    "bad options: --nodes {}, but the launcher started {} nodes (leave --nodes out \
+                     under `parma node`)",
+                    r.nodes,
+                    launch.world()
+                ));
+            }
+            r.nodes = launch.world();
+            r.cluster = Some(net.clone());
+        }
+    }
+    for r in &runs {
         r.check().map_err(|e| e.to_string())?;
     }
-    Ok(())
+    Ok(runs)
 }
 
 /// A quality target the project holds itself to (docs/training.md): the metric's name, the
@@ -358,10 +406,57 @@ pub(crate) fn run_all(
     target: Option<Target>,
     mut run_one: impl FnMut(&TrainOptions) -> Result<RunReport, TrainError>,
 ) -> Result<(), String> {
+    let open_metrics = |p: &std::path::Path| {
+        std::fs::File::create(p)
+            .map(std::io::BufWriter::new)
+            .map_err(|e| format!("--metrics {}: {e}", p.display()))
+    };
+    // One node of a cluster of processes: only the node that evaluates (rank 0) writes the
+    // metrics and the plot, after its run.
+    let on_node = runs.first().is_some_and(|r| r.cluster.is_some());
+    if on_node {
+        let r = &runs[0];
+        let rep = match run_one(r) {
+            Err(TrainError::NotANode) => {
+                println!("not a node (ps-lite scheduler or worker): nothing more to do");
+                return Ok(());
+            }
+            other => other.map_err(|e| e.to_string())?,
+        };
+        if rep.epochs.is_empty() {
+            println!(
+                "node {} of {}: trained its {} workers' part of {} epochs; CPU {:.2} s; {} bytes sent; \
+                 node 0 evaluates and reports",
+                rep.node.unwrap_or(0),
+                r.nodes,
+                r.workers,
+                r.epochs,
+                rep.cpu_secs.unwrap_or(0.0),
+                rep.bytes_sent
+            );
+            return Ok(());
+        }
+        if let Some(p) = &common.metrics {
+            let mut m = open_metrics(p)?;
+            rep.write_jsonl(&mut m).map_err(|e| format!("--metrics: {e}"))?;
+            std::io::Write::flush(&mut m).map_err(|e| format!("--metrics: {e}"))?;
+        }
+        report_run(&rep, &target);
+        print!("{}", summary(std::slice::from_ref(&rep)));
+        println!(
+            "(node {} of {}: the CPU time, remote share and bytes sent are this node's own; each \
+             node prints its own)",
+            rep.node.unwrap_or(0),
+            r.nodes
+        );
+        if let Some(p) = &common.plot {
+            parma_apps::train::plot::plot(p, std::slice::from_ref(&rep), 1, title)?;
+            eprintln!("plot written to {}", p.display());
+        }
+        return Ok(());
+    }
     let mut metrics = match &common.metrics {
-        Some(p) => Some(std::io::BufWriter::new(
-            std::fs::File::create(p).map_err(|e| format!("--metrics {}: {e}", p.display()))?,
-        )),
+        Some(p) => Some(open_metrics(p)?),
         None => None,
     };
     let checkpoints = common.checkpoint_every > 0 || common.resume.is_some();
@@ -389,32 +484,7 @@ pub(crate) fn run_all(
         if let Some(m) = &mut metrics {
             rep.write_jsonl(m).map_err(|e| format!("--metrics: {e}"))?;
         }
-        let test = rep.last().test.map_or("no test".into(), |q| match q {
-            Quality::Ranking(t) => {
-                format!("test MRR {:.4}, H@1 {:.4}, H@3 {:.4}, H@10 {:.4}", t.mrr, t.hits1, t.hits3, t.hits10)
-            }
-            q @ (Quality::Classification { .. } | Quality::Words { .. }) => {
-                format!("test {} {:.4}, {}", q.primary_name(), q.primary(), q.details())
-            }
-            q => format!("test {} {:.4}", q.primary_name(), q.primary()),
-        });
-        eprintln!(
-            "done: {test}; median epoch {:.4} s; setup {:.2} s, evaluation {:.2} s; model checksum {:016x}",
-            rep.median_epoch_secs(),
-            rep.setup_secs,
-            rep.eval_secs,
-            rep.checksum
-        );
-        if let (Some(t), Some(q)) = (&target, rep.last().test) {
-            eprintln!("{}", t.verdict(q.primary()));
-        }
-        if rep.negative_fallbacks > 0 {
-            eprintln!(
-                "note: in {} steps no entity was local to sample negatives from (non-conform); \
-                 those steps drew them uniformly and pulled them remotely",
-                rep.negative_fallbacks
-            );
-        }
+        report_run(&rep, &target);
         reports.push(rep);
     }
     if let Some(mut m) = metrics {
@@ -432,11 +502,40 @@ pub(crate) fn run_all(
     Ok(())
 }
 
-fn run_kge_cmd(args: &KgeArgs) -> Result<(), String> {
+/// Prints what a run reached: its test quality, times and checksum, the target's verdict.
+fn report_run(rep: &RunReport, target: &Option<Target>) {
+    let test = rep.last().test.map_or("no test".into(), |q| match q {
+        Quality::Ranking(t) => {
+            format!("test MRR {:.4}, H@1 {:.4}, H@3 {:.4}, H@10 {:.4}", t.mrr, t.hits1, t.hits3, t.hits10)
+        }
+        q @ (Quality::Classification { .. } | Quality::Words { .. }) => {
+            format!("test {} {:.4}, {}", q.primary_name(), q.primary(), q.details())
+        }
+        q => format!("test {} {:.4}", q.primary_name(), q.primary()),
+    });
+    eprintln!(
+        "done: {test}; median epoch {:.4} s; setup {:.2} s, evaluation {:.2} s; model checksum {:016x}",
+        rep.median_epoch_secs(),
+        rep.setup_secs,
+        rep.eval_secs,
+        rep.checksum
+    );
+    if let (Some(t), Some(q)) = (&target, rep.last().test) {
+        eprintln!("{}", t.verdict(q.primary()));
+    }
+    if rep.negative_fallbacks > 0 {
+        eprintln!(
+            "note: in {} steps no entity was local to sample negatives from (non-conform); \
+             those steps drew them uniformly and pulled them remotely",
+            rep.negative_fallbacks
+        );
+    }
+}
+
+fn run_kge_cmd(args: &KgeArgs, cluster: Option<&NetOptions>) -> Result<(), String> {
     let (opts, kge) = args.options();
-    let runs = args.runs();
     // Every argument is checked before anything is loaded or started.
-    check_common(&args.common, &runs)?;
+    let runs = check_common(&args.common, args.runs(), cluster)?;
     for r in &runs {
         kge.check(r).map_err(|e| e.to_string())?;
     }
@@ -471,10 +570,9 @@ fn run_kge_cmd(args: &KgeArgs) -> Result<(), String> {
     })
 }
 
-fn run_mf_cmd(args: &MfArgs) -> Result<(), String> {
+fn run_mf_cmd(args: &MfArgs, cluster: Option<&NetOptions>) -> Result<(), String> {
     let (opts, mf) = args.options();
-    let runs = args.common.runs(&opts);
-    check_common(&args.common, &runs)?;
+    let runs = check_common(&args.common, args.common.runs(&opts), cluster)?;
     mf.check().map_err(|e| e.to_string())?;
     let file = if args.data == "ml-100k" {
         let dir = parma_apps::fetch::default_cache_dir();

@@ -26,6 +26,7 @@ fn opts() -> TrainOptions {
         gate: parma_core::Gate::Async,
         engine: Engine::Parma,
         progress: false,
+        cluster: None,
         checkpoint: Default::default(),
         ..TrainOptions::default()
     }

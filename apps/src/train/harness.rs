@@ -1,7 +1,10 @@
 //! The training harness: an in-process parma cluster of `nodes × workers` on the threaded
 //! loopback transport or on ZeroMQ over 127.0.0.1 (`TrainOptions::transport`; or, for the
 //! baseline, as many threads on one shared array), the training data partitioned over the
-//! threads, and the epoch loop.
+//! threads, and the epoch loop. As one node of a cluster of processes
+//! (`TrainOptions::cluster`, `parma node ... train`), the process starts its own node after
+//! the rendezvous and runs its workers' threads only; node 0 initializes, evaluates and
+//! reports, as thread 0 does in one process.
 //!
 //! The harness knows nothing of the model: a [`Task`] gives the examples, the keys each one
 //! touches, one step's arithmetic and the evaluation.
@@ -93,8 +96,11 @@ struct Ctx<'a, T> {
     task: &'a T,
     data: &'a str,
     opts: &'a TrainOptions,
-    /// Loss summed over the threads in the current epoch.
+    /// Loss summed over this process's threads in the current epoch.
     loss: Mutex<f64>,
+    /// Training examples of this process's threads (all of them unless it is one node of a
+    /// cluster of processes, whose loss is its own threads').
+    local_examples: usize,
     /// The current epoch's progress bar.
     bar: Mutex<ProgressBar>,
     records: Mutex<Vec<EpochRecord>>,
@@ -166,6 +172,7 @@ fn end_epoch<T: Task, P: Params>(
         *ctx.eval_secs.lock().unwrap_or_else(|e| e.into_inner()) += t.elapsed().as_secs_f64();
     }
     let n = ctx.task.train().len() as f64;
+    let local = ctx.local_examples.max(1) as f64;
     let rec = EpochRecord {
         task: ctx.task.name(),
         data: ctx.data.to_string(),
@@ -178,7 +185,7 @@ fn end_epoch<T: Task, P: Params>(
         epoch_secs: secs,
         train_secs,
         examples_per_sec: n / secs.max(1e-9),
-        loss: loss / n,
+        loss: loss / local,
         valid,
         test,
     };
@@ -291,6 +298,49 @@ fn train_thread<T: Task, P: Params>(
     Ok(())
 }
 
+/// Starts parma's nodes for a run: every node in this process (on `opts.transport`), or, as
+/// one node of a cluster of processes (`opts.cluster`), this process's node after the
+/// rendezvous. Returns the nodes, their workers (node by node) and the first node's id.
+fn start_parma(opts: &TrainOptions, cfg: Config) -> Result<(Vec<NodeRuntime>, Vec<Worker>, u16), TrainError> {
+    let Some(net) = &opts.cluster else {
+        let mut ropts = Options::default();
+        ropts.barrier_timeout = BARRIER_TIMEOUT;
+        let (nodes, workers) =
+            crate::demo::start_nodes(opts.transport, &cfg, &ropts).map_err(|e| match e {
+                crate::demo::DemoError::Start(e) => TrainError::Start(e),
+                e => TrainError::Options(format!("the {} transport: {e}", opts.transport)),
+            })?;
+        return Ok((nodes, workers, 0));
+    };
+    let launch = net.launch().map_err(TrainError::Node)?;
+    if launch.role() == parma_runtime::startup::Role::Worker {
+        return Err(TrainError::NotANode);
+    }
+    if launch.world() != opts.nodes {
+        return Err(TrainError::Options(format!(
+            "{} nodes asked for, but the launcher started {}",
+            opts.nodes,
+            launch.world()
+        )));
+    }
+    let digest = u64::from(cfg.wire_cluster().0);
+    let token = parma_runtime::startup::ClusterToken::from_process_env()
+        .map_err(|e| TrainError::Node(crate::node::NodeError::Startup(e)))?;
+    match crate::node_transport::start(net, &launch, cfg, digest, token).map_err(TrainError::Node)? {
+        Some((me, node, workers)) => {
+            eprintln!(
+                "node {} of {} ({}): up, training with {} workers",
+                me.0,
+                launch.world(),
+                launch.launcher().name(),
+                workers.len()
+            );
+            Ok((vec![node], workers, me.0))
+        }
+        None => Err(TrainError::NotANode),
+    }
+}
+
 /// Cuts the training data into one part per thread, after a seeded shuffle.
 fn partition<E: Copy>(train: &[E], threads: usize, seed: u64) -> Vec<Vec<E>> {
     let mut all = train.to_vec();
@@ -375,11 +425,12 @@ pub fn run<T: Task>(
         None => 1,
     };
     let setup = Instant::now();
-    let ctx = Ctx {
+    let mut ctx = Ctx {
         task,
         data,
         opts,
         loss: Mutex::new(0.0),
+        local_examples: task.train().len(),
         bar: Mutex::new(ProgressBar::hidden()),
         records: Mutex::new(Vec::new()),
         eval_secs: Mutex::new(0.0),
@@ -432,24 +483,32 @@ pub fn run<T: Task>(
                 let freqs = task.access_counts();
                 cfg.hot_keys = std::sync::Arc::new(Config::hot_keys_from_frequencies(freqs, keys, 100.0));
             }
-            let mut ropts = Options::default();
-            ropts.barrier_timeout = BARRIER_TIMEOUT;
             // The nodes are declared before the workers, so that on an early return the
             // workers are dropped first.
-            let (nodes, mut workers): (Vec<NodeRuntime>, Vec<Worker>) =
-                crate::demo::start_nodes(opts.transport, &cfg, &ropts).map_err(|e| match e {
-                    crate::demo::DemoError::Start(e) => TrainError::Start(e),
-                    e => TrainError::Options(format!("the {} transport: {e}", opts.transport)),
-                })?;
+            let (nodes, mut workers, first_node) = start_parma(opts, cfg)?;
+            if opts.cluster.is_some() {
+                report.node = Some(first_node);
+            }
+            let local_threads = workers.len();
+            let first_thread = usize::from(first_node) * usize::from(opts.workers);
+            let parts: Vec<Vec<T::Example>> =
+                parts.into_iter().skip(first_thread).take(local_threads).collect();
+            if parts.len() != local_threads {
+                return Err(TrainError::Internal(format!(
+                    "{local_threads} workers from node {first_node} on, but {} parts of the data",
+                    parts.len()
+                )));
+            }
+            ctx.local_examples = parts.iter().map(Vec::len).sum();
             let mut dist = None;
             if task.negatives(1).is_some() {
                 let uniform = sampler
                     .distribution()
                     .map_err(|e| TrainError::Data(format!("nothing to sample negatives from: {e:?}")))?;
-                for n in 0..usize::from(opts.nodes) {
+                for n in 0..nodes.len() {
                     let w = &mut workers[n * usize::from(opts.workers)];
                     let fail = |error| TrainError::Worker {
-                        node: n as u16,
+                        node: first_node + n as u16,
                         worker: 0,
                         step: 0,
                         op: "register",
@@ -460,7 +519,7 @@ pub fn run<T: Task>(
             }
             // Thread 0 writes the initial model (the others wait in their first barrier), unless
             // the threads restore it from a checkpoint.
-            if opts.checkpoint.resume.is_none() {
+            if opts.checkpoint.resume.is_none() && first_node == 0 {
                 let w = &mut workers[0];
                 let fail = |error| TrainError::Worker { node: 0, worker: 0, step: 0, op: "set", error };
                 let mut vals = vec![0.0f32; READ_CHUNK * len];
@@ -475,9 +534,17 @@ pub fn run<T: Task>(
             }
             report.setup_secs = setup.elapsed().as_secs_f64();
             let cpu = process_cpu_secs();
+            let metrics_stop = std::sync::atomic::AtomicBool::new(false);
             let outcome = thread::scope(|s| {
                 let mut handles = Vec::new();
-                for ((g, mut w), part) in workers.into_iter().enumerate().zip(parts) {
+                if let (Some(addr), Some(node)) =
+                    (opts.cluster.as_ref().and_then(|c| c.metrics_addr.clone()), nodes.first())
+                {
+                    let stop = &metrics_stop;
+                    s.spawn(move || crate::metrics::serve(&addr, node, stop));
+                }
+                for ((i, mut w), part) in workers.into_iter().enumerate().zip(parts) {
+                    let g = first_thread + i;
                     let (ctx, sampler) = (&ctx, &sampler);
                     let name = format!("parma-train-{}-{}", w.node().0, w.id().0);
                     let spawned = thread::Builder::new().name(name).spawn_scoped(s, move || {
@@ -508,7 +575,9 @@ pub fn run<T: Task>(
                     });
                     handles.push(spawned.map_err(|e| TrainError::Thread(format!("cannot spawn: {e}")))?);
                 }
-                join_all(handles)
+                let joined = join_all(handles);
+                metrics_stop.store(true, std::sync::atomic::Ordering::SeqCst);
+                joined
             });
             report.cpu_secs = cpu_at(cpu);
             let mut shutdown = Ok(());

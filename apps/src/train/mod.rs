@@ -103,6 +103,10 @@ pub struct TrainOptions {
     pub progress: bool,
     /// Checkpoints written during the run, and the one it resumes from.
     pub checkpoint: checkpointing::CheckpointOptions,
+    /// Run as one node of a cluster of processes (`parma node train ...`): this process starts
+    /// one node over the network and runs its `workers` threads; `nodes` is the world size.
+    /// `None`: every node in this process.
+    pub cluster: Option<crate::node::NetOptions>,
 }
 
 impl Default for TrainOptions {
@@ -124,6 +128,7 @@ impl Default for TrainOptions {
             gate: parma_core::Gate::Async,
             engine: Engine::Parma,
             progress: false,
+            cluster: None,
             checkpoint: checkpointing::CheckpointOptions::default(),
         }
     }
@@ -169,6 +174,11 @@ impl TrainOptions {
                 self.gate.name(),
                 self.ahead
             ));
+        }
+        if self.cluster.is_some() && self.engine != Engine::Parma {
+            return bad(
+                "--engine hogwild runs in one process, not as one node of a cluster of processes".into()
+            );
         }
         self.checkpoint.check(self.engine)
     }
@@ -273,6 +283,11 @@ pub enum TrainError {
     Metrics(std::io::Error),
     /// A checkpoint could not be written or restored.
     Checkpoint(parma_runtime::checkpoint::CheckpointError),
+    /// This process's node could not join its cluster of processes (start-up, transport).
+    Node(crate::node::NodeError),
+    /// The launcher's environment makes this process no node (ps-lite's scheduler, after the
+    /// rendezvous, or its workers): it has nothing to train.
+    NotANode,
     /// A broken promise inside the harness (a bug).
     Internal(String),
 }
@@ -290,6 +305,8 @@ impl fmt::Display for TrainError {
             TrainError::Shutdown(e) => write!(f, "a node did not stop cleanly: {e}"),
             TrainError::Metrics(e) => write!(f, "cannot write the metrics file: {e}"),
             TrainError::Checkpoint(e) => write!(f, "{e}"),
+            TrainError::Node(e) => write!(f, "{e}"),
+            TrainError::NotANode => f.write_str("this process is not a node (ps-lite scheduler or worker)"),
             TrainError::Internal(s) => write!(f, "internal error: {s}"),
         }
     }
@@ -302,6 +319,7 @@ impl std::error::Error for TrainError {
             TrainError::Worker { error, .. } => Some(error),
             TrainError::Metrics(e) => Some(e),
             TrainError::Checkpoint(e) => Some(e),
+            TrainError::Node(e) => Some(e),
             _ => None,
         }
     }

@@ -65,6 +65,9 @@ pub struct RunReport {
     /// (Linux `/proc/self/stat`, 10 ms ticks). Less sensitive than wall time to other
     /// programs on a shared machine.
     pub cpu_secs: Option<f64>,
+    /// Under `parma node`, this process's node: the accesses, bytes and CPU time above are
+    /// its own. `None`: every node ran in this process.
+    pub node: Option<u16>,
 }
 
 /// The CPU time (user + system) this process used so far, in seconds, where `/proc/self/stat`
@@ -217,6 +220,7 @@ mod tests {
             checksum: 0,
             negative_fallbacks: 0,
             cpu_secs: None,
+            node: None,
         };
         assert_eq!(r.median_epoch_secs(), 0.2);
         assert_eq!(r.remote_share(), 0.25);

@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use clap::Args;
+use parma_apps::node::NetOptions;
 use parma_apps::train::harness::run_lr;
 use parma_apps::train::lr::data::{load_adult, load_ml_clicks, LrData, RawData};
 use parma_apps::train::lr::{check_bits, LrOptions, Optimizer};
@@ -78,10 +79,9 @@ fn load(data: &str) -> Result<RawData, String> {
 }
 
 /// Runs `parma train lr`.
-pub fn run_lr_cmd(args: &LrArgs) -> Result<(), String> {
+pub fn run_lr_cmd(args: &LrArgs, cluster: Option<&NetOptions>) -> Result<(), String> {
     let (opts, lr) = args.options();
-    let runs = args.common.runs(&opts);
-    check_common(&args.common, &runs)?;
+    let runs = check_common(&args.common, args.common.runs(&opts), cluster)?;
     lr.check().map_err(|e| e.to_string())?;
     check_bits(args.bits).map_err(|e| e.to_string())?;
     let raw = load(&args.data)?;

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
+use parma_apps::node::NetOptions;
 use parma_apps::train::harness::run;
 use parma_apps::train::wv::corpus::{Corpus, EvalSets};
 use parma_apps::train::wv::{eval, WvOptions, WvTask};
@@ -94,10 +95,9 @@ fn eval_sets(args: &WvArgs) -> Result<EvalSets, String> {
 }
 
 /// Runs `parma train wv`.
-pub fn run_wv_cmd(args: &WvArgs) -> Result<(), String> {
+pub fn run_wv_cmd(args: &WvArgs, cluster: Option<&NetOptions>) -> Result<(), String> {
     let (opts, wv) = args.options();
-    let runs = args.common.runs(&opts);
-    check_common(&args.common, &runs)?;
+    let runs = check_common(&args.common, args.common.runs(&opts), cluster)?;
     wv.check().map_err(|e| e.to_string())?;
     if args.min_count == 0 {
         return Err("bad options: --min-count must be at least 1".into());

@@ -1,0 +1,335 @@
+//! Training with one node per process (`parma node ... train ...`) over ZeroMQ on 127.0.0.1:
+//! a run started by `parma launch` learns, a checkpoint written by two processes resumes on
+//! three, a killed node fails the others within the peer timeout, and options such a run
+//! cannot honour are refused before anything starts.
+//!
+//! Every wait is bounded; a test that runs out of time kills what it started and fails.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+const PARMA: &str = env!("CARGO_BIN_EXE_parma");
+/// Longest any process of these tests may run.
+const DEADLINE: Duration = Duration::from_secs(120);
+
+/// Runs `parma args...` to its end (killed at the deadline).
+fn parma(args: &[&str]) -> Output {
+    let mut child = Command::new(PARMA)
+        .args(args)
+        .env_remove("PARMA_TOKEN")
+        .env_remove("PARMA_TOKEN_FILE")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("parma starts");
+    let until = Instant::now() + DEADLINE;
+    while child.try_wait().expect("try_wait").is_none() {
+        if Instant::now() > until {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("output");
+            panic!("parma {args:?} still ran after {DEADLINE:?}: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("output")
+}
+
+fn text(out: &Output) -> String {
+    format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+/// The test MRR that rank 0 printed (`[0] done: test MRR 0.9181, ...`).
+fn test_mrr(all: &str) -> f64 {
+    let line = all
+        .lines()
+        .find(|l| l.starts_with("[0] done: test MRR "))
+        .unwrap_or_else(|| panic!("no test MRR from rank 0:\n{all}"));
+    let v = line.trim_start_matches("[0] done: test MRR ").split(',').next().expect("a value");
+    v.parse().unwrap_or_else(|_| panic!("not a number: {line}"))
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("parma-train-nodes-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+#[test]
+fn kge_learns_with_one_node_per_process_started_by_parma_launch() {
+    let out = parma(&[
+        "launch",
+        "--nodes",
+        "2",
+        "--",
+        "node",
+        "train",
+        "kge",
+        "--data",
+        "umls",
+        "--workers",
+        "1",
+        "--epochs",
+        "10",
+        "--eval-every",
+        "0",
+    ]);
+    let all = text(&out);
+    assert!(out.status.success(), "parma launch failed: {}\n{all}", out.status);
+    for rank in 0..2 {
+        assert!(
+            all.contains(&format!("[{rank}] node {rank} of 2 (parma): up, training with 1 workers")),
+            "rank {rank} did not start:\n{all}"
+        );
+    }
+    assert!(all.contains("[1] node 1 of 2: trained its 1 workers' part of 10 epochs"), "{all}");
+    // One process with two nodes reaches 0.90 to 0.92 after 10 epochs; the base rate of a
+    // random model is below 0.05.
+    let mrr = test_mrr(&all);
+    assert!(mrr >= 0.85, "test MRR {mrr} after 10 epochs on two processes:\n{all}");
+}
+
+#[test]
+fn a_checkpoint_written_by_two_processes_resumes_on_three() {
+    let dir = scratch("resume");
+    let d = dir.to_str().expect("utf-8 path");
+    let first = parma(&[
+        "launch",
+        "--nodes",
+        "2",
+        "--",
+        "node",
+        "train",
+        "kge",
+        "--data",
+        "umls",
+        "--workers",
+        "1",
+        "--epochs",
+        "4",
+        "--eval-every",
+        "0",
+        "--checkpoint-every",
+        "2",
+        "--checkpoint-dir",
+        d,
+    ]);
+    assert!(first.status.success(), "{}", text(&first));
+    for f in ["manifest.json", "part-00000.bin", "part-00001.bin"] {
+        assert!(dir.join(f).is_file(), "{f} missing from the checkpoint:\n{}", text(&first));
+    }
+    let resumed = parma(&[
+        "launch",
+        "--nodes",
+        "3",
+        "--",
+        "node",
+        "train",
+        "kge",
+        "--data",
+        "umls",
+        "--workers",
+        "1",
+        "--epochs",
+        "8",
+        "--eval-every",
+        "0",
+        "--resume",
+        d,
+    ]);
+    let all = text(&resumed);
+    assert!(resumed.status.success(), "{all}");
+    assert!(all.contains("[2] node 2 of 3: trained its 1 workers' part of 8 epochs"), "{all}");
+    let mrr = test_mrr(&all);
+    assert!(mrr >= 0.85, "test MRR {mrr} after resuming epochs 5 to 8 on three processes:\n{all}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A node process whose output lines arrive on a channel.
+fn spawn_node(
+    rank: u16,
+    world: u16,
+    rendezvous: &str,
+    args: &[&str],
+    tx: &mpsc::Sender<(u16, String)>,
+) -> Child {
+    let mut child = Command::new(PARMA)
+        .arg("node")
+        .args(args)
+        .env("PARMA_RANK", rank.to_string())
+        .env("PARMA_WORLD_SIZE", world.to_string())
+        .env("PARMA_RENDEZVOUS", rendezvous)
+        .env("PARMA_TOKEN", format!("test-token-{}", std::process::id()))
+        .env_remove("PARMA_TOKEN_FILE")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("parma node starts");
+    for pipe in [
+        child.stdout.take().map(|p| Box::new(p) as Box<dyn std::io::Read + Send>),
+        child.stderr.take().map(|p| Box::new(p) as _),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        let tx = tx.clone();
+        thread::spawn(move || {
+            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                let _ = tx.send((rank, line));
+            }
+        });
+    }
+    child
+}
+
+#[test]
+fn a_killed_training_node_fails_the_others_within_the_peer_timeout() {
+    let peer_timeout = Duration::from_millis(1000);
+    let port = parma_runtime::startup::free_rendezvous_port([127, 0, 0, 1].into()).expect("a free port");
+    let rendezvous = format!("127.0.0.1:{port}");
+    let args = [
+        "--peer-timeout-ms",
+        "1000",
+        "train",
+        "kge",
+        "--data",
+        "umls",
+        "--workers",
+        "2",
+        "--epochs",
+        "100000",
+        "--eval-every",
+        "0",
+    ];
+    let (tx, rx) = mpsc::channel();
+    let mut nodes: Vec<Child> = (0..3).map(|r| spawn_node(r, 3, &rendezvous, &args, &tx)).collect();
+    let mut lines = Vec::new();
+    let kill_all = |nodes: &mut Vec<Child>| {
+        for n in nodes.iter_mut() {
+            let _ = n.kill();
+            let _ = n.wait();
+        }
+    };
+    // Every node up, then a moment of training.
+    let until = Instant::now() + Duration::from_secs(60);
+    let mut up = [false; 3];
+    while !up.iter().all(|u| *u) {
+        match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
+            Ok((rank, line)) => {
+                if line.contains("up, training with 2 workers") {
+                    up[usize::from(rank)] = true;
+                }
+                lines.push((rank, line));
+            }
+            Err(_) => {
+                kill_all(&mut nodes);
+                panic!("nodes not up: {lines:#?}");
+            }
+        }
+    }
+    thread::sleep(Duration::from_millis(500));
+    let killed_at = Instant::now();
+    nodes[2].kill().expect("SIGKILL node 2");
+    let _ = nodes[2].wait();
+    let mut exited = [None, None];
+    let until = Instant::now() + DEADLINE;
+    while exited.iter().any(Option::is_none) && Instant::now() < until {
+        for (i, n) in nodes[..2].iter_mut().enumerate() {
+            if exited[i].is_none() {
+                if let Some(status) = n.try_wait().ok().flatten() {
+                    exited[i] = Some((killed_at.elapsed(), status));
+                }
+            }
+        }
+        thread::sleep(Duration::from_millis(5));
+    }
+    if exited.iter().any(Option::is_none) {
+        kill_all(&mut nodes);
+        panic!("survivors still ran {DEADLINE:?} after the kill: {lines:#?}");
+    }
+    thread::sleep(Duration::from_millis(200));
+    while let Ok(l) = rx.try_recv() {
+        lines.push(l);
+    }
+    for (rank, e) in exited.iter().enumerate() {
+        let (after, status) = e.expect("exited");
+        assert!(!status.success(), "node {rank} exited {status} after its peer died: {lines:#?}");
+        assert!(
+            lines.iter().any(|(r, l)| usize::from(*r) == rank && l.contains("node 2 failed")),
+            "node {rank} does not name the dead peer: {lines:#?}"
+        );
+        // Detection within the peer timeout plus a second; the rest is the process's exit.
+        assert!(
+            after <= peer_timeout + Duration::from_secs(3),
+            "node {rank} exited {after:?} after the kill"
+        );
+    }
+}
+
+#[test]
+fn options_a_node_cannot_honour_are_refused_before_anything_starts() {
+    // An explicit rank, world and rendezvous where nothing listens: every refusal below comes
+    // before the start-up would try to reach it.
+    let node = ["node", "--rank", "0", "--world", "2", "--rendezvous", "127.0.0.1:9"];
+    let cases: [(&[&str], &str); 5] = [
+        (&["--keys", "5", "train", "kge"], "--keys belong to the sums workload"),
+        (&["train", "kge", "--compare", "static,adaptive"], "one run"),
+        (&["train", "kge", "--engine", "hogwild"], "--engine hogwild runs in one process"),
+        (&["train", "kge", "--transport", "zmq"], "the node's own --transport"),
+        (&["train", "kge", "--nodes", "3"], "the launcher started 2 nodes"),
+    ];
+    for (args, why) in cases {
+        let all: Vec<&str> = node.iter().chain(args.iter()).copied().collect();
+        let started = Instant::now();
+        let out = parma(&all);
+        let msg = text(&out);
+        assert!(!out.status.success(), "parma {all:?} was accepted:\n{msg}");
+        assert!(msg.contains(why), "parma {all:?}: expected `{why}` in:\n{msg}");
+        assert!(!msg.contains("up, training"), "parma {all:?} started a node:\n{msg}");
+        assert!(started.elapsed() < Duration::from_secs(30), "parma {all:?} waited for a rendezvous");
+    }
+}
+
+#[test]
+fn nodes_started_with_different_task_options_are_refused_at_the_rendezvous() {
+    let port = parma_runtime::startup::free_rendezvous_port([127, 0, 0, 1].into()).expect("a free port");
+    let rendezvous = format!("127.0.0.1:{port}");
+    let (tx, rx) = mpsc::channel();
+    let base = ["train", "kge", "--data", "umls", "--workers", "1", "--epochs"];
+    let mut nodes: Vec<Child> = ["10", "11"]
+        .iter()
+        .enumerate()
+        .map(|(r, epochs)| {
+            let args: Vec<&str> = base.iter().copied().chain([*epochs]).collect();
+            spawn_node(r as u16, 2, &rendezvous, &args, &tx)
+        })
+        .collect();
+    let until = Instant::now() + DEADLINE;
+    let mut status = [None, None];
+    while status.iter().any(Option::is_none) && Instant::now() < until {
+        for (i, n) in nodes.iter_mut().enumerate() {
+            if status[i].is_none() {
+                status[i] = n.try_wait().ok().flatten();
+            }
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    for n in nodes.iter_mut() {
+        let _ = n.kill();
+        let _ = n.wait();
+    }
+    thread::sleep(Duration::from_millis(100));
+    let lines: Vec<(u16, String)> = rx.try_iter().collect();
+    for (rank, s) in status.iter().enumerate() {
+        let s = s.unwrap_or_else(|| panic!("node {rank} still ran after {DEADLINE:?}: {lines:#?}"));
+        assert!(!s.success(), "node {rank} exited {s}: {lines:#?}");
+        assert!(
+            lines.iter().any(|(r, l)| usize::from(*r) == rank && l.contains("configuration digest mismatch")),
+            "node {rank} does not say why: {lines:#?}"
+        );
+        assert!(!lines.iter().any(|(_, l)| l.contains("up, training")), "a node started: {lines:#?}");
+    }
+}

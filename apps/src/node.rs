@@ -445,6 +445,12 @@ impl Default for NetOptions {
     }
 }
 
+/// [`NetOptions::job_digest`] of a job described by `text` (e.g. its options' `Debug` form):
+/// FNV-1a of its bytes.
+pub fn job_digest(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3))
+}
+
 impl NetOptions {
     /// Where this process's rank, the world size and the rendezvous come from: the explicit
     /// options, else the launcher's environment.
@@ -531,8 +537,10 @@ pub fn run_node(opts: &NodeOptions) -> Result<Option<NodeReport>, NodeError> {
     let digest = u64::from(cfg.wire_cluster().0);
     let token = ClusterToken::from_process_env().map_err(NodeError::Startup)?;
 
-    let Some((me, node, workers)) = crate::node_transport::start(&opts.net, &launch, cfg, digest, token)?
-    else {
+    // Every option of the workload, not only those in the configuration: nodes that would
+    // replay different draws are refused at the rendezvous instead of reporting wrong sums.
+    let net = NetOptions { job_digest: job_digest(&format!("{:?}", opts.sums)), ..opts.net.clone() };
+    let Some((me, node, workers)) = crate::node_transport::start(&net, &launch, cfg, digest, token)? else {
         return Ok(None);
     };
     println!(

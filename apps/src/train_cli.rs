@@ -303,9 +303,7 @@ pub fn run(cmd: &TrainCommand) -> Result<(), String> {
 /// node must run the same task with the same options: their digest (FNV-1a of the parsed
 /// command) joins the configuration's at the rendezvous.
 pub fn run_node(cmd: &TrainCommand, net: &NetOptions) -> Result<(), String> {
-    let job = format!("{cmd:?}")
-        .bytes()
-        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3));
+    let job = parma_apps::node::job_digest(&format!("{cmd:?}"));
     run_with(cmd, Some(&NetOptions { job_digest: job, ..net.clone() }))
 }
 

@@ -86,6 +86,10 @@ fn kge_learns_with_one_node_per_process_started_by_parma_launch() {
         );
     }
     assert!(all.contains("[1] node 1 of 2: trained its 1 workers' part of 10 epochs"), "{all}");
+    // Without a terminal, node 0 still reports every epoch.
+    for epoch in 1..=10 {
+        assert!(all.contains(&format!("[0] epoch {epoch}: loss ")), "no line for epoch {epoch}:\n{all}");
+    }
     // One process with two nodes reaches 0.90 to 0.92 after 10 epochs; the base rate of a
     // random model is below 0.05.
     let mrr = test_mrr(&all);

@@ -194,7 +194,14 @@ fn end_epoch<T: Task, P: Params>(
     if o.progress {
         let v = valid
             .map_or(String::new(), |v: Quality| format!(", valid {} {:.3}", v.primary_name(), v.primary()));
-        bar.println(format!("epoch {epoch}: loss {:.4}, {:.3} s{v}", rec.loss, secs));
+        let line = format!("epoch {epoch}: loss {:.4}, {:.3} s{v}", rec.loss, secs);
+        // Without a terminal (a log file, a pipe, `parma launch`, a batch job) there is no bar
+        // to print above, and the line would be lost: it goes to stderr as it is.
+        if bar.is_hidden() {
+            eprintln!("{line}");
+        } else {
+            bar.println(line);
+        }
     }
     ctx.records.lock().unwrap_or_else(|e| e.into_inner()).push(rec);
     if !last {

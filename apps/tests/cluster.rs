@@ -24,6 +24,12 @@ struct Node {
 }
 
 fn spawn_nodes(world: u16, args: &[&str]) -> (Vec<Node>, mpsc::Receiver<(u16, String)>) {
+    spawn_nodes_each(&vec![args; usize::from(world)])
+}
+
+/// [`spawn_nodes`] with each rank's own arguments.
+fn spawn_nodes_each(args_of: &[&[&str]]) -> (Vec<Node>, mpsc::Receiver<(u16, String)>) {
+    let world = args_of.len() as u16;
     let rendezvous = format!("127.0.0.1:{}", free_port());
     let token = format!("test-token-{}", std::process::id());
     let (tx, rx) = mpsc::channel();
@@ -31,7 +37,7 @@ fn spawn_nodes(world: u16, args: &[&str]) -> (Vec<Node>, mpsc::Receiver<(u16, St
         .map(|rank| {
             let mut child = Command::new(PARMA)
                 .arg("node")
-                .args(args)
+                .args(args_of[usize::from(rank)])
                 .env("PARMA_RANK", rank.to_string())
                 .env("PARMA_WORLD_SIZE", world.to_string())
                 .env("PARMA_RENDEZVOUS", &rendezvous)
@@ -215,4 +221,21 @@ fn every_technique_sums_exactly_over_three_processes() {
         let exact = stdout.lines().filter(|l| l.contains("all sums exact")).count();
         assert_eq!(exact, 3, "{technique}:\n{stdout}\n{stderr}");
     }
+}
+
+#[test]
+fn nodes_with_different_workload_options_are_refused_at_the_rendezvous() {
+    let a: &[&str] = &["--batches", "100", "--workers", "1"];
+    let b: &[&str] = &["--batches", "101", "--workers", "1"];
+    let (mut nodes, rx) = spawn_nodes_each(&[a, b]);
+    let mut lines = Vec::new();
+    let status = wait_all(&mut nodes, &rx, &mut lines);
+    for (rank, s) in status.iter().enumerate() {
+        assert!(!s.success(), "node {rank} exited {s}: {lines:#?}");
+        assert!(
+            lines.iter().any(|(r, l)| usize::from(*r) == rank && l.contains("configuration digest mismatch")),
+            "node {rank} does not say why: {lines:#?}"
+        );
+    }
+    assert!(!lines.iter().any(|(_, l)| l.contains("up, running")), "a node started: {lines:#?}");
 }

@@ -1,6 +1,6 @@
 //! Training with one node per process (`parma node ... train ...`) over ZeroMQ on 127.0.0.1:
 //! a run started by `parma launch` learns, a checkpoint written by two processes resumes on
-//! three, a killed node fails the others within the peer timeout, and options such a run
+//! three, a killed node fails the other within the peer timeout, and options such a run
 //! cannot honour are refused before anything starts.
 //!
 //! Every wait is bounded; a test that runs out of time kills what it started and fails.
@@ -209,7 +209,9 @@ fn a_killed_training_node_fails_the_others_within_the_peer_timeout() {
         "0",
     ];
     let (tx, rx) = mpsc::channel();
-    let mut nodes: Vec<Child> = (0..3).map(|r| spawn_node(r, 3, &rendezvous, &args, &tx)).collect();
+    // Two nodes: with three, the survivor that notices first exits, and the other's waiting
+    // call may name it instead of the killed one (docs/deploy.md, "When a node dies").
+    let mut nodes: Vec<Child> = (0..2).map(|r| spawn_node(r, 2, &rendezvous, &args, &tx)).collect();
     let mut lines = Vec::new();
     let kill_all = |nodes: &mut Vec<Child>| {
         for n in nodes.iter_mut() {
@@ -219,7 +221,7 @@ fn a_killed_training_node_fails_the_others_within_the_peer_timeout() {
     };
     // Every node up, then a moment of training.
     let until = Instant::now() + Duration::from_secs(60);
-    let mut up = [false; 3];
+    let mut up = [false; 2];
     while !up.iter().all(|u| *u) {
         match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
             Ok((rank, line)) => {
@@ -236,12 +238,12 @@ fn a_killed_training_node_fails_the_others_within_the_peer_timeout() {
     }
     thread::sleep(Duration::from_millis(500));
     let killed_at = Instant::now();
-    nodes[2].kill().expect("SIGKILL node 2");
-    let _ = nodes[2].wait();
-    let mut exited = [None, None];
+    nodes[1].kill().expect("SIGKILL node 1");
+    let _ = nodes[1].wait();
+    let mut exited = [None];
     let until = Instant::now() + DEADLINE;
     while exited.iter().any(Option::is_none) && Instant::now() < until {
-        for (i, n) in nodes[..2].iter_mut().enumerate() {
+        for (i, n) in nodes[..1].iter_mut().enumerate() {
             if exited[i].is_none() {
                 if let Some(status) = n.try_wait().ok().flatten() {
                     exited[i] = Some((killed_at.elapsed(), status));
@@ -262,7 +264,7 @@ fn a_killed_training_node_fails_the_others_within_the_peer_timeout() {
         let (after, status) = e.expect("exited");
         assert!(!status.success(), "node {rank} exited {status} after its peer died: {lines:#?}");
         assert!(
-            lines.iter().any(|(r, l)| usize::from(*r) == rank && l.contains("node 2 failed")),
+            lines.iter().any(|(r, l)| usize::from(*r) == rank && l.contains("node 1 failed")),
             "node {rank} does not name the dead peer: {lines:#?}"
         );
         // Detection within the peer timeout plus a second; the rest is the process's exit.

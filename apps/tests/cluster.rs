@@ -3,117 +3,13 @@
 //!
 //! Every wait is bounded; a test that runs out of time kills what it started and fails.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
-const PARMA: &str = env!("CARGO_BIN_EXE_parma");
-/// Longest any process of these tests may run.
-const DEADLINE: Duration = Duration::from_secs(120);
+mod common;
 
-fn free_port() -> u16 {
-    parma_runtime::startup::free_rendezvous_port([127, 0, 0, 1].into()).expect("a free port")
-}
-
-/// A node process whose output lines arrive on a channel, tagged with its rank.
-struct Node {
-    rank: u16,
-    child: Child,
-}
-
-fn spawn_nodes(world: u16, args: &[&str]) -> (Vec<Node>, mpsc::Receiver<(u16, String)>) {
-    spawn_nodes_each(&vec![args; usize::from(world)])
-}
-
-/// [`spawn_nodes`] with each rank's own arguments.
-fn spawn_nodes_each(args_of: &[&[&str]]) -> (Vec<Node>, mpsc::Receiver<(u16, String)>) {
-    let world = args_of.len() as u16;
-    let rendezvous = format!("127.0.0.1:{}", free_port());
-    let token = format!("test-token-{}", std::process::id());
-    let (tx, rx) = mpsc::channel();
-    let nodes = (0..world)
-        .map(|rank| {
-            let mut child = Command::new(PARMA)
-                .arg("node")
-                .args(args_of[usize::from(rank)])
-                .env("PARMA_RANK", rank.to_string())
-                .env("PARMA_WORLD_SIZE", world.to_string())
-                .env("PARMA_RENDEZVOUS", &rendezvous)
-                .env("PARMA_TOKEN", &token)
-                .env_remove("PARMA_TOKEN_FILE")
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("parma node starts");
-            for pipe in [
-                child.stdout.take().map(|p| Box::new(p) as Box<dyn std::io::Read + Send>),
-                child.stderr.take().map(|p| Box::new(p) as _),
-            ]
-            .into_iter()
-            .flatten()
-            {
-                let tx = tx.clone();
-                thread::spawn(move || {
-                    for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-                        let _ = tx.send((rank, line));
-                    }
-                });
-            }
-            Node { rank, child }
-        })
-        .collect();
-    (nodes, rx)
-}
-
-/// Waits for every node to exit (killing all at the deadline); their statuses and output.
-fn wait_all(
-    nodes: &mut [Node],
-    rx: &mpsc::Receiver<(u16, String)>,
-    lines: &mut Vec<(u16, String)>,
-) -> Vec<ExitStatus> {
-    let until = Instant::now() + DEADLINE;
-    let mut status: Vec<Option<ExitStatus>> = vec![None; nodes.len()];
-    while status.iter().any(Option::is_none) {
-        while let Ok(l) = rx.try_recv() {
-            lines.push(l);
-        }
-        for (i, n) in nodes.iter_mut().enumerate() {
-            if status[i].is_none() {
-                status[i] = n.child.try_wait().ok().flatten();
-            }
-        }
-        if Instant::now() > until {
-            for n in nodes.iter_mut() {
-                let _ = n.child.kill();
-                let _ = n.child.wait();
-            }
-            panic!("nodes still running after {DEADLINE:?}; output so far: {lines:#?}");
-        }
-        thread::sleep(Duration::from_millis(10));
-    }
-    thread::sleep(Duration::from_millis(100));
-    while let Ok(l) = rx.try_recv() {
-        lines.push(l);
-    }
-    status.into_iter().map(|s| s.expect("exited")).collect()
-}
-
-/// Waits until every node said it is up (start-up done).
-fn wait_up(world: u16, rx: &mpsc::Receiver<(u16, String)>, lines: &mut Vec<(u16, String)>) {
-    let until = Instant::now() + Duration::from_secs(60);
-    let mut up = vec![false; usize::from(world)];
-    while !up.iter().all(|u| *u) {
-        let left = until.saturating_duration_since(Instant::now());
-        let (rank, line) =
-            rx.recv_timeout(left).unwrap_or_else(|_| panic!("nodes not up; output: {lines:#?}"));
-        if line.contains("up, running") {
-            up[usize::from(rank)] = true;
-        }
-        lines.push((rank, line));
-    }
-}
+use common::{spawn_nodes, spawn_nodes_each, wait_all, wait_up, DEADLINE, PARMA};
 
 #[test]
 fn four_nodes_started_by_parma_launch_sum_exactly() {
@@ -141,7 +37,7 @@ fn a_killed_node_fails_every_other_node_within_the_peer_timeout() {
     let args = ["--batches", "2000000", "--workers", "1", "--keys", "20000", "--peer-timeout-ms", "1000"];
     let (mut nodes, rx) = spawn_nodes(3, &args);
     let mut lines = Vec::new();
-    wait_up(3, &rx, &mut lines);
+    wait_up(3, "up, running", &rx, &mut lines);
     thread::sleep(Duration::from_millis(500));
     let killed_at = Instant::now();
     nodes[2].child.kill().expect("SIGKILL node 2");
@@ -176,7 +72,7 @@ fn a_node_paused_for_less_than_the_peer_timeout_does_not_fail_the_run() {
     let args = ["--batches", "5000", "--workers", "1", "--keys", "20000", "--peer-timeout-ms", "4000"];
     let (mut nodes, rx) = spawn_nodes(3, &args);
     let mut lines = Vec::new();
-    wait_up(3, &rx, &mut lines);
+    wait_up(3, "up, running", &rx, &mut lines);
     let pid = nodes[1].child.id().to_string();
     assert!(
         nodes[1].child.try_wait().ok().flatten().is_none(),

@@ -5,16 +5,14 @@
 //!
 //! Every wait is bounded; a test that runs out of time kills what it started and fails.
 
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, Output, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-const PARMA: &str = env!("CARGO_BIN_EXE_parma");
-/// Longest any process of these tests may run.
-const DEADLINE: Duration = Duration::from_secs(120);
+mod common;
+
+use common::{spawn_nodes, spawn_nodes_each, wait_all, wait_up, DEADLINE, PARMA};
 
 /// Runs `parma args...` to its end (killed at the deadline).
 fn parma(args: &[&str]) -> Output {
@@ -152,48 +150,9 @@ fn a_checkpoint_written_by_two_processes_resumes_on_three() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// A node process whose output lines arrive on a channel.
-fn spawn_node(
-    rank: u16,
-    world: u16,
-    rendezvous: &str,
-    args: &[&str],
-    tx: &mpsc::Sender<(u16, String)>,
-) -> Child {
-    let mut child = Command::new(PARMA)
-        .arg("node")
-        .args(args)
-        .env("PARMA_RANK", rank.to_string())
-        .env("PARMA_WORLD_SIZE", world.to_string())
-        .env("PARMA_RENDEZVOUS", rendezvous)
-        .env("PARMA_TOKEN", format!("test-token-{}", std::process::id()))
-        .env_remove("PARMA_TOKEN_FILE")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("parma node starts");
-    for pipe in [
-        child.stdout.take().map(|p| Box::new(p) as Box<dyn std::io::Read + Send>),
-        child.stderr.take().map(|p| Box::new(p) as _),
-    ]
-    .into_iter()
-    .flatten()
-    {
-        let tx = tx.clone();
-        thread::spawn(move || {
-            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-                let _ = tx.send((rank, line));
-            }
-        });
-    }
-    child
-}
-
 #[test]
-fn a_killed_training_node_fails_the_others_within_the_peer_timeout() {
+fn a_killed_training_node_fails_the_other_within_the_peer_timeout() {
     let peer_timeout = Duration::from_millis(1000);
-    let port = parma_runtime::startup::free_rendezvous_port([127, 0, 0, 1].into()).expect("a free port");
-    let rendezvous = format!("127.0.0.1:{port}");
     let args = [
         "--peer-timeout-ms",
         "1000",
@@ -208,71 +167,24 @@ fn a_killed_training_node_fails_the_others_within_the_peer_timeout() {
         "--eval-every",
         "0",
     ];
-    let (tx, rx) = mpsc::channel();
     // Two nodes: with three, the survivor that notices first exits, and the other's waiting
     // call may name it instead of the killed one (docs/deploy.md, "When a node dies").
-    let mut nodes: Vec<Child> = (0..2).map(|r| spawn_node(r, 2, &rendezvous, &args, &tx)).collect();
+    let (mut nodes, rx) = spawn_nodes(2, &args);
     let mut lines = Vec::new();
-    let kill_all = |nodes: &mut Vec<Child>| {
-        for n in nodes.iter_mut() {
-            let _ = n.kill();
-            let _ = n.wait();
-        }
-    };
-    // Every node up, then a moment of training.
-    let until = Instant::now() + Duration::from_secs(60);
-    let mut up = [false; 2];
-    while !up.iter().all(|u| *u) {
-        match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
-            Ok((rank, line)) => {
-                if line.contains("up, training with 2 workers") {
-                    up[usize::from(rank)] = true;
-                }
-                lines.push((rank, line));
-            }
-            Err(_) => {
-                kill_all(&mut nodes);
-                panic!("nodes not up: {lines:#?}");
-            }
-        }
-    }
+    wait_up(2, "up, training with 2 workers", &rx, &mut lines);
     thread::sleep(Duration::from_millis(500));
     let killed_at = Instant::now();
-    nodes[1].kill().expect("SIGKILL node 1");
-    let _ = nodes[1].wait();
-    let mut exited = [None];
-    let until = Instant::now() + DEADLINE;
-    while exited.iter().any(Option::is_none) && Instant::now() < until {
-        for (i, n) in nodes[..1].iter_mut().enumerate() {
-            if exited[i].is_none() {
-                if let Some(status) = n.try_wait().ok().flatten() {
-                    exited[i] = Some((killed_at.elapsed(), status));
-                }
-            }
-        }
-        thread::sleep(Duration::from_millis(5));
-    }
-    if exited.iter().any(Option::is_none) {
-        kill_all(&mut nodes);
-        panic!("survivors still ran {DEADLINE:?} after the kill: {lines:#?}");
-    }
-    thread::sleep(Duration::from_millis(200));
-    while let Ok(l) = rx.try_recv() {
-        lines.push(l);
-    }
-    for (rank, e) in exited.iter().enumerate() {
-        let (after, status) = e.expect("exited");
-        assert!(!status.success(), "node {rank} exited {status} after its peer died: {lines:#?}");
-        assert!(
-            lines.iter().any(|(r, l)| usize::from(*r) == rank && l.contains("node 1 failed")),
-            "node {rank} does not name the dead peer: {lines:#?}"
-        );
-        // Detection within the peer timeout plus a second; the rest is the process's exit.
-        assert!(
-            after <= peer_timeout + Duration::from_secs(3),
-            "node {rank} exited {after:?} after the kill"
-        );
-    }
+    nodes[1].child.kill().expect("SIGKILL node 1");
+    let status = wait_all(&mut nodes, &rx, &mut lines);
+    // Detection within the peer timeout plus a second; the rest is the process's exit and
+    // the output's last lines (wait_all waits 0.1 s for them).
+    let after = killed_at.elapsed();
+    assert!(!status[0].success(), "node 0 exited {} after its peer died: {lines:#?}", status[0]);
+    assert!(
+        lines.iter().any(|(r, l)| *r == 0 && l.contains("node 1 failed")),
+        "node 0 does not name the dead peer: {lines:#?}"
+    );
+    assert!(after <= peer_timeout + Duration::from_secs(3), "node 0 exited {after:?} after the kill");
 }
 
 #[test]
@@ -301,41 +213,17 @@ fn options_a_node_cannot_honour_are_refused_before_anything_starts() {
 
 #[test]
 fn nodes_started_with_different_task_options_are_refused_at_the_rendezvous() {
-    let port = parma_runtime::startup::free_rendezvous_port([127, 0, 0, 1].into()).expect("a free port");
-    let rendezvous = format!("127.0.0.1:{port}");
-    let (tx, rx) = mpsc::channel();
-    let base = ["train", "kge", "--data", "umls", "--workers", "1", "--epochs"];
-    let mut nodes: Vec<Child> = ["10", "11"]
-        .iter()
-        .enumerate()
-        .map(|(r, epochs)| {
-            let args: Vec<&str> = base.iter().copied().chain([*epochs]).collect();
-            spawn_node(r as u16, 2, &rendezvous, &args, &tx)
-        })
-        .collect();
-    let until = Instant::now() + DEADLINE;
-    let mut status = [None, None];
-    while status.iter().any(Option::is_none) && Instant::now() < until {
-        for (i, n) in nodes.iter_mut().enumerate() {
-            if status[i].is_none() {
-                status[i] = n.try_wait().ok().flatten();
-            }
-        }
-        thread::sleep(Duration::from_millis(10));
-    }
-    for n in nodes.iter_mut() {
-        let _ = n.kill();
-        let _ = n.wait();
-    }
-    thread::sleep(Duration::from_millis(100));
-    let lines: Vec<(u16, String)> = rx.try_iter().collect();
+    let a: &[&str] = &["train", "kge", "--data", "umls", "--workers", "1", "--epochs", "10"];
+    let b: &[&str] = &["train", "kge", "--data", "umls", "--workers", "1", "--epochs", "11"];
+    let (mut nodes, rx) = spawn_nodes_each(&[a, b]);
+    let mut lines = Vec::new();
+    let status = wait_all(&mut nodes, &rx, &mut lines);
     for (rank, s) in status.iter().enumerate() {
-        let s = s.unwrap_or_else(|| panic!("node {rank} still ran after {DEADLINE:?}: {lines:#?}"));
         assert!(!s.success(), "node {rank} exited {s}: {lines:#?}");
         assert!(
             lines.iter().any(|(r, l)| usize::from(*r) == rank && l.contains("configuration digest mismatch")),
             "node {rank} does not say why: {lines:#?}"
         );
-        assert!(!lines.iter().any(|(_, l)| l.contains("up, training")), "a node started: {lines:#?}");
     }
+    assert!(!lines.iter().any(|(_, l)| l.contains("up, training")), "a node started: {lines:#?}");
 }

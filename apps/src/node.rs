@@ -21,7 +21,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use parma_core::{Clock, Config, Key, Layout, NodeId, OpError, Technique};
-use parma_runtime::startup::{ClusterToken, Launch, Role, StartupError};
+use parma_runtime::startup::{Launch, Role, StartupError};
 use parma_runtime::{Stats, Ticket, Worker};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
@@ -534,13 +534,10 @@ pub fn run_node(opts: &NodeOptions) -> Result<Option<NodeReport>, NodeError> {
     let world = launch.world();
     opts.sums.check(world)?;
     let cfg = opts.sums.config(world)?;
-    let digest = u64::from(cfg.wire_cluster().0);
-    let token = ClusterToken::from_process_env().map_err(NodeError::Startup)?;
-
     // Every option of the workload, not only those in the configuration: nodes that would
     // replay different draws are refused at the rendezvous instead of reporting wrong sums.
     let net = NetOptions { job_digest: job_digest(&format!("{:?}", opts.sums)), ..opts.net.clone() };
-    let Some((me, node, workers)) = crate::node_transport::start(&net, &launch, cfg, digest, token)? else {
+    let Some((me, node, workers)) = crate::node_transport::start(&net, &launch, cfg)? else {
         return Ok(None);
     };
     println!(

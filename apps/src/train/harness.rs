@@ -330,10 +330,7 @@ fn start_parma(opts: &TrainOptions, cfg: Config) -> Result<(Vec<NodeRuntime>, Ve
             launch.world()
         )));
     }
-    let digest = u64::from(cfg.wire_cluster().0);
-    let token = parma_runtime::startup::ClusterToken::from_process_env()
-        .map_err(|e| TrainError::Node(crate::node::NodeError::Startup(e)))?;
-    match crate::node_transport::start(net, &launch, cfg, digest, token).map_err(TrainError::Node)? {
+    match crate::node_transport::start(net, &launch, cfg).map_err(TrainError::Node)? {
         Some((me, node, workers)) => {
             eprintln!(
                 "node {} of {} ({}): up, training with {} workers",

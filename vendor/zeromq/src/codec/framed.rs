@@ -35,7 +35,17 @@ pub struct ZmqFramedRead {
     // Configuration is shared; adaptation state belongs to this connection.
     options: Arc<SocketOptions>,
     short_reads: usize,
+    // parma patch: the body of a large frame being read into storage of its own (empty when
+    // none is), how much of it has arrived, and whether the last frame had such a body.
+    body: BytesMut,
+    body_filled: usize,
+    after_large: bool,
 }
+
+/// parma patch: the most the reader asks for right after a large body, when the next bytes
+/// are most likely the following frame's header and the start of another large body that would
+/// be copied out of the read buffer.
+const READ_AFTER_LARGE: usize = 8 * 1024;
 
 impl ZmqFramedRead {
     pub(crate) fn new(inner: Box<dyn FrameableRead>, options: Arc<SocketOptions>) -> Self {
@@ -46,6 +56,9 @@ impl ZmqFramedRead {
             read_chunk_size: options.read_buffer_initial_size,
             options,
             short_reads: 0,
+            body: BytesMut::new(),
+            body_filled: 0,
+            after_large: false,
         }
     }
 
@@ -55,10 +68,15 @@ impl ZmqFramedRead {
         min_read_size: usize,
     ) -> Poll<io::Result<usize>> {
         let start = self.buffer.len();
-        let read_size = self
+        let mut read_size = self
             .read_chunk_size
             .max(min_read_size)
             .min(self.options.read_buffer_max_size);
+        // parma patch: a short read right after a large body, outside the chunk's adaptation.
+        let capped = self.after_large && read_size > READ_AFTER_LARGE;
+        if capped {
+            read_size = READ_AFTER_LARGE.max(min_read_size.min(read_size));
+        }
 
         // futures::AsyncRead requires an initialized &mut [u8]. Grow BytesMut
         // first, then trim back to the actual read length so the read path does
@@ -70,6 +88,10 @@ impl ZmqFramedRead {
         match Pin::new(&mut self.inner).poll_read(cx, &mut self.buffer[start..]) {
             Poll::Ready(Ok(bytes_read)) => {
                 self.buffer.truncate(start + bytes_read);
+                if capped {
+                    self.after_large = false;
+                    return Poll::Ready(Ok(bytes_read));
+                }
                 if bytes_read >= read_size
                     && self.read_chunk_size < self.options.read_buffer_max_size
                 {
@@ -110,13 +132,48 @@ impl Stream for ZmqFramedRead {
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = &mut *self;
 
-        // Consume buffered data first; read from the socket only when the
-        // current buffer cannot produce a full message.
-        if let Some(item) = this.codec.decode(&mut this.buffer)? {
-            return Poll::Ready(Some(Ok(item)));
-        }
-
         loop {
+            // Consume buffered data first; read from the socket only when the
+            // current buffer cannot produce a full message.
+            if this.body.is_empty() {
+                if let Some(item) = this.codec.decode(&mut this.buffer)? {
+                    return Poll::Ready(Some(Ok(item)));
+                }
+                // parma patch: a large body goes into storage of its own, sized to it, which
+                // the message then owns alone. In the read buffer it would keep that buffer
+                // shared while the receiver holds the message, so the reads behind it would
+                // copy it out, or allocate and fault in fresh pages, again and again. What of
+                // it has arrived is copied over; the rest is read straight into place.
+                if let Some(len) = this.codec.large_body_pending() {
+                    let mut body = BytesMut::with_capacity(len);
+                    body.extend_from_slice(&this.buffer);
+                    this.buffer.clear();
+                    this.body_filled = body.len();
+                    body.resize(len, 0);
+                    this.body = body;
+                }
+            }
+            if !this.body.is_empty() {
+                while this.body_filled < this.body.len() {
+                    let filled = this.body_filled;
+                    let n = ready!(Pin::new(&mut this.inner).poll_read(cx, &mut this.body[filled..]))?;
+                    if n == 0 {
+                        return Poll::Ready(Some(Err(CodecError::Io(io::Error::new(
+                            io::ErrorKind::UnexpectedEof,
+                            "bytes remaining in stream",
+                        )))));
+                    }
+                    this.body_filled += n;
+                }
+                let body = std::mem::take(&mut this.body);
+                this.body_filled = 0;
+                this.after_large = true;
+                match this.codec.take_body(body)? {
+                    Some(item) => return Poll::Ready(Some(Ok(item))),
+                    None => continue,
+                }
+            }
+
             let min_read_size = this.codec.bytes_needed(this.buffer.len());
             let n = ready!(this.poll_read_into_buffer(cx, min_read_size))?;
             let ended = n == 0;
@@ -139,6 +196,8 @@ impl Stream for ZmqFramedRead {
                         }
                     }
                 }
+                // The read may have completed the header of a large frame: the loop's top
+                // takes its body.
                 None => {}
             }
         }

@@ -67,7 +67,58 @@ impl ZmqCodec {
     pub(crate) fn bytes_needed(&self, buffered_len: usize) -> usize {
         self.waiting_for.saturating_sub(buffered_len)
     }
+
+    /// parma patch: the length of the frame body the decoder waits for, when that body is at
+    /// least [`LARGE_BODY_MIN`] bytes. Its length passed the message bounds already.
+    pub(crate) fn large_body_pending(&self) -> Option<usize> {
+        match self.state {
+            DecoderState::Frame(_) if self.waiting_for >= LARGE_BODY_MIN => Some(self.waiting_for),
+            _ => None,
+        }
+    }
+
+    /// parma patch: the whole body of the pending large frame, read by the framed reader into
+    /// storage of its own; the message, when this frame completes one.
+    pub(crate) fn take_body(&mut self, body: BytesMut) -> Result<Option<Message>, CodecError> {
+        match self.state {
+            DecoderState::Frame(frame) if body.len() == self.waiting_for => {
+                self.frame_done(frame, body)
+            }
+            _ => Err(CodecError::Decode("Frame body out of step with the decoder")),
+        }
+    }
+
+    /// The body of `frame` is complete: the command, the message it completes, or nothing
+    /// (a part of a message that goes on).
+    fn frame_done(&mut self, frame: Frame, data: BytesMut) -> Result<Option<Message>, CodecError> {
+        self.state = DecoderState::FrameHeader;
+        self.waiting_for = 1;
+        if frame.command {
+            return Ok(Some(Message::Command(ZmqCommand::try_from(data.freeze())?)));
+        }
+
+        // process incoming message frame
+        match &mut self.buffered_message {
+            Some(v) => v.push_back(data.freeze()),
+            None => self.buffered_message = Some(ZmqMessage::from(data.freeze())),
+        }
+
+        if !frame.more {
+            self.first_message_done = true;
+            // Quoth the Raven “Nevermore.”
+            return Ok(Some(Message::Message(
+                self.buffered_message
+                    .take()
+                    .expect("Corrupted decoder state"),
+            )));
+        }
+        Ok(None)
+    }
 }
+
+/// parma patch: a frame body of at least this many bytes is read into storage of its own
+/// (`ZmqFramedRead`), not into the shared read buffer.
+pub(crate) const LARGE_BODY_MIN: usize = 16 * 1024;
 
 impl Default for ZmqCodec {
     fn default() -> Self {
@@ -83,6 +134,11 @@ impl Decoder for ZmqCodec {
         // A single read can contain thousands of frames; keep stack use independent of that count.
         loop {
             if src.len() < self.waiting_for {
+                // parma patch: the body of a large frame is read into storage of its own by the
+                // framed reader (`take_body`); nothing is reserved for it here.
+                if self.large_body_pending().is_some() {
+                    return Ok(None);
+                }
                 // The final read may coalesce bytes from the following frame. Reserve
                 // its headroom now rather than grow shared storage again at the frame tail.
                 // Qualifying retained frames must leave a full chunk for the next read.
@@ -162,26 +218,8 @@ impl Decoder for ZmqCodec {
                 }
                 DecoderState::Frame(frame) => {
                     let data = src.split_to(self.waiting_for);
-                    self.state = DecoderState::FrameHeader;
-                    self.waiting_for = 1;
-                    if frame.command {
-                        return Ok(Some(Message::Command(ZmqCommand::try_from(data.freeze())?)));
-                    }
-
-                    // process incoming message frame
-                    match &mut self.buffered_message {
-                        Some(v) => v.push_back(data.freeze()),
-                        None => self.buffered_message = Some(ZmqMessage::from(data.freeze())),
-                    }
-
-                    if !frame.more {
-                        self.first_message_done = true;
-                        // Quoth the Raven “Nevermore.”
-                        return Ok(Some(Message::Message(
-                            self.buffered_message
-                                .take()
-                                .expect("Corrupted decoder state"),
-                        )));
+                    if let Some(item) = self.frame_done(frame, data)? {
+                        return Ok(Some(item));
                     }
                 }
             }

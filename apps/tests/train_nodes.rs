@@ -1,6 +1,6 @@
 //! Training with one node per process (`parma node ... train ...`) over ZeroMQ on 127.0.0.1:
 //! a run started by `parma launch` learns, a checkpoint written by two processes resumes on
-//! three, a killed node fails the other within the peer timeout, and options such a run
+//! three, a killed node fails the others within the peer timeout, and options such a run
 //! cannot honour are refused before anything starts.
 //!
 //! Every wait is bounded; a test that runs out of time kills what it started and fails.
@@ -79,7 +79,7 @@ fn kge_learns_with_one_node_per_process_started_by_parma_launch() {
     assert!(out.status.success(), "parma launch failed: {}\n{all}", out.status);
     for rank in 0..2 {
         assert!(
-            all.contains(&format!("[{rank}] node {rank} of 2 (parma): up, training with 1 workers")),
+            all.contains(&format!("[{rank}] node {rank} of 2 (parma): up, training with 1 worker")),
             "rank {rank} did not start:\n{all}"
         );
     }
@@ -150,8 +150,12 @@ fn a_checkpoint_written_by_two_processes_resumes_on_three() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Three nodes, the last one killed: both survivors name it. The one that notices first stops
+/// and says in its goodbye which peer it lost, so the other names the dead node even when that
+/// goodbye reaches it before its own timeout fires, not the node that left because of it
+/// (`transport-zmq/tests/bye_names_the_loss.rs` forces that order).
 #[test]
-fn a_killed_training_node_fails_the_other_within_the_peer_timeout() {
+fn a_killed_training_node_fails_the_others_within_the_peer_timeout_naming_it() {
     let peer_timeout = Duration::from_millis(1000);
     let args = [
         "--peer-timeout-ms",
@@ -161,30 +165,37 @@ fn a_killed_training_node_fails_the_other_within_the_peer_timeout() {
         "--data",
         "umls",
         "--workers",
-        "2",
+        "1",
         "--epochs",
         "100000",
         "--eval-every",
         "0",
     ];
-    // Two nodes: with three, the survivor that notices first exits, and the other's waiting
-    // call may name it instead of the killed one (docs/deploy.md, "When a node dies").
-    let (mut nodes, rx) = spawn_nodes(2, &args);
+    let (mut nodes, rx) = spawn_nodes(3, &args);
     let mut lines = Vec::new();
-    wait_up(2, "up, training with 2 workers", &rx, &mut lines);
+    wait_up(3, "up, training with 1 worker", &rx, &mut lines);
     thread::sleep(Duration::from_millis(500));
     let killed_at = Instant::now();
-    nodes[1].child.kill().expect("SIGKILL node 1");
+    nodes[2].child.kill().expect("SIGKILL node 2");
     let status = wait_all(&mut nodes, &rx, &mut lines);
-    // Detection within the peer timeout plus a second; the rest is the process's exit and
+    // Detection within the peer timeout plus a second; the rest is the processes' exits and
     // the output's last lines (wait_all waits 0.1 s for them).
     let after = killed_at.elapsed();
-    assert!(!status[0].success(), "node 0 exited {} after its peer died: {lines:#?}", status[0]);
-    assert!(
-        lines.iter().any(|(r, l)| *r == 0 && l.contains("node 1 failed")),
-        "node 0 does not name the dead peer: {lines:#?}"
-    );
-    assert!(after <= peer_timeout + Duration::from_secs(3), "node 0 exited {after:?} after the kill");
+    for rank in 0..2u16 {
+        let st = status[usize::from(rank)];
+        assert!(!st.success(), "node {rank} exited {st}: {lines:#?}");
+        let own: Vec<&String> = lines.iter().filter(|(r, _)| *r == rank).map(|(_, l)| l).collect();
+        assert!(
+            own.iter().any(|l| l.contains("node 2 failed")),
+            "node {rank} does not name the dead peer: {own:#?}"
+        );
+        let other = 1 - rank;
+        assert!(
+            !own.iter().any(|l| l.contains(&format!("node {other} failed"))),
+            "node {rank} names node {other}, which did not fail: {own:#?}"
+        );
+    }
+    assert!(after <= peer_timeout + Duration::from_secs(3), "the survivors exited {after:?} after the kill");
 }
 
 #[test]

@@ -27,7 +27,10 @@
 //!   unacknowledged per peer, and the peer grants at most `recv_frames_max` frames it has not
 //!   taken: `try_send` answers `WouldBlock`, and the waker fires when room frees;
 //! - **failure**: a peer silent for `peer_timeout`, or back as a new incarnation, becomes
-//!   [`parma_core::transport::TransportEvent::PeerFailed`], once;
+//!   [`parma_core::transport::TransportEvent::PeerFailed`], once. So does a peer that closed;
+//!   its goodbye names the first peer it had lost, if any, and that one is reported failed
+//!   first, so that what waits here names the node that failed rather than one that stopped
+//!   because of it;
 //! - **bounded input**: a frame that would make a message longer than the largest session
 //!   packet ends its connection before its body is buffered;
 //! - **strangers**: a connection to this node's port has `handshake_timeout` to finish the

@@ -393,9 +393,13 @@ impl State {
         self.closing
     }
 
-    /// Every session is closed or failed: nothing left to deliver.
+    /// Every session is closed or failed, or its peer was reported failed (a peer's Bye named
+    /// it): nothing left to deliver.
     pub fn all_done(&self) -> bool {
-        self.sessions.iter().flatten().all(|s| s.is_closed() || s.failure().is_some())
+        self.sessions
+            .iter()
+            .zip(&self.failed)
+            .all(|(s, failed)| *failed || s.as_ref().is_none_or(|s| s.is_closed() || s.failure().is_some()))
     }
 
     pub fn is_up(&self, peer: NodeId) -> bool {
@@ -679,9 +683,27 @@ impl State {
                         if !self.closing {
                             tracing::warn!(node = self.me.0, peer = peer.0, "peer failed: {why}");
                         }
-                        self.report_failed(p);
+                        self.report_lost(p);
                     }
                     SessionEvent::Closed => {
+                        // A peer that stops because it lost another says which (its Bye): that
+                        // loss is reported first, so that what waits here fails naming the
+                        // node that failed, not the one that left because of it.
+                        let named = self.sessions[p].as_ref().and_then(Session::peer_lost);
+                        let named = named.map(|x| usize::from(x.0)).filter(|&x| {
+                            x < self.failed.len() && x != usize::from(self.me.0) && x != p && !self.failed[x]
+                        });
+                        if let Some(x) = named {
+                            if !self.closing {
+                                tracing::warn!(
+                                    node = self.me.0,
+                                    peer = x,
+                                    reported_by = peer.0,
+                                    "peer failed: named by a peer that stopped after losing it"
+                                );
+                            }
+                            self.report_lost(x);
+                        }
                         tracing::debug!(node = self.me.0, peer = peer.0, "session closed");
                         self.report_failed(p);
                     }
@@ -747,6 +769,16 @@ impl State {
         }
         self.wake_due = false;
         self.waker.clone()
+    }
+
+    /// Peer `p` failed (or a peer's Bye named it): reported, and named in the Bye of every
+    /// session that closes from now on, unless an earlier loss is.
+    fn report_lost(&mut self, p: usize) {
+        let lost = NodeId(p as u16);
+        for s in self.sessions.iter_mut().flatten() {
+            s.tell_lost(lost);
+        }
+        self.report_failed(p);
     }
 
     fn report_failed(&mut self, p: usize) {

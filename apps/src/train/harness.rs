@@ -333,11 +333,12 @@ fn start_parma(opts: &TrainOptions, cfg: Config) -> Result<(Vec<NodeRuntime>, Ve
     match crate::node_transport::start(net, &launch, cfg).map_err(TrainError::Node)? {
         Some((me, node, workers)) => {
             eprintln!(
-                "node {} of {} ({}): up, training with {} workers",
+                "node {} of {} ({}): up, training with {} worker{}",
                 me.0,
                 launch.world(),
                 launch.launcher().name(),
-                workers.len()
+                workers.len(),
+                if workers.len() == 1 { "" } else { "s" }
             );
             Ok((vec![node], workers, me.0))
         }

@@ -217,7 +217,7 @@ impl Node {
             return Ok(());
         }
         if self.gate.waits_for_peers() {
-            if let Some(peer) = self.failed_peers.first() {
+            if let Some(peer) = self.first_failed {
                 return Err(OpError::PeerFailed { node: peer });
             }
         }

@@ -86,6 +86,9 @@ pub struct Node {
     barrier: Barrier,
     gate: GateState,
     failed_peers: PeerSet,
+    /// The first peer reported failed: what a call that finds the cluster broken names (the
+    /// likeliest cause of the failures reported after it).
+    first_failed: Option<NodeId>,
     stats: Stats,
     sync: SyncState,
     registry: Arc<crate::sampling::Registry>,
@@ -113,6 +116,7 @@ impl Node {
             barrier: Barrier::new(cfg.nodes, cfg.workers_per_node),
             gate: GateState::new(&cfg),
             failed_peers: PeerSet::new(cfg.nodes),
+            first_failed: None,
             wire_cluster: cfg.wire_cluster(),
             cfg,
             me,
@@ -338,6 +342,7 @@ impl Node {
         if peer == self.me || peer.0 >= self.cfg.nodes || !self.failed_peers.insert(peer) {
             return;
         }
+        self.first_failed.get_or_insert(peer);
         // The open round's answers may have been routed through the peer.
         self.abandon_round(now);
         let mut reqs: Vec<RequestId> = self.pending.keys().copied().collect();
@@ -514,7 +519,7 @@ impl Node {
         if !self.wants_input() {
             return Err(OpError::Busy);
         }
-        if let Some(peer) = self.failed_peers.first() {
+        if let Some(peer) = self.first_failed {
             return Err(OpError::PeerFailed { node: peer });
         }
         if let Some(generation) = self.barrier.enter(worker, ticket)? {

@@ -62,11 +62,6 @@ impl PeerSet {
             })
         })
     }
-
-    /// The member with the lowest id.
-    pub(crate) fn first(&self) -> Option<NodeId> {
-        self.iter().next()
-    }
 }
 
 #[cfg(test)]
@@ -76,7 +71,7 @@ mod tests {
     #[test]
     fn members_in_id_order_whatever_the_insertion_order() {
         let mut s = PeerSet::new(200);
-        assert!(s.is_empty() && s.first().is_none());
+        assert!(s.is_empty() && s.iter().next().is_none());
         for n in [130, 3, 64, 199, 63, 0] {
             assert!(s.insert(NodeId(n)));
         }
@@ -84,7 +79,7 @@ mod tests {
         assert!(!s.insert(NodeId(200)) && !s.contains(&NodeId(200)), "outside the cluster");
         let ids: Vec<u16> = s.iter().map(|n| n.0).collect();
         assert_eq!(ids, [0, 3, 63, 64, 130, 199]);
-        assert_eq!(s.first(), Some(NodeId(0)));
+        assert_eq!(s.iter().next(), Some(NodeId(0)));
         assert!(s.contains(&NodeId(63)) && s.contains(&NodeId(199)) && !s.contains(&NodeId(1)));
         assert!(!s.is_empty());
     }
@@ -94,7 +89,7 @@ mod tests {
         let mut s = PeerSet::new(crate::config::NODES_MAX);
         let last = NodeId(crate::config::NODES_MAX - 1);
         assert!(s.insert(last) && s.contains(&last));
-        assert_eq!(s.first(), Some(last));
+        assert_eq!(s.iter().next(), Some(last));
         assert_eq!(s.iter().count(), 1);
     }
 }

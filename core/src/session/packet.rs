@@ -12,8 +12,9 @@ use crate::ids::NodeId;
 /// First bytes of every session packet.
 pub const MAGIC: [u8; 4] = *b"PRMS";
 /// The session protocol's version; a peer with another one is refused. Version 2: over
-/// ZeroMQ, data packets with small frames may travel several to a message.
-pub const VERSION: u8 = 2;
+/// ZeroMQ, data packets with small frames may travel several to a message. Version 3: a Bye
+/// names the first peer its sender lost.
+pub const VERSION: u8 = 3;
 /// Bytes of the header every packet starts with.
 pub const HEADER_LEN: usize = 8;
 /// Bytes of a proof of the cluster token.
@@ -55,8 +56,11 @@ pub enum Packet {
     Data { seq: u64, ack: u64, window: u64, payload: Vec<u8> },
     /// Acknowledgement and window alone; also the heartbeat.
     Ack { ack: u64, window: u64 },
-    /// The sender closes the session cleanly: it has finished, it did not fail.
-    Bye,
+    /// The sender closes the session cleanly: it did not fail. `lost` is the first peer the
+    /// sender's transport lost before (crashed or silent, or named by another peer's Bye): a
+    /// node that stops because a peer failed says which, so that the nodes it leaves behind
+    /// can name the failure rather than the one who left.
+    Bye { lost: Option<NodeId> },
 }
 
 /// Why bytes are not a session packet.
@@ -73,6 +77,8 @@ pub enum PacketError {
     Kind { kind: u8 },
     /// A data packet longer than the configured maximum.
     TooLong { len: usize },
+    /// A field holds a value no packet of its kind carries (a Bye naming no possible node).
+    Field,
 }
 
 impl core::fmt::Display for PacketError {
@@ -85,6 +91,7 @@ impl core::fmt::Display for PacketError {
             }
             PacketError::Kind { kind } => write!(f, "unknown session packet kind {kind}"),
             PacketError::TooLong { len } => write!(f, "session packet of {len} bytes is over the limit"),
+            PacketError::Field => f.write_str("session packet with a field out of range"),
         }
     }
 }
@@ -107,7 +114,7 @@ impl Packet {
                 Packet::Proof(_) => PROOF_LEN,
                 Packet::Data { payload, .. } => 24 + payload.len(),
                 Packet::Ack { .. } => 16,
-                Packet::Bye => 0,
+                Packet::Bye { .. } => 4,
             }
     }
 
@@ -133,7 +140,7 @@ impl Packet {
             Packet::Proof(_) => PROOF,
             Packet::Data { .. } => DATA,
             Packet::Ack { .. } => ACK,
-            Packet::Bye => BYE,
+            Packet::Bye { .. } => BYE,
         };
         let mut w = Writer { out, n: 0 };
         w.put(&MAGIC);
@@ -154,7 +161,11 @@ impl Packet {
                 w.put(&ack.to_le_bytes());
                 w.put(&window.to_le_bytes());
             }
-            Packet::Bye => {}
+            Packet::Bye { lost } => {
+                // 0: nobody; n + 1: node n.
+                let code = lost.map_or(0, |n| u32::from(n.0) + 1);
+                w.put(&code.to_le_bytes());
+            }
         }
         w.n
     }
@@ -228,8 +239,13 @@ pub(crate) fn decode_head(head: &[u8], body_len: usize, len_max: usize) -> Resul
             Ok(Packet::Ack { ack: u64_at(body, 0), window: u64_at(body, 8) })
         }
         BYE => {
-            exact(0)?;
-            Ok(Packet::Bye)
+            exact(4)?;
+            let code = u32::from_le_bytes([body[0], body[1], body[2], body[3]]);
+            let lost = match code {
+                0 => None,
+                n => Some(NodeId(u16::try_from(n - 1).map_err(|_| PacketError::Field)?)),
+            };
+            Ok(Packet::Bye { lost })
         }
         kind => Err(PacketError::Kind { kind }),
     }

@@ -89,6 +89,9 @@ pub struct Session<T: Token> {
     acks_owed: u64,
     ack_due: Option<Instant>,
     last_heard: Instant,
+    /// The peer this end's Bye names ([`Session::tell_lost`]), and the one the peer's named.
+    lost: Option<NodeId>,
+    peer_lost: Option<NodeId>,
 
     /// Packets other than data, in order (never a data packet).
     control: VecDeque<Packet>,
@@ -139,6 +142,8 @@ impl<T: Token> Session<T> {
             acks_owed: 0,
             ack_due: None,
             last_heard: now,
+            lost: None,
+            peer_lost: None,
             control: VecDeque::new(),
             events: VecDeque::new(),
             stats: SessionStats::default(),
@@ -290,7 +295,8 @@ impl<T: Token> Session<T> {
             (Packet::Ack { ack, window }, Link::Up) => {
                 self.on_ack(ack, window).map_err(|r| self.refuse_link(r))?;
             }
-            (Packet::Bye, Link::Up) => {
+            (Packet::Bye { lost }, Link::Up) => {
+                self.peer_lost = lost;
                 self.last_heard = now;
                 self.phase = Phase::Closed;
                 self.link = Link::Down { retry: None };
@@ -414,6 +420,21 @@ impl<T: Token> Session<T> {
         }
     }
 
+    /// This end's transport lost `peer` (it failed, or another peer's Bye named it): the Bye
+    /// this session sends names it, unless an earlier loss was named already. The first loss
+    /// is the likeliest cause of everything after it.
+    pub fn tell_lost(&mut self, peer: NodeId) {
+        if self.lost.is_none() && peer != self.peer {
+            self.lost = Some(peer);
+        }
+    }
+
+    /// The first peer the peer had lost when it closed, as its Bye named it (see
+    /// [`Packet::Bye`]); `None` before a Bye, or when it named nobody.
+    pub fn peer_lost(&self) -> Option<NodeId> {
+        self.peer_lost
+    }
+
     // ----- outputs -----
 
     /// The next packet to put on the link, as one buffer (a copy of the payload: a driver
@@ -448,7 +469,7 @@ impl<T: Token> Session<T> {
         if self.phase == Phase::Closing && self.unacked.is_empty() {
             self.phase = Phase::Closed;
             self.events.push_back(SessionEvent::Closed);
-            return Some(self.sent(Outbound::of(&Packet::Bye, None)));
+            return Some(self.sent(Outbound::of(&Packet::Bye { lost: self.lost }, None)));
         }
         let window_grew = self.window() >= self.advertised + self.opts.recv_frames_max / 2;
         if window_grew || self.acks_owed >= self.ack_batch() {
@@ -709,7 +730,7 @@ fn packet_name(p: &Packet) -> &'static str {
         Packet::Proof(_) => "Proof",
         Packet::Data { .. } => "Data",
         Packet::Ack { .. } => "Ack",
-        Packet::Bye => "Bye",
+        Packet::Bye { .. } => "Bye",
     }
 }
 

@@ -493,6 +493,22 @@ fn a_clean_close_is_not_a_failure() {
     assert!(p.events[0].contains(&SessionEvent::Closed));
     settle(&mut p, 3_000);
     assert_eq!(p.s[0].failure(), None, "a closed peer is not a failed one");
+    assert_eq!(p.s[0].peer_lost(), None, "a Bye that names nobody");
+}
+
+#[test]
+fn a_bye_names_the_first_peer_its_sender_lost() {
+    let mut p = Pair::new([session(0, 1, 7, 1), session(1, 0, 7, 2)], 19);
+    settle(&mut p, 50);
+    p.s[1].tell_lost(NodeId(5));
+    p.s[1].tell_lost(NodeId(3));
+    p.s[1].tell_lost(NodeId(0));
+    p.s[1].close(p.now);
+    settle(&mut p, 100);
+    assert!(p.s[0].is_closed() && p.s[1].is_closed());
+    assert_eq!(p.s[0].peer_lost(), Some(NodeId(5)), "the first loss, not a later one");
+    assert_eq!(p.s[1].peer_lost(), None, "the end that closed heard no Bye");
+    assert_eq!(p.s[0].failure(), None, "the Bye's sender itself did not fail");
 }
 
 #[test]
@@ -505,7 +521,9 @@ fn packets_round_trip_and_any_bytes_decode_or_fail() {
         Packet::Proof([1; PROOF_LEN]),
         Packet::Data { seq: 1, ack: 2, window: 3, payload: vec![4; 10] },
         Packet::Ack { ack: 5, window: 6 },
-        Packet::Bye,
+        Packet::Bye { lost: None },
+        Packet::Bye { lost: Some(NodeId(0)) },
+        Packet::Bye { lost: Some(NodeId(u16::MAX)) },
     ];
     for p in &all {
         let b = p.encode();
@@ -521,6 +539,10 @@ fn packets_round_trip_and_any_bytes_decode_or_fail() {
         longer.push(0);
         assert!(Packet::decode(&longer, 1 << 10).is_err() || matches!(p, Packet::Data { .. }));
     }
+    // A Bye naming a node beyond any id.
+    let mut b = Packet::Bye { lost: None }.encode();
+    b[8..].copy_from_slice(&(u32::from(u16::MAX) + 2).to_le_bytes());
+    assert_eq!(Packet::decode(&b, 1 << 10), Err(PacketError::Field));
     let mut rng = SampleRng::new(1, 2, 3);
     for _ in 0..20_000 {
         let len = rng.below(80) as usize;

@@ -131,6 +131,6 @@ fn kind(p: &Packet) -> &'static str {
         Packet::Proof(_) => "Proof",
         Packet::Data { .. } => "Data",
         Packet::Ack { .. } => "Ack",
-        Packet::Bye => "Bye",
+        Packet::Bye { .. } => "Bye",
     }
 }

@@ -62,16 +62,19 @@ fn runtime_options() -> Options {
 
 /// Binds the transport `opts` names, meets the others, starts the node's runtime. `None`:
 /// not a node (ps-lite's scheduler).
-/// The digest it brings to the rendezvous is the configuration's and `opts.job_digest`; the
-/// cluster token comes from the environment (`PARMA_TOKEN_FILE` or `PARMA_TOKEN`).
+/// The digest it brings to the rendezvous is the configuration's, `opts.job_digest` and the
+/// peer timeout's; the cluster token comes from the environment (`PARMA_TOKEN_FILE` or `PARMA_TOKEN`).
 pub(crate) fn start(opts: &NetOptions, launch: &Launch, cfg: Config) -> Result<Option<Started>, NodeError> {
     let timeout_us = opts.peer_timeout.as_micros() as u64;
     if timeout_us < 100_000 {
         return Err(NodeError::Options("--peer-timeout-ms must be at least 100".into()));
     }
     let token = ClusterToken::from_process_env().map_err(NodeError::Startup)?;
-    // Rotated, so that a job digest of 0 leaves the configuration's digest as it was.
-    let digest = u64::from(cfg.wire_cluster().0) ^ opts.job_digest.rotate_left(17);
+    // Rotated, so that a job digest of 0 leaves the configuration's digest as it was. The peer
+    // timeout joins it: a node heartbeats every tenth of its own, so a node with a longer one
+    // would look silent to a node with a shorter one.
+    let timeouts = crate::node::job_digest(&format!("peer timeout {timeout_us} us"));
+    let digest = u64::from(cfg.wire_cluster().0) ^ opts.job_digest.rotate_left(17) ^ timeouts.rotate_left(41);
     match opts.transport {
         NodeTransport::Zmq => start_zmq(opts, launch, cfg, digest, token, timeout_us),
         NodeTransport::Rdma => start_rdma(opts, launch, cfg, digest, token),

@@ -119,6 +119,25 @@ fn every_technique_sums_exactly_over_three_processes() {
     }
 }
 
+/// A node heartbeats every tenth of its own peer timeout: with different timeouts, the node
+/// with the longer one would look silent to the other mid-run. Refused at the start instead.
+#[test]
+fn nodes_with_different_peer_timeouts_are_refused_at_the_rendezvous() {
+    let a: &[&str] = &["--batches", "100", "--workers", "1", "--peer-timeout-ms", "1000"];
+    let b: &[&str] = &["--batches", "100", "--workers", "1", "--peer-timeout-ms", "20000"];
+    let (mut nodes, rx) = spawn_nodes_each(&[a, b]);
+    let mut lines = Vec::new();
+    let status = wait_all(&mut nodes, &rx, &mut lines);
+    for (rank, s) in status.iter().enumerate() {
+        assert!(!s.success(), "node {rank} exited {s}: {lines:#?}");
+        assert!(
+            lines.iter().any(|(r, l)| usize::from(*r) == rank && l.contains("configuration digest mismatch")),
+            "node {rank} does not say why: {lines:#?}"
+        );
+    }
+    assert!(!lines.iter().any(|(_, l)| l.contains("up, running")), "a node started: {lines:#?}");
+}
+
 #[test]
 fn nodes_with_different_workload_options_are_refused_at_the_rendezvous() {
     let a: &[&str] = &["--batches", "100", "--workers", "1"];

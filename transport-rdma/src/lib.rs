@@ -60,7 +60,9 @@
 //! - **failure**: a work completion in error, a peer's heartbeat (a counter in the same
 //!   mailbox WRITE, every `heartbeat_interval`) unchanged for `peer_timeout`, or its goodbye
 //!   (written on close, after its last frames) becomes
-//!   [`parma_core::TransportEvent::PeerFailed`], once.
+//!   [`parma_core::TransportEvent::PeerFailed`], once. A goodbye names the first peer its
+//!   sender lost, if any, and that one is reported failed first, so that what waits here names
+//!   the node that failed rather than one that stopped because of it.
 //!
 //! ## Choices, and what they rest on
 //!

@@ -43,11 +43,13 @@ pub(crate) fn step(st: &mut State, now: Instant) -> Stepped {
             st.peers[p].seen_beat = beat;
             st.peers[p].last_heard = now;
         }
-        if st.mailbox.read_u64(base + 16) != 0 && st.peers[p].link == Link::Up {
+        let bye = st.mailbox.read_u64(base + 16);
+        if bye != 0 && st.peers[p].link == Link::Up {
             // Every message the peer sent before its goodbye completed before the goodbye
             // was written (one queue pair, in order): take those completions first.
             poll_cq(st);
-            st.leaving(p);
+            let named = bye.checked_sub(2).and_then(|n| usize::try_from(n).ok());
+            st.leaving(p, named);
             continue;
         }
         if now.saturating_duration_since(st.peers[p].last_heard) > st.opts.peer_timeout {

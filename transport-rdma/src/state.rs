@@ -46,8 +46,9 @@ use crate::ring::{RecvRing, SendRing};
 use crate::verbs::{Device, Qp, Region};
 use crate::{RdmaOptions, Wire};
 
-/// Bytes of one mailbox: freed messages (u64), heartbeat (u64), goodbye (u64), freed ring
-/// bytes (u64, [`Wire::Ring`]).
+/// Bytes of one mailbox: freed messages (u64), heartbeat (u64), goodbye (u64: 0 none, 1 a
+/// goodbye, 2 + n a goodbye naming node n, the first peer its sender lost), freed ring bytes
+/// (u64, [`Wire::Ring`]).
 pub(crate) const MAILBOX_LEN: usize = 32;
 
 pub(crate) const KIND_RECV: u64 = 1;
@@ -116,9 +117,11 @@ enum Ready {
         peer: usize,
     },
     Own,
-    /// The peer said goodbye: after its frames before it, it counts as failed.
+    /// The peer said goodbye: after its frames before it, it counts as failed; first the
+    /// peer its goodbye named as lost, if any.
     Gone {
         peer: usize,
+        named: Option<usize>,
     },
 }
 
@@ -265,6 +268,9 @@ pub(crate) struct State {
     pub wcs: Vec<ffi::ibv_wc>,
     /// When the next heartbeat is due (whichever thread holds the lock then sends it).
     pub next_beat: Instant,
+    /// The first peer this node lost (failed, or named by a peer's goodbye), which its own
+    /// goodbye names: a node that stops because of it says so.
+    pub first_lost: Option<usize>,
 }
 
 impl State {
@@ -304,6 +310,7 @@ impl State {
             stats: TransportCounters::default(),
             wcs: vec![ffi::ibv_wc::default(); 64],
             next_beat: Instant::now(),
+            first_lost: None,
         })
     }
 
@@ -315,8 +322,18 @@ impl State {
         }
     }
 
-    /// Ends `peer`: no frame from it is handed out any more, the event is queued once.
+    /// Ends `peer`, which failed (or a peer's goodbye named it): no frame from it is handed
+    /// out any more, the event is queued once, and this node's goodbye will name it unless
+    /// an earlier loss is.
     pub fn fail(&mut self, peer: usize, why: String) {
+        if self.peers[peer].link == Link::Up {
+            self.first_lost.get_or_insert(peer);
+        }
+        self.end(peer, why);
+    }
+
+    /// Ends `peer` (failed, or gone after its goodbye).
+    fn end(&mut self, peer: usize, why: String) {
         let p = &mut self.peers[peer];
         if p.link == Link::Failed {
             return;
@@ -356,9 +373,16 @@ impl State {
                         out.push(Lent::Asm { peer, buf });
                     }
                 }
-                Ready::Gone { peer } => {
+                Ready::Gone { peer, named } => {
+                    // The peer it lost is reported first, so that what waits here names the
+                    // node that failed rather than the one that left because of it.
+                    if let Some(x) = named.filter(|&x| x < self.peers.len() && x != self.me && x != peer) {
+                        if self.peers[x].link != Link::Failed {
+                            self.fail(x, format!("named by node {peer}, which stopped after losing it"));
+                        }
+                    }
                     // Frames taken in this batch come first; the failure follows them.
-                    self.fail(peer, "it closed".into());
+                    self.end(peer, "it closed".into());
                 }
             }
         }

@@ -162,6 +162,43 @@ fn a_killed_node_is_reported_within_the_peer_timeout() {
     eprintln!("reported after {:?}: {}", t0.elapsed(), failures(&ts[..2]));
 }
 
+/// A node that stops because it lost a peer names that peer in its goodbye. Node 2 is killed
+/// (no goodbye); node 1 finds it silent within its 1 s timeout and closes; node 0, whose own
+/// timeout is 30 s, must report node 2 failed first, as node 1's goodbye named it, then node 1.
+#[test]
+fn a_goodbye_names_the_peer_its_sender_lost() {
+    let mut slow = opts();
+    slow.peer_timeout = Duration::from_secs(30);
+    let mut ts =
+        local_cluster_with(&[slow, opts(), opts()], 7, Arc::new(ClusterToken::generate())).expect("start");
+    let kill = ts[2].kill_switch();
+    let t0 = Instant::now();
+    kill.kill();
+    let mut lost_by_1 = Vec::new();
+    while lost_by_1.is_empty() {
+        assert!(t0.elapsed() < Duration::from_secs(5), "node 1 did not notice: {}", failures(&ts));
+        while let Some(TransportEvent::PeerFailed(p)) = ts[1].poll_event() {
+            lost_by_1.push(p);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(lost_by_1, [NodeId(2)]);
+    ts[1].close();
+    let mut lost_by_0 = Vec::new();
+    let until = Instant::now() + Duration::from_secs(5);
+    while lost_by_0.len() < 2 && Instant::now() < until {
+        let _ = ts[0].poll_recv(64, &mut |_, _| {});
+        while let Some(TransportEvent::PeerFailed(p)) = ts[0].poll_event() {
+            lost_by_0.push(p);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    eprintln!("node 0 reported {lost_by_0:?} after {:?}: {}", t0.elapsed(), failures(&ts));
+    assert_eq!(lost_by_0, [NodeId(2), NodeId(1)], "{}", failures(&ts));
+    let why = ts[0].failure(NodeId(2)).unwrap_or_default();
+    assert!(why.contains("named by node 1"), "node 0 found node 2 failed by itself: {why}");
+}
+
 /// A send that fails completes in error whether it was signalled or not (RC), and fails
 /// the peer. Node 1 is (wrongly) set up with receive slots half as long as node 0's send
 /// slots, so node 0's one frame of 6,000 bytes (a single SEND, unsignalled: one in

@@ -122,10 +122,10 @@ impl State {
     }
 
     /// The peer said goodbye: its frames so far are handed out, then it counts as failed.
-    pub fn leaving(&mut self, peer: usize) {
+    pub fn leaving(&mut self, peer: usize, named: Option<usize>) {
         if self.peers[peer].link == Link::Up {
             self.peers[peer].link = Link::Leaving;
-            self.ready.push_back(Ready::Gone { peer });
+            self.ready.push_back(Ready::Gone { peer, named });
             self.wake = true;
         }
     }

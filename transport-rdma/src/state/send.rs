@@ -308,6 +308,9 @@ impl State {
     /// a write is already in flight (then it goes when that one completes). Always
     /// signalled: its completion ends `write_busy`.
     pub fn write_mailbox(&mut self, peer: usize, goodbye: bool) {
+        // The goodbye word: 0 none; 1 a goodbye; 2 + n a goodbye naming node n as the first
+        // peer this node lost.
+        let bye = if goodbye { 1 + self.first_lost.map_or(0, |n| n as u64 + 1) } else { 0 };
         let p = &mut self.peers[peer];
         if p.write_busy || p.link == Link::Failed {
             p.write_wanted |= p.write_busy;
@@ -318,7 +321,7 @@ impl State {
         let b = &mut self.outbox.bytes_mut()[off..off + MAILBOX_LEN];
         b[..8].copy_from_slice(&p.freed.to_le_bytes());
         b[8..16].copy_from_slice(&p.beat.to_le_bytes());
-        b[16..24].copy_from_slice(&u64::from(goodbye).to_le_bytes());
+        b[16..24].copy_from_slice(&bye.to_le_bytes());
         b[24..32].copy_from_slice(&p.rx.tail.to_le_bytes());
         let (remote_addr, rkey) = p.remote_mailbox;
         let seq = p.log.next_seq;

@@ -54,15 +54,17 @@
 //! the same either way; [`Session::poll_transmit`], [`Session::handle_packet`] and
 //! [`Session::poll_recv`] are the one-buffer forms.
 
+mod outbound;
 mod packet;
 mod peer;
 
 use core::fmt;
 
+pub use outbound::{Frame, Outbound};
 pub use packet::{
     head_len, Greeting, Packet, PacketError, DATA_OVERHEAD, HEAD_MAX, MAGIC, PROOF_LEN, VERSION,
 };
-pub use peer::{Frame, Outbound, Session};
+pub use peer::Session;
 
 use crate::ids::NodeId;
 use crate::time::Duration;

@@ -15,7 +15,8 @@ use tokio::sync::mpsc;
 use tokio::sync::oneshot;
 use zeromq::{DealerSocket, RouterSocket, Socket, SocketEvent, SocketOptions, SocketRecv, ZmqMessage};
 
-use crate::shared::{packets, Action, Packets, Shared};
+use crate::shapes::{packets, Packets};
+use crate::shared::{Action, Shared};
 use crate::{lock, ZmqError, ZmqOptions};
 
 /// Connection events from our ROUTER's monitor to the loop. Packets do not come this way:

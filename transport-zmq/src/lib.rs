@@ -73,6 +73,7 @@
 
 mod host;
 mod io;
+mod shapes;
 mod shared;
 
 pub use host::ZmqDriverHost;

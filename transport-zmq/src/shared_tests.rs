@@ -2,7 +2,8 @@
 //! packets are handed across directly.
 
 use super::*;
-use parma_core::session::SessionOptions;
+use crate::shapes::packets;
+use parma_core::session::{head_len, SessionOptions};
 
 struct Fixed;
 

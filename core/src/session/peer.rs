@@ -6,7 +6,8 @@ use alloc::collections::VecDeque;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 
-use super::packet::{decode_head, head_len, Greeting, Packet, DATA_OVERHEAD, HEAD_MAX, PROOF_LEN};
+use super::outbound::{Frame, Outbound};
+use super::packet::{decode_head, head_len, Greeting, Packet, DATA_OVERHEAD, PROOF_LEN};
 use super::{FailCause, Identity, Refusal, SessionEvent, SessionOptions, SessionStats, Token};
 use crate::ids::NodeId;
 use crate::time::Instant;
@@ -731,79 +732,5 @@ fn packet_name(p: &Packet) -> &'static str {
         Packet::Data { .. } => "Data",
         Packet::Ack { .. } => "Ack",
         Packet::Bye { .. } => "Bye",
-    }
-}
-
-/// A frame's bytes, shared between the retransmission buffer and the driver putting it on the
-/// medium (a reference count, no copy).
-#[derive(Clone, Debug, Default)]
-pub struct Frame(Arc<Vec<u8>>);
-
-impl Frame {
-    /// The frame's bytes.
-    pub fn as_slice(&self) -> &[u8] {
-        &self.0
-    }
-    /// Bytes of the frame.
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-    /// Whether the frame is empty.
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-    fn capacity(&self) -> usize {
-        self.0.capacity()
-    }
-}
-
-impl AsRef<[u8]> for Frame {
-    fn as_ref(&self) -> &[u8] {
-        &self.0
-    }
-}
-
-/// One packet for the medium: its head, and a data packet's frame after it.
-#[derive(Clone, Debug)]
-pub struct Outbound {
-    head: [u8; HEAD_MAX],
-    head_len: u8,
-    body: Option<Frame>,
-}
-
-impl Outbound {
-    fn of(p: &Packet, body: Option<Frame>) -> Outbound {
-        let mut head = [0u8; HEAD_MAX];
-        let n = p.encode_head(&mut head);
-        Outbound { head, head_len: n as u8, body }
-    }
-    /// The packet's head: all of a packet that is not a data packet.
-    pub fn head(&self) -> &[u8] {
-        &self.head[..usize::from(self.head_len)]
-    }
-    /// A data packet's frame, which follows the head.
-    pub fn body(&self) -> Option<&Frame> {
-        self.body.as_ref()
-    }
-    /// The frame, taken out.
-    pub fn into_body(self) -> Option<Frame> {
-        self.body
-    }
-    /// Bytes of the whole packet.
-    pub fn len(&self) -> usize {
-        usize::from(self.head_len) + self.body.as_ref().map_or(0, Frame::len)
-    }
-    /// Never: a packet has at least a header.
-    pub fn is_empty(&self) -> bool {
-        false
-    }
-    /// The whole packet as one buffer (a copy).
-    pub fn to_vec(&self) -> Vec<u8> {
-        let mut v = Vec::with_capacity(self.len());
-        v.extend_from_slice(self.head());
-        if let Some(b) = &self.body {
-            v.extend_from_slice(b.as_slice());
-        }
-        v
     }
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{spawn_nodes, spawn_nodes_each, wait_all, wait_up, DEADLINE, PARMA};
+use common::{assert_refused_at_rendezvous, spawn_nodes, wait_all, wait_up, DEADLINE, PARMA};
 
 #[test]
 fn four_nodes_started_by_parma_launch_sum_exactly() {
@@ -125,32 +125,12 @@ fn every_technique_sums_exactly_over_three_processes() {
 fn nodes_with_different_peer_timeouts_are_refused_at_the_rendezvous() {
     let a: &[&str] = &["--batches", "100", "--workers", "1", "--peer-timeout-ms", "1000"];
     let b: &[&str] = &["--batches", "100", "--workers", "1", "--peer-timeout-ms", "20000"];
-    let (mut nodes, rx) = spawn_nodes_each(&[a, b]);
-    let mut lines = Vec::new();
-    let status = wait_all(&mut nodes, &rx, &mut lines);
-    for (rank, s) in status.iter().enumerate() {
-        assert!(!s.success(), "node {rank} exited {s}: {lines:#?}");
-        assert!(
-            lines.iter().any(|(r, l)| usize::from(*r) == rank && l.contains("configuration digest mismatch")),
-            "node {rank} does not say why: {lines:#?}"
-        );
-    }
-    assert!(!lines.iter().any(|(_, l)| l.contains("up, running")), "a node started: {lines:#?}");
+    assert_refused_at_rendezvous(&[a, b], "up, running");
 }
 
 #[test]
 fn nodes_with_different_workload_options_are_refused_at_the_rendezvous() {
     let a: &[&str] = &["--batches", "100", "--workers", "1"];
     let b: &[&str] = &["--batches", "101", "--workers", "1"];
-    let (mut nodes, rx) = spawn_nodes_each(&[a, b]);
-    let mut lines = Vec::new();
-    let status = wait_all(&mut nodes, &rx, &mut lines);
-    for (rank, s) in status.iter().enumerate() {
-        assert!(!s.success(), "node {rank} exited {s}: {lines:#?}");
-        assert!(
-            lines.iter().any(|(r, l)| usize::from(*r) == rank && l.contains("configuration digest mismatch")),
-            "node {rank} does not say why: {lines:#?}"
-        );
-    }
-    assert!(!lines.iter().any(|(_, l)| l.contains("up, running")), "a node started: {lines:#?}");
+    assert_refused_at_rendezvous(&[a, b], "up, running");
 }

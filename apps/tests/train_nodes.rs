@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{spawn_nodes, spawn_nodes_each, wait_all, wait_up, DEADLINE, PARMA};
+use common::{assert_refused_at_rendezvous, spawn_nodes, wait_all, wait_up, DEADLINE, PARMA};
 
 /// Runs `parma args...` to its end (killed at the deadline).
 fn parma(args: &[&str]) -> Output {
@@ -226,15 +226,5 @@ fn options_a_node_cannot_honour_are_refused_before_anything_starts() {
 fn nodes_started_with_different_task_options_are_refused_at_the_rendezvous() {
     let a: &[&str] = &["train", "kge", "--data", "umls", "--workers", "1", "--epochs", "10"];
     let b: &[&str] = &["train", "kge", "--data", "umls", "--workers", "1", "--epochs", "11"];
-    let (mut nodes, rx) = spawn_nodes_each(&[a, b]);
-    let mut lines = Vec::new();
-    let status = wait_all(&mut nodes, &rx, &mut lines);
-    for (rank, s) in status.iter().enumerate() {
-        assert!(!s.success(), "node {rank} exited {s}: {lines:#?}");
-        assert!(
-            lines.iter().any(|(r, l)| usize::from(*r) == rank && l.contains("configuration digest mismatch")),
-            "node {rank} does not say why: {lines:#?}"
-        );
-    }
-    assert!(!lines.iter().any(|(_, l)| l.contains("up, training")), "a node started: {lines:#?}");
+    assert_refused_at_rendezvous(&[a, b], "up, training");
 }

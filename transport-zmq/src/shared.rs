@@ -188,6 +188,8 @@ pub(crate) struct State {
     gone: Vec<bool>,
     /// Peers whose failure is queued in `events`.
     failed: Vec<bool>,
+    /// The first peer lost (failed, or named by a peer's Bye): every session's Bye names it.
+    first_lost: Option<NodeId>,
     pub waker: Option<Waker>,
     /// A `try_send` answered `WouldBlock` since room last freed.
     blocked: bool,
@@ -240,6 +242,7 @@ impl State {
             events: VecDeque::new(),
             gone: vec![false; n],
             failed: vec![false; n],
+            first_lost: None,
             waker: None,
             blocked: false,
             cursor: 0,
@@ -370,6 +373,9 @@ impl State {
         self.closing = true;
         let now = self.now();
         for s in self.sessions.iter_mut().flatten() {
+            if let Some(lost) = self.first_lost {
+                s.tell_lost(lost);
+            }
             s.close(now);
         }
     }
@@ -756,13 +762,10 @@ impl State {
         self.waker.clone()
     }
 
-    /// Peer `p` failed (or a peer's Bye named it): reported, and named in the Bye of every
-    /// session that closes from now on, unless an earlier loss is.
+    /// Peer `p` failed (or a peer's Bye named it): reported, and named in every session's Bye
+    /// at the close, unless an earlier loss is.
     fn report_lost(&mut self, p: usize) {
-        let lost = NodeId(p as u16);
-        for s in self.sessions.iter_mut().flatten() {
-            s.tell_lost(lost);
-        }
+        self.first_lost.get_or_insert(NodeId(p as u16));
         self.report_failed(p);
     }
 

@@ -23,6 +23,23 @@ pub struct Node {
     pub child: Child,
 }
 
+/// Starts one node per entry of `args_of`, which disagree on something the rendezvous
+/// compares, and checks that every node stops there saying `configuration digest mismatch`
+/// and none prints `up_line`.
+pub fn assert_refused_at_rendezvous(args_of: &[&[&str]], up_line: &str) {
+    let (mut nodes, rx) = spawn_nodes_each(args_of);
+    let mut lines = Vec::new();
+    let status = wait_all(&mut nodes, &rx, &mut lines);
+    for (rank, s) in status.iter().enumerate() {
+        assert!(!s.success(), "node {rank} exited {s}: {lines:#?}");
+        assert!(
+            lines.iter().any(|(r, l)| usize::from(*r) == rank && l.contains("configuration digest mismatch")),
+            "node {rank} does not say why: {lines:#?}"
+        );
+    }
+    assert!(!lines.iter().any(|(_, l)| l.contains(up_line)), "a node started: {lines:#?}");
+}
+
 pub fn spawn_nodes(world: u16, args: &[&str]) -> (Vec<Node>, mpsc::Receiver<(u16, String)>) {
     spawn_nodes_each(&vec![args; usize::from(world)])
 }

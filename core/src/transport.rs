@@ -25,6 +25,13 @@
 //!   the transport breaks its word; the runtime then fails the requests behind it at once;
 //! - memory is bounded: a peer that does not read makes `try_send` answer `WouldBlock`, and
 //!   the waker fires when room frees.
+//!
+//! One more rule, not checked by the kit (it would need a crash the kit cannot stage through
+//! the trait): failures are reported cause first. The node names the first peer reported
+//! failed in every error it gives for a broken cluster, so when a peer stops because it lost
+//! another, a transport that can tell (both of this repository's do: their goodbye names the
+//! first peer its sender lost) reports the lost peer before the one that left. Otherwise a
+//! survivor would blame the messenger, not the dead node.
 
 use core::task::Waker;
 

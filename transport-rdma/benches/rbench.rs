@@ -62,7 +62,11 @@ fn oneway<T: Transport + Send + 'static>(
     let secs = start.elapsed().as_secs_f64();
     if let Ok(tx) = sender.join() {
         if std::env::var_os("RBENCH_VERBOSE").is_some() {
-            eprintln!("sender blocked {} times", tx.counters().sends_blocked);
+            let c = tx.counters();
+            eprintln!(
+                "sender blocked {} times; {} frames in {} packets (mailbox writes included)",
+                c.sends_blocked, c.frames_sent, c.packets_sent
+            );
         }
     }
     (len as u64 * frames) as f64 / secs / 1e6
@@ -112,7 +116,8 @@ fn pull<T: Transport + Send + 'static>(mut nodes: Vec<T>, pulls: usize) -> (f64,
 /// waited for, `RBENCH_WIRE=send` or `=ring` how frames travel, `RBENCH_SLOTS=<n>` sets
 /// `recv_slots` and `send_slots`, `RBENCH_RING=<bytes>` `ring_len` and
 /// `RBENCH_RING_MSGS=<n>` `ring_msgs`, `RBENCH_BATCH=<n>` `batch_above_inflight`;
-/// `RBENCH_VERBOSE=1` prints how often the one-way sender was blocked.
+/// `RBENCH_VERBOSE=1` prints how often the one-way sender was blocked, and its frames and
+/// packets.
 fn rdma_opts() -> RdmaOptions {
     let mut o = RdmaOptions::loopback();
     let num = |v: &str| std::env::var(v).ok().and_then(|v| v.parse().ok());

@@ -26,7 +26,9 @@ use parma_core::NodeId;
 use crate::verbs::QpInfo;
 
 const MAGIC: u32 = u32::from_le_bytes(*b"PRDM");
-const VERSION: u8 = 2;
+/// The handshake's and the wire's version: 3 since a ring frame has a head and WRITEs may
+/// be packed (2: the ring; 1: SEND/RECV only). Nodes of different versions refuse each other.
+const VERSION: u8 = 3;
 /// magic 4, version 1, from 2, to 2, digest 8, nonce 8, info 54.
 const HELLO_LEN: usize = 4 + 1 + 2 + 2 + 8 + 8 + INFO_LEN;
 const INFO_LEN: usize = 4 + 4 + 2 + 16 + 8 + 4 + 8 + 4;

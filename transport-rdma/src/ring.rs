@@ -8,6 +8,12 @@
 //! freed. Both ends apply the same rule, so the immediate data carries only the record's
 //! length and whether it skipped (`IMM_WRAP`); the receiver checks both against its own
 //! position.
+//!
+//! A whole frame goes into the ring as a record with a head of its own ([`PACK_HEAD`]
+//! bytes: the frame's length), so that frames waiting together can leave in one WRITE: its
+//! immediate data says `IMM_PACKED` and the length of all of them, and the receiver walks
+//! the heads ([`RecvRing::arrive_packed`]). A chunk of a long frame has no head: its
+//! WRITE's immediate data is its length, and `IMM_LAST` marks the frame's last.
 
 use std::collections::VecDeque;
 
@@ -15,8 +21,12 @@ use std::collections::VecDeque;
 pub(crate) const IMM_LAST: u32 = 1 << 31;
 /// Immediate data (ring): the record starts at the next lap, skipping the ring's end.
 pub(crate) const IMM_WRAP: u32 = 1 << 30;
-/// Immediate data (ring): the bits that hold the record's length.
-pub(crate) const IMM_LEN: u32 = IMM_WRAP - 1;
+/// Immediate data (ring): the WRITE holds whole frames, each after its head.
+pub(crate) const IMM_PACKED: u32 = 1 << 29;
+/// Immediate data (ring): the bits that hold the WRITE's length.
+pub(crate) const IMM_LEN: u32 = IMM_PACKED - 1;
+/// Bytes of a whole frame's head in the ring: its length, a little-endian `u32`.
+pub(crate) const PACK_HEAD: usize = 4;
 
 /// Where a record of `len` bytes goes when the ring's next free position is `head`: at
 /// `head`, or (`true`) at the start of the next lap when it would cross the ring's end.
@@ -110,6 +120,79 @@ impl RecvRing {
     pub fn arrive(&mut self, imm: u32) -> Result<Record, String> {
         let len = u64::from(imm & IMM_LEN);
         let wrapped = imm & IMM_WRAP != 0;
+        if imm & IMM_PACKED != 0 {
+            return Err(format!("immediate data {imm:#x} is a packed write's"));
+        }
+        let start = self.check_place(len, wrapped)?;
+        let end = start + len;
+        if self.held.len() >= self.held_max {
+            return Err(format!("more than {} records unfreed", self.held_max));
+        }
+        self.head = end;
+        self.held.push_back((end, false));
+        let seq = self.base + self.held.len() as u64 - 1;
+        Ok(Record { seq, off: (start % self.cap) as usize, len: len as usize, last: imm & IMM_LAST != 0 })
+    }
+
+    /// Checks a packed WRITE (`IMM_PACKED`: whole frames, each after its head) against this
+    /// ring, the heads read from `ring` (this ring's bytes, where the WRITE landed), and takes
+    /// its frames in as records, calling `each` for each in order. The WRITE's placement is
+    /// checked as [`RecvRing::arrive`] checks a record's; then its heads must tile it exactly,
+    /// and the frames must fit the peer's credits. On an error nothing was taken in and `each`
+    /// was not called.
+    pub fn arrive_packed(
+        &mut self,
+        imm: u32,
+        ring: &[u8],
+        mut each: impl FnMut(Record),
+    ) -> Result<(), String> {
+        let len = u64::from(imm & IMM_LEN);
+        let wrapped = imm & IMM_WRAP != 0;
+        if imm & IMM_PACKED == 0 || imm & IMM_LAST != 0 {
+            return Err(format!("immediate data {imm:#x} is not a packed write's"));
+        }
+        if ring.len() as u64 != self.cap {
+            return Err(format!("a ring of {} bytes read as one of {}", ring.len(), self.cap));
+        }
+        let start = self.check_place(len, wrapped)?;
+        let (off, end) = ((start % self.cap) as usize, (start % self.cap + len) as usize);
+        // First the heads, changing nothing.
+        let (mut at, mut frames) = (off, 0usize);
+        while at < end {
+            let head = ring.get(at..at + PACK_HEAD).filter(|_| at + PACK_HEAD <= end);
+            let Some(head) = head else {
+                return Err(format!("a packed write of {len} bytes ends inside a frame's head"));
+            };
+            let n = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
+            if n > end - at - PACK_HEAD {
+                return Err(format!("a frame of {n} bytes in a packed write of {len}"));
+            }
+            at += PACK_HEAD + n;
+            frames += 1;
+        }
+        if frames == 0 {
+            return Err("an empty packed write".into());
+        }
+        if self.held.len() + frames > self.held_max {
+            return Err(format!("more than {} records unfreed", self.held_max));
+        }
+        // Then the records.
+        let mut at = off;
+        while at < end {
+            let n = u32::from_le_bytes([ring[at], ring[at + 1], ring[at + 2], ring[at + 3]]) as usize;
+            let rec_end = start + (at - off + PACK_HEAD + n) as u64;
+            self.held.push_back((rec_end, false));
+            let seq = self.base + self.held.len() as u64 - 1;
+            each(Record { seq, off: at + PACK_HEAD, len: n, last: true });
+            at += PACK_HEAD + n;
+        }
+        self.head = start + len;
+        Ok(())
+    }
+
+    /// Where a record (or packed write) of `len` bytes that skipped the ring's end or not
+    /// (`wrapped`) starts, if the peer may write it there.
+    fn check_place(&self, len: u64, wrapped: bool) -> Result<u64, String> {
         if len > self.cap / 2 {
             return Err(format!("a record of {len} bytes in a ring of {}", self.cap));
         }
@@ -126,13 +209,7 @@ impl RecvRing {
         if end - self.tail > self.cap {
             return Err(format!("it wrote {} bytes past what the ring had free", end - self.tail - self.cap));
         }
-        if self.held.len() >= self.held_max {
-            return Err(format!("more than {} records unfreed", self.held_max));
-        }
-        self.head = end;
-        self.held.push_back((end, false));
-        let seq = self.base + self.held.len() as u64 - 1;
-        Ok(Record { seq, off: (start % self.cap) as usize, len: len as usize, last: imm & IMM_LAST != 0 })
+        Ok(start)
     }
 
     /// Frees record `seq`; the ring's free bytes and `freed` grow once every record before

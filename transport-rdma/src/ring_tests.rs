@@ -96,3 +96,112 @@ fn freeing_is_in_order_and_counts_records_once() {
     assert_eq!(rx.release(a.seq), 0, "a freed record is not freed again");
     assert_eq!(rx.release(u64::MAX), 0, "an unknown number frees nothing");
 }
+
+/// Frames packed as `send_ring` packs them: each after its head, end to end while they fit
+/// a lap, into a byte ring the receiver reads; every frame comes out whole and in order.
+#[test]
+fn packed_frames_come_out_whole_and_in_order() {
+    let cap = 4096;
+    let mut tx = SendRing::new(cap);
+    let mut rx = RecvRing::new(cap, 64);
+    let mut ring = vec![0u8; cap];
+    let (mut sent, mut received, mut got) = (0u32, 0usize, Vec::new());
+    let mut x = 99u64;
+    for _ in 0..3_000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        // A write of one to five frames of 0 to 300 bytes, each numbered in its first bytes.
+        let (mut pack_start, mut pack_len, mut wrapped_first, mut frames) = (None, 0usize, false, 0);
+        for j in 0..(x % 5 + 1) {
+            let len = ((x >> (8 * j)) % 301) as usize;
+            let rec = PACK_HEAD + len;
+            let Some((start, wrapped)) = tx.fits(rec, rx.tail) else { break };
+            // One write stays in one lap: a record that starts the next lap, skipping or
+            // starting right at the ring's end, starts a write of its own.
+            let first_off = pack_start.map(|s| tx.off(s));
+            if first_off.is_some_and(|o| wrapped || o + pack_len + rec > cap || rx.held() + frames + 1 > 64) {
+                break;
+            }
+            tx.advance(start, rec);
+            let off = tx.off(start);
+            ring[off..off + PACK_HEAD].copy_from_slice(&(len as u32).to_le_bytes());
+            for (i, b) in ring[off + PACK_HEAD..off + rec].iter_mut().enumerate() {
+                *b = (sent as usize * 7 + i) as u8;
+            }
+            if pack_start.is_none() {
+                pack_start = Some(start);
+                wrapped_first = wrapped;
+            }
+            pack_len += rec;
+            frames += 1;
+            sent += 1;
+        }
+        if frames > 0 {
+            let imm = imm(pack_len as u32, wrapped_first, false) | IMM_PACKED;
+            let mut recs = Vec::new();
+            rx.arrive_packed(imm, &ring, |r| recs.push(r)).expect("an honest packed write");
+            assert_eq!(recs.len(), frames);
+            for r in recs {
+                let want: Vec<u8> = (0..r.len).map(|i| (received * 7 + i) as u8).collect();
+                assert_eq!(&ring[r.off..r.off + r.len], &want[..], "frame {received}");
+                received += 1;
+                got.push(r);
+            }
+        }
+        // The sink frees the oldest frames, now and then one out of order.
+        let free = (x >> 40) % 4;
+        for _ in 0..free {
+            if got.is_empty() {
+                break;
+            }
+            let r = got.remove(if x % 3 == 0 && got.len() > 1 { 1 } else { 0 });
+            rx.release(r.seq);
+        }
+        if rx.held() >= 60 {
+            for r in got.drain(..) {
+                rx.release(r.seq);
+            }
+        }
+    }
+    for r in got.drain(..) {
+        rx.release(r.seq);
+    }
+    assert!(sent > 3_000, "only {sent} frames went");
+    assert_eq!(received, sent as usize);
+    assert_eq!((rx.held(), rx.tail), (0, tx.head));
+}
+
+#[test]
+fn a_broken_packed_write_is_refused_and_changes_nothing() {
+    let mut ring = vec![0u8; 100];
+    // Two honest frames of 6 and 10 bytes, heads at 0 and 10: a write of 24 bytes.
+    ring[0..4].copy_from_slice(&6u32.to_le_bytes());
+    ring[10..14].copy_from_slice(&10u32.to_le_bytes());
+    let fresh = || RecvRing::new(100, 3);
+    let packed = |len: u32| imm(len, false, false) | IMM_PACKED;
+    let bad = [
+        (packed(22), "a head claiming more than the write holds"),
+        (packed(12), "a write ending inside a head"),
+        (packed(0), "an empty write"),
+        (packed(24) | IMM_LAST, "the last-chunk flag on a packed write"),
+        (imm(24, false, true), "no packed flag"),
+        (packed(51), "longer than half the ring"),
+    ];
+    for (i, why) in bad {
+        let mut rx = fresh();
+        let mut called = false;
+        assert!(rx.arrive_packed(i, &ring, |_| called = true).is_err(), "accepted a packed write with {why}");
+        assert!(!called, "{why}: a frame was handed out");
+        assert_eq!((rx.held(), rx.tail), (0, 0), "{why} changed the ring");
+    }
+    let mut rx = fresh();
+    assert!(rx.arrive(packed(24)).is_err(), "a packed write taken as one record");
+    let mut recs = Vec::new();
+    rx.arrive_packed(packed(24), &ring, |r| recs.push((r.off, r.len))).unwrap();
+    assert_eq!(recs, [(4, 6), (14, 10)]);
+    // Credits: three records at most; a second write of two would make four.
+    assert!(rx.arrive_packed(packed(24), &ring[..], |_| ()).is_err(), "more records than credits");
+    assert!(rx.arrive_packed(packed(24), &ring[..50], |_| ()).is_err(), "a ring read at the wrong size");
+    assert_eq!(rx.held(), 2);
+}

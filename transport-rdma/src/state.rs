@@ -76,10 +76,12 @@ enum Post {
         len: u32,
         last: bool,
     },
-    /// A frame in the send ring at position `start`.
+    /// `frames` whole frames, each after its head, in the send ring from position `start`
+    /// on: `len` bytes in all, one WRITE.
     Ring {
         start: u64,
         len: u32,
+        frames: u32,
     },
 }
 

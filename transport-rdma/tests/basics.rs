@@ -113,9 +113,34 @@ fn frames_of_every_shape_arrive_intact_through_send_slots() {
     every_shape(Wire::Send);
 }
 
+/// Small frames sent faster than they complete leave packed: one WRITE carries several
+/// (fewer packets than frames, mailbox writes included), and every frame arrives whole and
+/// in order, with every length from empty up.
+#[test]
+fn small_frames_sent_in_a_burst_share_writes_and_arrive_intact() {
+    let mut o = opts_for(Wire::Ring);
+    o.ring_len = 64 << 10;
+    o.ring_msgs = 256;
+    o.send_slots = 32;
+    let mut ts = cluster_of(2, &o);
+    let lens: Vec<usize> = (0..3000).map(|i| (i * 61) % 1500).collect();
+    round(&mut ts, &lens);
+    let c = ts[0].counters();
+    eprintln!("{} frames in {} packets", c.frames_sent, c.packets_sent);
+    assert_eq!(c.frames_sent, 3000);
+    assert!(
+        c.packets_sent < c.frames_sent,
+        "{} frames went in {} packets: none shared a WRITE",
+        c.frames_sent,
+        c.packets_sent
+    );
+    assert_eq!(failures(&ts), "");
+}
+
 /// A peer's record that breaks the ring fails that peer, with the reason, and nothing else.
 /// Node 0 is (wrongly) set up with a ring four times node 1's, so its frame of 5,000 bytes
-/// (one WRITE at offset 0, inside node 1's 8 KiB ring) is more than half node 1's ring.
+/// (one WRITE at offset 0 of 5,004 bytes with its head, inside node 1's 8 KiB ring) is more
+/// than half node 1's ring.
 #[test]
 fn a_broken_ring_record_fails_the_peer() {
     let mut big = opts_for(Wire::Ring);
@@ -136,7 +161,7 @@ fn a_broken_ring_record_fails_the_peer() {
     };
     assert_eq!(ev, TransportEvent::PeerFailed(NodeId(0)));
     let why = ts[1].failure(NodeId(0)).unwrap_or_default();
-    assert!(why.contains("a record of 5000 bytes in a ring of 8192"), "failed for another reason: {why}");
+    assert!(why.contains("a record of 5004 bytes in a ring of 8192"), "failed for another reason: {why}");
 }
 
 #[test]

@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use super::{Link, Msg, Ready, State, KIND_RECV};
-use crate::ring::IMM_LAST;
+use crate::ring::{IMM_LAST, IMM_PACKED};
 use crate::state::wr_id;
 use crate::Wire;
 
@@ -69,6 +69,18 @@ impl State {
                 // bound how many are in use).
                 if let Err(e) = self.post_recv(peer, index) {
                     return self.fail(peer, format!("posting a receive failed: {e}"));
+                }
+                if imm & IMM_PACKED != 0 {
+                    // Whole frames, one WRITE: each a record of its own.
+                    let p = &mut self.peers[peer];
+                    let backlog = &mut p.backlog;
+                    let r = p.rx.arrive_packed(imm, self.rings[peer].bytes(), |r| {
+                        backlog.push_back(Msg { id: r.seq, off: r.off, len: r.len as u32, last: true })
+                    });
+                    if let Err(e) = r {
+                        return self.fail(peer, format!("a broken ring record: {e}"));
+                    }
+                    return self.advance(peer);
                 }
                 match self.peers[peer].rx.arrive(imm) {
                     Ok(r) => Msg { id: r.seq, off: r.off, len: r.len as u32, last: r.last },

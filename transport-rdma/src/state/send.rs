@@ -92,19 +92,50 @@ impl State {
         Ok(())
     }
 
-    /// A frame into the peer's send ring, where its bytes stay until the WRITE completes. At
-    /// most `send_slots` frames wait for credits.
+    /// A frame, after its head, into the peer's send ring, where its bytes stay until the
+    /// WRITE completes. It joins the frame queued before it when that one has not left yet
+    /// and the two lie end to end ([`State::pack_limits`]): one WRITE then carries both. At
+    /// most `send_slots` WRITEs wait for credits.
     fn send_ring(&mut self, to: usize, len: usize, fill: &mut dyn FnMut(&mut [u8])) -> Result<(), SendError> {
+        let (bytes_max, frames_max) = self.pack_limits();
         let p = &mut self.peers[to];
-        if p.queue.len() >= self.opts.send_slots {
+        let rec = ring::PACK_HEAD + len;
+        let Some((start, wrapped)) = p.tx.fits(rec, p.tx.tail) else { return Err(SendError::WouldBlock) };
+        // It joins only in the same lap: not when it skips the ring's end, nor when the one
+        // before ends right at it (then this one starts the next lap at offset 0).
+        let joins = match p.queue.back() {
+            Some(&Post::Ring { start: s, len: l, frames }) => {
+                let l = l as usize;
+                !wrapped
+                    && s + l as u64 == start
+                    && p.tx.off(s) + l + rec <= self.opts.ring_len
+                    && l + rec <= bytes_max
+                    && (frames as usize) < frames_max
+            }
+            _ => false,
+        };
+        if !joins && p.queue.len() >= self.opts.send_slots {
             return Err(SendError::WouldBlock);
         }
-        let Some((start, _)) = p.tx.fits(len, p.tx.tail) else { return Err(SendError::WouldBlock) };
-        p.tx.advance(start, len);
+        p.tx.advance(start, rec);
         let off = to * self.opts.ring_len + p.tx.off(start);
-        fill(&mut self.send.bytes_mut()[off..off + len]);
-        p.queue.push_back(Post::Ring { start, len: len as u32 });
+        let bytes = &mut self.send.bytes_mut()[off..off + rec];
+        bytes[..ring::PACK_HEAD].copy_from_slice(&(len as u32).to_le_bytes());
+        fill(&mut bytes[ring::PACK_HEAD..]);
+        match p.queue.back_mut() {
+            Some(Post::Ring { len: l, frames, .. }) if joins => {
+                *l += rec as u32;
+                *frames += 1;
+            }
+            _ => p.queue.push_back(Post::Ring { start, len: rec as u32, frames: 1 }),
+        }
         Ok(())
+    }
+
+    /// The most bytes and frames one packed WRITE carries: 64 KiB and 64 frames, or less
+    /// for a small ring (a quarter of its bytes and of its records).
+    fn pack_limits(&self) -> (usize, usize) {
+        ((self.opts.ring_len / 4).min(64 << 10), (self.opts.ring_msgs / 4).clamp(1, 64))
     }
 
     fn send_large(
@@ -209,10 +240,14 @@ impl State {
             {
                 let Some(&post) = p.queue.front() else { break };
                 let must = p.log.unsignalled + 1 >= every || p.log.inflight.len() + 1 >= sq_max;
-                let (len, last) = match post {
-                    Post::Slot { len, .. } | Post::Ring { len, .. } => (len, true),
-                    Post::Chunk { len, last, .. } => (len, last),
+                let (len, last, msgs) = match post {
+                    Post::Slot { len, .. } => (len, true, 1),
+                    Post::Ring { len, frames, .. } => (len, true, u64::from(frames)),
+                    Post::Chunk { len, last, .. } => (len, last, 1),
                 };
+                if msgs > credits {
+                    break;
+                }
                 let (region, off, what, signalled) = match post {
                     Post::Slot { slot, .. } => {
                         let off = (peer * send_slots + slot as usize) * slot_len;
@@ -221,7 +256,7 @@ impl State {
                         let scarce = p.send_free.len() < every as usize;
                         (&self.send, off, Sent::Slot(slot), must || scarce)
                     }
-                    Post::Ring { start, len } => {
+                    Post::Ring { start, len, .. } => {
                         let off = peer * ring_len + p.tx.off(start);
                         // The last queued: signalled, so that a sender the ring turns away
                         // always has a completion coming.
@@ -241,7 +276,11 @@ impl State {
                         let Some((at, wrapped)) = p.remote.fits(len as usize, bytes_freed) else { break };
                         p.remote.advance(at, len as usize);
                         let remote_addr = ring_addr + p.remote.off(at) as u64;
-                        SendOp::WriteImm { remote_addr, rkey: ring_rkey, imm: ring::imm(len, wrapped, last) }
+                        let imm = match post {
+                            Post::Ring { .. } => ring::imm(len, wrapped, false) | ring::IMM_PACKED,
+                            _ => ring::imm(len, wrapped, last),
+                        };
+                        SendOp::WriteImm { remote_addr, rkey: ring_rkey, imm }
                     }
                 };
                 p.queue.pop_front();
@@ -249,8 +288,8 @@ impl State {
                 let seq = p.log.record(what, signalled);
                 let wr_id = wr_id(peer, kind, seq);
                 reqs.push(SendReq { region, off, len: len as usize, op, wr_id, signalled });
-                p.sent_msgs += 1;
-                credits -= 1;
+                p.sent_msgs += msgs;
+                credits -= msgs;
                 bytes += u64::from(len);
             }
             let n = reqs.len();

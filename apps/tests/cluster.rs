@@ -37,7 +37,7 @@ fn a_killed_node_fails_every_other_node_within_the_peer_timeout() {
     let args = ["--batches", "2000000", "--workers", "1", "--keys", "20000", "--peer-timeout-ms", "1000"];
     let (mut nodes, rx) = spawn_nodes(3, &args);
     let mut lines = Vec::new();
-    wait_up(3, "up, running", &rx, &mut lines);
+    wait_up(&mut nodes, "up, running", &rx, &mut lines);
     thread::sleep(Duration::from_millis(500));
     let killed_at = Instant::now();
     nodes[2].child.kill().expect("SIGKILL node 2");
@@ -72,7 +72,7 @@ fn a_node_paused_for_less_than_the_peer_timeout_does_not_fail_the_run() {
     let args = ["--batches", "5000", "--workers", "1", "--keys", "20000", "--peer-timeout-ms", "4000"];
     let (mut nodes, rx) = spawn_nodes(3, &args);
     let mut lines = Vec::new();
-    wait_up(3, "up, running", &rx, &mut lines);
+    wait_up(&mut nodes, "up, running", &rx, &mut lines);
     let pid = nodes[1].child.id().to_string();
     assert!(
         nodes[1].child.try_wait().ok().flatten().is_none(),

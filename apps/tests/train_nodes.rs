@@ -173,7 +173,7 @@ fn a_killed_training_node_fails_the_others_within_the_peer_timeout_naming_it() {
     ];
     let (mut nodes, rx) = spawn_nodes(3, &args);
     let mut lines = Vec::new();
-    wait_up(3, "up, training with 1 worker", &rx, &mut lines);
+    wait_up(&mut nodes, "up, training with 1 worker", &rx, &mut lines);
     thread::sleep(Duration::from_millis(500));
     let killed_at = Instant::now();
     nodes[2].child.kill().expect("SIGKILL node 2");

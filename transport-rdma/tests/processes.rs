@@ -6,11 +6,13 @@
 //! `parma` comes from `PARMA_BIN` (built with `--features rdma`; `.ci/run` sets it). Without
 //! it these tests fail with a message that says so: they are never passed silently.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
+
+/// Node processes with a launcher's environment, shared with `parma-apps`' tests.
+#[path = "../../apps/tests/common/nodes.rs"]
+mod nodes;
 
 /// Longest any process of these tests may run.
 const DEADLINE: Duration = Duration::from_secs(240);
@@ -104,56 +106,24 @@ fn kge_trains_on_two_node_processes_over_rdma() {
 #[test]
 fn a_killed_node_process_is_named_by_every_other_within_the_peer_timeout() {
     let peer_timeout = Duration::from_millis(1000);
-    let world = 3u16;
-    let port = parma_runtime::startup::free_rendezvous_port([127, 0, 0, 1].into()).expect("a port");
-    let rendezvous = format!("127.0.0.1:{port}");
-    let (tx, rx) = mpsc::channel::<(u16, String)>();
-    let mut children: Vec<_> = (0..world)
-        .map(|rank| {
-            let mut child = Command::new(parma())
-                .args(["node", "--transport", "rdma", "--batches", "2000000", "--workers", "1"])
-                .args(["--keys", "20000", "--peer-timeout-ms", "1000"])
-                .env("PARMA_RANK", rank.to_string())
-                .env("PARMA_WORLD_SIZE", world.to_string())
-                .env("PARMA_RENDEZVOUS", &rendezvous)
-                .env("PARMA_TOKEN", "rdma-fault-test")
-                .env_remove("PARMA_TOKEN_FILE")
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("parma node starts");
-            for pipe in [
-                child.stdout.take().map(|p| Box::new(p) as Box<dyn std::io::Read + Send>),
-                child.stderr.take().map(|p| Box::new(p) as _),
-            ]
-            .into_iter()
-            .flatten()
-            {
-                let tx = tx.clone();
-                thread::spawn(move || {
-                    for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-                        let _ = tx.send((rank, line));
-                    }
-                });
-            }
-            child
-        })
-        .collect();
+    let args: &[&str] = &[
+        "--transport",
+        "rdma",
+        "--batches",
+        "2000000",
+        "--workers",
+        "1",
+        "--keys",
+        "20000",
+        "--peer-timeout-ms",
+        "1000",
+    ];
+    let (mut children, rx) = nodes::spawn(&parma(), &[args; 3], "rdma-fault-test");
     let mut lines = Vec::new();
-    let mut up = 0;
-    let until = Instant::now() + Duration::from_secs(120);
-    while up < world {
-        let left = until.saturating_duration_since(Instant::now());
-        let Ok((rank, line)) = rx.recv_timeout(left) else {
-            children.iter_mut().for_each(|c| drop(c.kill()));
-            panic!("nodes not up: {lines:#?}");
-        };
-        up += u16::from(line.contains("up, running"));
-        lines.push((rank, line));
-    }
+    nodes::wait_up(&mut children, "up, running", Duration::from_secs(120), &rx, &mut lines);
     thread::sleep(Duration::from_millis(1000));
     let killed_at = Instant::now();
-    children[2].kill().expect("SIGKILL node 2");
+    children[2].child.kill().expect("SIGKILL node 2");
     // When each survivor names node 2.
     let mut named: [Option<Duration>; 2] = [None, None];
     let until = Instant::now() + DEADLINE;
@@ -166,8 +136,8 @@ fn a_killed_node_process_is_named_by_every_other_within_the_peer_timeout() {
         }
     }
     for c in children.iter_mut() {
-        let _ = c.kill();
-        let _ = c.wait();
+        let _ = c.child.kill();
+        let _ = c.child.wait();
     }
     eprintln!("survivors named node 2 after {named:?} (peer timeout {peer_timeout:?})");
     for (rank, t) in named.iter().enumerate() {

@@ -1,27 +1,18 @@
 //! Helpers of the tests that start `parma node` processes on 127.0.0.1 (`cluster.rs`,
-//! `train_nodes.rs`): spawning them with a launcher's environment, their output on a
-//! channel, bounded waits.
+//! `train_nodes.rs`): this crate's `parma` started through [`nodes`], bounded waits.
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+mod nodes;
+pub use nodes::Node;
+
 pub const PARMA: &str = env!("CARGO_BIN_EXE_parma");
 /// Longest any process of these tests may run.
 pub const DEADLINE: Duration = Duration::from_secs(120);
-
-pub fn free_port() -> u16 {
-    parma_runtime::startup::free_rendezvous_port([127, 0, 0, 1].into()).expect("a free port")
-}
-
-/// A node process whose output lines arrive on a channel, tagged with its rank.
-pub struct Node {
-    pub rank: u16,
-    pub child: Child,
-}
 
 /// Starts one node per entry of `args_of`, which disagree on something the rendezvous
 /// compares, and checks that every node stops there saying `configuration digest mismatch`
@@ -46,42 +37,7 @@ pub fn spawn_nodes(world: u16, args: &[&str]) -> (Vec<Node>, mpsc::Receiver<(u16
 
 /// [`spawn_nodes`] with each rank's own arguments.
 pub fn spawn_nodes_each(args_of: &[&[&str]]) -> (Vec<Node>, mpsc::Receiver<(u16, String)>) {
-    let world = args_of.len() as u16;
-    let rendezvous = format!("127.0.0.1:{}", free_port());
-    let token = format!("test-token-{}", std::process::id());
-    let (tx, rx) = mpsc::channel();
-    let nodes = (0..world)
-        .map(|rank| {
-            let mut child = Command::new(PARMA)
-                .arg("node")
-                .args(args_of[usize::from(rank)])
-                .env("PARMA_RANK", rank.to_string())
-                .env("PARMA_WORLD_SIZE", world.to_string())
-                .env("PARMA_RENDEZVOUS", &rendezvous)
-                .env("PARMA_TOKEN", &token)
-                .env_remove("PARMA_TOKEN_FILE")
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("parma node starts");
-            for pipe in [
-                child.stdout.take().map(|p| Box::new(p) as Box<dyn std::io::Read + Send>),
-                child.stderr.take().map(|p| Box::new(p) as _),
-            ]
-            .into_iter()
-            .flatten()
-            {
-                let tx = tx.clone();
-                thread::spawn(move || {
-                    for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-                        let _ = tx.send((rank, line));
-                    }
-                });
-            }
-            Node { rank, child }
-        })
-        .collect();
-    (nodes, rx)
+    nodes::spawn(PARMA, args_of, &format!("test-token-{}", std::process::id()))
 }
 
 /// Waits for every node to exit (killing all at the deadline); their statuses and output.
@@ -117,22 +73,12 @@ pub fn wait_all(
     status.into_iter().map(|s| s.expect("exited")).collect()
 }
 
-/// Waits until every node printed a line with `up` (its start-up is done).
+/// Waits until every node printed a line with `up` (its start-up is done), at most a minute.
 pub fn wait_up(
-    world: u16,
+    nodes: &mut [Node],
     up_line: &str,
     rx: &mpsc::Receiver<(u16, String)>,
     lines: &mut Vec<(u16, String)>,
 ) {
-    let until = Instant::now() + Duration::from_secs(60);
-    let mut up = vec![false; usize::from(world)];
-    while !up.iter().all(|u| *u) {
-        let left = until.saturating_duration_since(Instant::now());
-        let (rank, line) =
-            rx.recv_timeout(left).unwrap_or_else(|_| panic!("nodes not up; output: {lines:#?}"));
-        if line.contains(up_line) {
-            up[usize::from(rank)] = true;
-        }
-        lines.push((rank, line));
-    }
+    nodes::wait_up(nodes, up_line, Duration::from_secs(60), rx, lines)
 }

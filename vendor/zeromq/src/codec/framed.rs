@@ -131,14 +131,20 @@ impl Stream for ZmqFramedRead {
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = &mut *self;
+        // parma patch: whether the buffer was decoded since it last changed (after a read
+        // that completed nothing), so the loop's top does not decode it again.
+        let mut decoded = false;
 
         loop {
             // Consume buffered data first; read from the socket only when the
             // current buffer cannot produce a full message.
             if this.body.is_empty() {
-                if let Some(item) = this.codec.decode(&mut this.buffer)? {
-                    return Poll::Ready(Some(Ok(item)));
+                if !decoded {
+                    if let Some(item) = this.codec.decode(&mut this.buffer)? {
+                        return Poll::Ready(Some(Ok(item)));
+                    }
                 }
+                decoded = false;
                 // parma patch: a large body goes into storage of its own, sized to it, which
                 // the message then owns alone. In the read buffer it would keep that buffer
                 // shared while the receiver holds the message, so the reads behind it would
@@ -197,8 +203,8 @@ impl Stream for ZmqFramedRead {
                     }
                 }
                 // The read may have completed the header of a large frame: the loop's top
-                // takes its body.
-                None => {}
+                // takes its body (without decoding the same bytes again).
+                None => decoded = true,
             }
         }
     }

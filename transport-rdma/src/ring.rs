@@ -45,6 +45,25 @@ pub(crate) fn imm(len: u32, wrapped: bool, last: bool) -> u32 {
     (len & IMM_LEN) | if wrapped { IMM_WRAP } else { 0 } | if last { IMM_LAST } else { 0 }
 }
 
+/// The immediate data of a packed WRITE of `len` bytes (whole frames, each after its head).
+pub(crate) fn packed_imm(len: u32, wrapped: bool) -> u32 {
+    imm(len, wrapped, false) | IMM_PACKED
+}
+
+/// A whole frame's head: its length.
+pub(crate) fn head(len: usize) -> [u8; PACK_HEAD] {
+    (len as u32).to_le_bytes()
+}
+
+/// The frame length in the head at `at`, if a whole head lies between `at` and `end`.
+fn read_head(ring: &[u8], at: usize, end: usize) -> Option<usize> {
+    if end < at + PACK_HEAD {
+        return None;
+    }
+    let h = ring.get(at..at + PACK_HEAD)?;
+    Some(u32::from_le_bytes([h[0], h[1], h[2], h[3]]) as usize)
+}
+
 /// A ring this node writes into (the sender's registered copy, or its account of the peer's
 /// ring): records are placed at `head`, and bytes before `tail` are free again.
 #[derive(Debug)]
@@ -64,6 +83,25 @@ impl SendRing {
     pub fn fits(&self, len: usize, tail: u64) -> Option<(u64, bool)> {
         let (start, wrapped) = place(self.head, self.cap, len as u64);
         (start + len as u64 - tail <= self.cap).then_some((start, wrapped))
+    }
+
+    /// Whether a record of `rec` bytes that `fits` placed at `start` (skipping the end or
+    /// not: `wrapped`) may join the pack of `pack_len` bytes from `pack_start`, all of it one
+    /// WRITE: it follows the pack directly in the same lap (a record that skips the end, or
+    /// starts the next lap right at it, starts a WRITE of its own) within `bytes_max`.
+    pub fn joins(
+        &self,
+        pack_start: u64,
+        pack_len: usize,
+        start: u64,
+        rec: usize,
+        wrapped: bool,
+        bytes_max: usize,
+    ) -> bool {
+        !wrapped
+            && pack_start + pack_len as u64 == start
+            && self.off(pack_start) + pack_len + rec <= self.cap as usize
+            && pack_len + rec <= bytes_max
     }
 
     /// Takes the bytes `fits` found: the next record goes after them.
@@ -159,11 +197,9 @@ impl RecvRing {
         // First the heads, changing nothing.
         let (mut at, mut frames) = (off, 0usize);
         while at < end {
-            let head = ring.get(at..at + PACK_HEAD).filter(|_| at + PACK_HEAD <= end);
-            let Some(head) = head else {
+            let Some(n) = read_head(ring, at, end) else {
                 return Err(format!("a packed write of {len} bytes ends inside a frame's head"));
             };
-            let n = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
             if n > end - at - PACK_HEAD {
                 return Err(format!("a frame of {n} bytes in a packed write of {len}"));
             }
@@ -179,7 +215,7 @@ impl RecvRing {
         // Then the records.
         let mut at = off;
         while at < end {
-            let n = u32::from_le_bytes([ring[at], ring[at + 1], ring[at + 2], ring[at + 3]]) as usize;
+            let n = read_head(ring, at, end).unwrap_or(0); // checked above
             let rec_end = start + (at - off + PACK_HEAD + n) as u64;
             self.held.push_back((rec_end, false));
             let seq = self.base + self.held.len() as u64 - 1;

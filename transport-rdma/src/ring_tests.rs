@@ -117,15 +117,14 @@ fn packed_frames_come_out_whole_and_in_order() {
             let len = ((x >> (8 * j)) % 301) as usize;
             let rec = PACK_HEAD + len;
             let Some((start, wrapped)) = tx.fits(rec, rx.tail) else { break };
-            // One write stays in one lap: a record that starts the next lap, skipping or
-            // starting right at the ring's end, starts a write of its own.
-            let first_off = pack_start.map(|s| tx.off(s));
-            if first_off.is_some_and(|o| wrapped || o + pack_len + rec > cap || rx.held() + frames + 1 > 64) {
+            // The sender's rule: one write stays in one lap (`SendRing::joins`).
+            let joins = pack_start.is_none_or(|s| tx.joins(s, pack_len, start, rec, wrapped, cap));
+            if !joins || rx.held() + frames + 1 > 64 {
                 break;
             }
             tx.advance(start, rec);
             let off = tx.off(start);
-            ring[off..off + PACK_HEAD].copy_from_slice(&(len as u32).to_le_bytes());
+            ring[off..off + PACK_HEAD].copy_from_slice(&head(len));
             for (i, b) in ring[off + PACK_HEAD..off + rec].iter_mut().enumerate() {
                 *b = (sent as usize * 7 + i) as u8;
             }
@@ -138,7 +137,7 @@ fn packed_frames_come_out_whole_and_in_order() {
             sent += 1;
         }
         if frames > 0 {
-            let imm = imm(pack_len as u32, wrapped_first, false) | IMM_PACKED;
+            let imm = packed_imm(pack_len as u32, wrapped_first);
             let mut recs = Vec::new();
             rx.arrive_packed(imm, &ring, |r| recs.push(r)).expect("an honest packed write");
             assert_eq!(recs.len(), frames);
@@ -179,7 +178,7 @@ fn a_broken_packed_write_is_refused_and_changes_nothing() {
     ring[0..4].copy_from_slice(&6u32.to_le_bytes());
     ring[10..14].copy_from_slice(&10u32.to_le_bytes());
     let fresh = || RecvRing::new(100, 3);
-    let packed = |len: u32| imm(len, false, false) | IMM_PACKED;
+    let packed = |len: u32| packed_imm(len, false);
     let bad = [
         (packed(22), "a head claiming more than the write holds"),
         (packed(12), "a write ending inside a head"),

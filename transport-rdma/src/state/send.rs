@@ -101,16 +101,9 @@ impl State {
         let p = &mut self.peers[to];
         let rec = ring::PACK_HEAD + len;
         let Some((start, wrapped)) = p.tx.fits(rec, p.tx.tail) else { return Err(SendError::WouldBlock) };
-        // It joins only in the same lap: not when it skips the ring's end, nor when the one
-        // before ends right at it (then this one starts the next lap at offset 0).
         let joins = match p.queue.back() {
             Some(&Post::Ring { start: s, len: l, frames }) => {
-                let l = l as usize;
-                !wrapped
-                    && s + l as u64 == start
-                    && p.tx.off(s) + l + rec <= self.opts.ring_len
-                    && l + rec <= bytes_max
-                    && (frames as usize) < frames_max
+                (frames as usize) < frames_max && p.tx.joins(s, l as usize, start, rec, wrapped, bytes_max)
             }
             _ => false,
         };
@@ -120,7 +113,7 @@ impl State {
         p.tx.advance(start, rec);
         let off = to * self.opts.ring_len + p.tx.off(start);
         let bytes = &mut self.send.bytes_mut()[off..off + rec];
-        bytes[..ring::PACK_HEAD].copy_from_slice(&(len as u32).to_le_bytes());
+        bytes[..ring::PACK_HEAD].copy_from_slice(&ring::head(len));
         fill(&mut bytes[ring::PACK_HEAD..]);
         match p.queue.back_mut() {
             Some(Post::Ring { len: l, frames, .. }) if joins => {
@@ -277,7 +270,7 @@ impl State {
                         p.remote.advance(at, len as usize);
                         let remote_addr = ring_addr + p.remote.off(at) as u64;
                         let imm = match post {
-                            Post::Ring { .. } => ring::imm(len, wrapped, false) | ring::IMM_PACKED,
+                            Post::Ring { .. } => ring::packed_imm(len, wrapped),
                             _ => ring::imm(len, wrapped, last),
                         };
                         SendOp::WriteImm { remote_addr, rkey: ring_rkey, imm }

@@ -9,26 +9,14 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{assert_refused_at_rendezvous, spawn_nodes, wait_all, wait_up, DEADLINE, PARMA};
+use common::{
+    assert_exact_sums, assert_refused_at_rendezvous, parma, spawn_nodes, text, wait_all, wait_up, DEADLINE,
+};
 
 #[test]
 fn four_nodes_started_by_parma_launch_sum_exactly() {
-    let out = Command::new(PARMA)
-        .args(["launch", "--nodes", "4", "--", "node", "--batches", "300", "--keys", "20000"])
-        .env_remove("PARMA_TOKEN")
-        .env_remove("PARMA_TOKEN_FILE")
-        .output()
-        .expect("parma launch runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "parma launch failed: {}\n{stdout}\n{stderr}", out.status);
-    for rank in 0..4 {
-        let line = format!("[{rank}] node {rank} of 4 (parma):");
-        assert!(
-            stdout.lines().any(|l| l.starts_with(&line) && l.contains("all sums exact")),
-            "no exact sums from rank {rank}:\n{stdout}\n{stderr}"
-        );
-    }
+    let out = parma(&["launch", "--nodes", "4", "--", "node", "--batches", "300", "--keys", "20000"]);
+    assert_exact_sums(&out, 4);
 }
 
 #[test]
@@ -104,18 +92,24 @@ fn every_technique_sums_exactly_over_three_processes() {
         "full-replication",
         "multi-technique",
     ] {
-        let out = Command::new(PARMA)
-            .args(["launch", "--nodes", "3", "--", "node", "--batches", "200", "--keys", "2000"])
-            .args(["--technique", technique])
-            .env_remove("PARMA_TOKEN")
-            .env_remove("PARMA_TOKEN_FILE")
-            .output()
-            .expect("parma launch runs");
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "{technique}: {}\n{stdout}\n{stderr}", out.status);
-        let exact = stdout.lines().filter(|l| l.contains("all sums exact")).count();
-        assert_eq!(exact, 3, "{technique}:\n{stdout}\n{stderr}");
+        let out = parma(&[
+            "launch",
+            "--nodes",
+            "3",
+            "--",
+            "node",
+            "--batches",
+            "200",
+            "--keys",
+            "2000",
+            "--technique",
+            technique,
+        ]);
+        let all = text(&out);
+        assert!(out.status.success(), "{technique}: {}\n{all}", out.status);
+        let exact =
+            String::from_utf8_lossy(&out.stdout).lines().filter(|l| l.contains("all sums exact")).count();
+        assert_eq!(exact, 3, "{technique}:\n{all}");
     }
 }
 

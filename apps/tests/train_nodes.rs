@@ -6,49 +6,12 @@
 //! Every wait is bounded; a test that runs out of time kills what it started and fails.
 
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{assert_refused_at_rendezvous, spawn_nodes, wait_all, wait_up, DEADLINE, PARMA};
-
-/// Runs `parma args...` to its end (killed at the deadline).
-fn parma(args: &[&str]) -> Output {
-    let mut child = Command::new(PARMA)
-        .args(args)
-        .env_remove("PARMA_TOKEN")
-        .env_remove("PARMA_TOKEN_FILE")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("parma starts");
-    let until = Instant::now() + DEADLINE;
-    while child.try_wait().expect("try_wait").is_none() {
-        if Instant::now() > until {
-            let _ = child.kill();
-            let out = child.wait_with_output().expect("output");
-            panic!("parma {args:?} still ran after {DEADLINE:?}: {}", String::from_utf8_lossy(&out.stderr));
-        }
-        thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().expect("output")
-}
-
-fn text(out: &Output) -> String {
-    format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
-}
-
-/// The test MRR that rank 0 printed (`[0] done: test MRR 0.9181, ...`).
-fn test_mrr(all: &str) -> f64 {
-    let line = all
-        .lines()
-        .find(|l| l.starts_with("[0] done: test MRR "))
-        .unwrap_or_else(|| panic!("no test MRR from rank 0:\n{all}"));
-    let v = line.trim_start_matches("[0] done: test MRR ").split(',').next().expect("a value");
-    v.parse().unwrap_or_else(|_| panic!("not a number: {line}"))
-}
+use common::{assert_refused_at_rendezvous, parma, spawn_nodes, test_mrr, text, wait_all, wait_up};
 
 fn scratch(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("parma-train-nodes-{}-{name}", std::process::id()));

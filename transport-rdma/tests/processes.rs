@@ -6,7 +6,6 @@
 //! `parma` comes from `PARMA_BIN` (built with `--features rdma`; `.ci/run` sets it). Without
 //! it these tests fail with a message that says so: they are never passed silently.
 
-use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -26,8 +25,9 @@ fn parma() -> String {
 #[test]
 fn four_node_processes_started_by_parma_launch_sum_exactly_over_rdma() {
     let t0 = Instant::now();
-    let out = Command::new(parma())
-        .args([
+    let out = nodes::run(
+        &parma(),
+        &[
             "launch",
             "--nodes",
             "4",
@@ -39,29 +39,19 @@ fn four_node_processes_started_by_parma_launch_sum_exactly_over_rdma() {
             "300",
             "--keys",
             "20000",
-        ])
-        .env_remove("PARMA_TOKEN")
-        .env_remove("PARMA_TOKEN_FILE")
-        .output()
-        .expect("parma launch runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "parma launch failed: {}\n{stdout}\n{stderr}", out.status);
-    for rank in 0..4 {
-        let line = format!("[{rank}] node {rank} of 4 (parma):");
-        assert!(
-            stdout.lines().any(|l| l.starts_with(&line) && l.contains("all sums exact")),
-            "no exact sums from rank {rank}:\n{stdout}\n{stderr}"
-        );
-    }
+        ],
+        DEADLINE,
+    );
+    nodes::assert_exact_sums(&out, 4);
     eprintln!("four nodes over RDMA: exact sums in {:?}", t0.elapsed());
 }
 
 #[test]
 fn kge_trains_on_two_node_processes_over_rdma() {
     let t0 = Instant::now();
-    let out = Command::new(parma())
-        .args([
+    let out = nodes::run(
+        &parma(),
+        &[
             "launch",
             "--nodes",
             "2",
@@ -79,24 +69,13 @@ fn kge_trains_on_two_node_processes_over_rdma() {
             "10",
             "--eval-every",
             "0",
-        ])
-        .env_remove("PARMA_TOKEN")
-        .env_remove("PARMA_TOKEN_FILE")
-        .output()
-        .expect("parma launch runs");
-    let all = format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        ],
+        DEADLINE,
+    );
+    let all = nodes::text(&out);
     assert!(out.status.success(), "parma launch failed: {}\n{all}", out.status);
     assert!(all.contains("[1] node 1 of 2: trained its 1 workers' part of 10 epochs"), "{all}");
-    let line = all
-        .lines()
-        .find(|l| l.starts_with("[0] done: test MRR "))
-        .unwrap_or_else(|| panic!("no test MRR from node 0:\n{all}"));
-    let mrr: f64 = line
-        .trim_start_matches("[0] done: test MRR ")
-        .split(',')
-        .next()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| panic!("not a number: {line}"));
+    let mrr = nodes::test_mrr(&all);
     // Over ZeroMQ, two node processes reach 0.90 to 0.92 after 10 epochs; a random model
     // stays below 0.05.
     assert!(mrr >= 0.85, "test MRR {mrr} after 10 epochs over RDMA:\n{all}");

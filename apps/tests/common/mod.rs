@@ -2,17 +2,24 @@
 //! `train_nodes.rs`): this crate's `parma` started through [`nodes`], bounded waits.
 #![allow(dead_code)]
 
-use std::process::ExitStatus;
+use std::process::{ExitStatus, Output};
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 mod nodes;
-pub use nodes::Node;
+// Each test crate that includes this module uses a part of it.
+#[allow(unused_imports)]
+pub use nodes::{assert_exact_sums, test_mrr, text, Node};
 
 pub const PARMA: &str = env!("CARGO_BIN_EXE_parma");
 /// Longest any process of these tests may run.
 pub const DEADLINE: Duration = Duration::from_secs(120);
+
+/// Runs `parma args...` to its end, within [`DEADLINE`] (see [`nodes::run`]).
+pub fn parma(args: &[&str]) -> Output {
+    nodes::run(PARMA, args, DEADLINE)
+}
 
 /// Starts one node per entry of `args_of`, which disagree on something the rendezvous
 /// compares, and checks that every node stops there saying `configuration digest mismatch`

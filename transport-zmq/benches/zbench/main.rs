@@ -22,7 +22,9 @@
 //! Environment: `PARMA_ZBENCH_PROCESSES=one|two` runs one of the two set-ups (default both);
 //! `PARMA_ZBENCH_PARTS=oneway|pull` one part (default both); `PARMA_ZBENCH_ONLY=parma:1024`
 //! runs only that contender at that size and `PARMA_ZBENCH_ROUNDTRIPS=transport` only those
-//! round-trip rows, for a profiler; `PARMA_ZBENCH_TAILS=1` adds the upper quantiles of the
+//! round-trip rows, for a profiler; `PARMA_ZBENCH_WHO=parma,zeromq` races only those one-way
+//! contenders against each other and `PARMA_ZBENCH_SIZES=65536` only that frame size (for an
+//! A/B of two builds, with less time per run); `PARMA_ZBENCH_TAILS=1` adds the upper quantiles of the
 //! round trips. `cargo bench -- --test` (CI) runs every part once with a few frames.
 
 mod common;
@@ -209,13 +211,13 @@ fn oneway_table(setup: &mut Setup, plan: &Plan, only: Option<(Imp, usize)>) -> R
     let cs = &mut setup.contenders;
     let n = cs.len();
     for &(size, frames) in &plan.sizes {
-        if only.is_some_and(|(_, s)| s != size) {
+        if only.is_some_and(|(_, s)| s != size) || !wanted("PARMA_ZBENCH_SIZES", &size.to_string()) {
             continue;
         }
         let round = Round { frames, size };
         let warm = Round { frames: (frames / 10).max(1), size };
         for c in cs.iter_mut() {
-            if only.is_none_or(|(imp, _)| imp == c.imp) {
+            if only.is_none_or(|(imp, _)| imp == c.imp) && wanted("PARMA_ZBENCH_WHO", c.imp.name()) {
                 c.race(warm)?;
             }
         }
@@ -223,7 +225,9 @@ fn oneway_table(setup: &mut Setup, plan: &Plan, only: Option<(Imp, usize)>) -> R
         for r in 0..plan.rounds {
             for k in 0..n {
                 let i = (r + k) % n;
-                if only.is_none_or(|(imp, _)| imp == cs[i].imp) {
+                if only.is_none_or(|(imp, _)| imp == cs[i].imp)
+                    && wanted("PARMA_ZBENCH_WHO", cs[i].imp.name())
+                {
                     laps[i].push(cs[i].race(round)?);
                 }
             }

@@ -39,8 +39,9 @@ pub(crate) fn step(st: &mut State, now: Instant) -> Stepped {
         }
         let base = p * MAILBOX_LEN;
         let beat = st.mailbox.read_u64(base + 8);
-        if beat != st.peers[p].seen_beat {
+        if beat != st.peers[p].seen_beat || st.peers[p].heard {
             st.peers[p].seen_beat = beat;
+            st.peers[p].heard = false;
             st.peers[p].last_heard = now;
         }
         let bye = st.mailbox.read_u64(base + 16);
@@ -66,6 +67,9 @@ pub(crate) fn step(st: &mut State, now: Instant) -> Stepped {
     st.heartbeat(now);
     Stepped { worked, waiting }
 }
+
+/// Turns of the progress loop between two clock reads while it does not sleep.
+const CLOCK_TURNS: u32 = 16;
 
 /// Handles every completion there is; returns whether there was any.
 pub(crate) fn poll_cq(st: &mut State) -> bool {
@@ -147,8 +151,16 @@ pub(crate) fn run(shared: Arc<Shared>) {
     let mut idle: u32 = 0;
     let mut closing_since: Option<Instant> = None;
     let mut last_work = Instant::now();
+    let mut now = last_work;
+    let mut turns: u32 = 0;
     loop {
-        let now = Instant::now();
+        // The clock is read after every sleep and every `CLOCK_TURNS` turns otherwise: a busy
+        // turn takes microseconds and the timers it serves count in milliseconds, while a clock
+        // read can cost more than the turn (a trap to an emulated timer in a VM).
+        if turns == 0 {
+            now = Instant::now();
+        }
+        turns = (turns + 1) % CLOCK_TURNS;
         let mut st = lock(&shared.state);
         if st.killed {
             return;
@@ -195,15 +207,18 @@ pub(crate) fn run(shared: Arc<Shared>) {
         if channel {
             wait_channel(fd, next_beat.saturating_duration_since(Instant::now()));
             lock(&shared.state).dev.take_event();
+            turns = 0;
         } else if s.waiting {
             std::thread::sleep(credit_poll);
+            turns = 0;
         } else {
             idle = idle.saturating_add(1);
             if idle < 200 {
                 std::thread::yield_now();
             } else {
                 let d = Duration::from_micros(20u64 << (idle - 200).min(6)).min(sleep_max);
-                std::thread::sleep(d.min(next_beat.saturating_duration_since(Instant::now())));
+                std::thread::sleep(d.min(next_beat.saturating_duration_since(now)));
+                turns = 0;
             }
         }
     }

@@ -111,6 +111,7 @@ impl Bound {
             shared,
             thread: Some(thread),
             lent: Vec::new(),
+            polls: 0,
         })
     }
 }

@@ -167,6 +167,9 @@ pub(crate) struct Peer {
     pub beat: u64,
     pub seen_beat: u64,
     pub last_heard: Instant,
+    /// A completion of the peer's came in since the progress thread last looked: it sets
+    /// `last_heard` to its own clock reading then (a message costs no clock read of its own).
+    pub heard: bool,
 }
 
 impl Peer {
@@ -199,6 +202,7 @@ impl Peer {
             beat: 0,
             seen_beat: 0,
             last_heard: now,
+            heard: false,
         }
     }
 

@@ -1,8 +1,6 @@
 //! Receiving: messages that arrived, taken apart into frames in order, and their slots or
 //! ring bytes freed (which returns the peer's credits).
 
-use std::time::Instant;
-
 use super::{Link, Msg, Ready, State, KIND_RECV};
 use crate::ring::{IMM_LAST, IMM_PACKED};
 use crate::state::wr_id;
@@ -60,7 +58,7 @@ impl State {
         if p.link == Link::Failed {
             return;
         }
-        p.last_heard = Instant::now();
+        p.heard = true;
         let msg = match (self.opts.wire, imm) {
             (Wire::Send, Some(IMM_LAST)) => Msg { id: index.into(), off: 0, len: len as u32, last: true },
             (Wire::Send, Some(0)) => Msg { id: index.into(), off: 0, len: len as u32, last: false },

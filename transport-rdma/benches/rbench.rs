@@ -3,7 +3,9 @@
 //!
 //! - `rbench oneway <rdma|zmq> <frame bytes> <frames>`: node 0 sends frames to node 1 as fast
 //!   as back-pressure lets it, node 1 takes them; MB/s (10^6 bytes per second, as perftest
-//!   prints) from the first send to the last frame taken. Both transports in this process.
+//!   prints) from the first send to the last frame taken. Both transports in this process;
+//!   each end sleeps until its transport's waker when it cannot go on (`RBENCH_SPIN=1`:
+//!   yields and tries again).
 //! - `rbench pull <rdma|zmq> <pulls>`: two `NodeRuntime`s under static partitioning, node 0's
 //!   worker pulls one key homed on node 1 (16 `f32`s), synchronously; the median and mean
 //!   round trip in µs.
@@ -13,6 +15,8 @@
 //! one VM boot.
 
 use std::sync::Arc;
+use std::task::{Wake, Waker};
+use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use parma_core::placement::Homes;
@@ -42,8 +46,15 @@ fn oneway<T: Transport + Send + 'static>(
 ) -> f64 {
     let mut rx = nodes.pop().expect("node 1");
     let mut tx = nodes.pop().expect("node 0");
+    // As a node's driver does, the two ends sleep until the transport's waker when they
+    // cannot go on (the contract of `Transport::register_waker`); `RBENCH_SPIN=1` has them
+    // yield and try again instead.
+    let park = std::env::var_os("RBENCH_SPIN").is_none();
     let start = Instant::now();
     let sender = std::thread::spawn(move || {
+        if park {
+            tx.register_waker(&Waker::from(Arc::new(Unpark(std::thread::current()))));
+        }
         let mut sent = 0u64;
         let mut turns = 0u32;
         while sent < frames {
@@ -53,12 +64,16 @@ fn oneway<T: Transport + Send + 'static>(
             }
             match tx.try_send(NodeId(1), len, &mut |b| b[..8.min(len)].fill(sent as u8)) {
                 Ok(()) => sent += 1,
+                Err(SendError::WouldBlock) if park => std::thread::park_timeout(Duration::from_millis(1)),
                 Err(SendError::WouldBlock) => std::thread::yield_now(),
                 Err(e) => panic!("send: {e:?} ({})", why(&tx)),
             }
         }
         tx
     });
+    if park {
+        rx.register_waker(&Waker::from(Arc::new(Unpark(std::thread::current()))));
+    }
     let mut got = 0u64;
     let mut turns = 0u32;
     while got < frames {
@@ -67,7 +82,9 @@ fn oneway<T: Transport + Send + 'static>(
             assert!(start.elapsed() < DEADLINE, "only {got} of {frames} frames in {DEADLINE:?}");
         }
         let n = rx.poll_recv(256, &mut |_, f| assert_eq!(f.len(), len)).expect("receive");
-        if n == 0 {
+        if n == 0 && park {
+            std::thread::park_timeout(Duration::from_millis(1));
+        } else if n == 0 {
             std::thread::yield_now();
         }
         got += n as u64;
@@ -83,6 +100,15 @@ fn oneway<T: Transport + Send + 'static>(
         }
     }
     (len as u64 * frames) as f64 / secs / 1e6
+}
+
+/// Unparks the thread that made it.
+struct Unpark(Thread);
+
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
 }
 
 fn rdma_why(t: &parma_transport_rdma::RdmaTransport) -> String {

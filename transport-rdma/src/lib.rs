@@ -64,7 +64,7 @@
 //! - **failure**: a work completion in error, a peer's heartbeat (a counter in the same
 //!   mailbox WRITE, every `heartbeat_interval`) unchanged for `peer_timeout`, or its goodbye
 //!   (written on close, after its last frames) becomes
-//!   [`parma_core::TransportEvent::PeerFailed`], once. A goodbye names the first peer its
+//!   [`parma_core::transport::TransportEvent::PeerFailed`], once. A goodbye names the first peer its
 //!   sender lost, if any, and that one is reported failed first, so that what waits here names
 //!   the node that failed rather than one that stopped because of it.
 //!
@@ -75,9 +75,8 @@
 //!   transport"): at 1 KiB the ring reached 0.51 to 0.89 of `ib_send_bw` against 0.20 to
 //!   0.44 for SEND/RECV, ahead in every round by 1.8 to 3.4 times (1.7 to 2.1 in another
 //!   boot); at 64 KiB the two were within the VM's noise (0.43 to 1.13 against 0.44 to
-//!   1.27, while the same SEND/RECV code swung from 0.41 to 1.75 in that boot). Against
-//!   `ib_send_bw` the 1 KiB target of 0.8 is not met (0.39 to 1.00 over four boots). SEND/RECV's window is 32 messages per peer of any
-//!   length, and its 1 KiB sender was turned away some 250,000 times per 20,000 frames; the
+//!   1.27, while the same SEND/RECV code swung from 0.41 to 1.75 in that boot); both before
+//!   the packed writes below. SEND/RECV's window is 32 messages per peer of any length, and its 1 KiB sender was turned away some 250,000 times per 20,000 frames; the
 //!   ring's is counted in bytes, 2 MiB per peer (the memory the 32 receive slots took) for
 //!   up to 1,024 records, and the same sender was never turned away. What the ring costs:
 //!   both ends track ring positions (`ring.rs`, with every check on a peer's record), and a
@@ -99,12 +98,18 @@
 //!   `ib_send_bw`; 64 KiB frames, which never share a WRITE, within the noise. Each frame
 //!   costs a 4-byte head in the ring. A lone frame still leaves at once, so latency does
 //!   not change.
+//! - **The clock read sparingly, measured:** the progress loop reads it after a sleep and
+//!   otherwise every 16th turn, a receive completion marks its peer heard (the loop stamps
+//!   it with its own reading), and `poll_recv` looks for a due heartbeat every 16th call.
+//!   In the VM the guest's clock is the emulated HPET, and reading it once per turn, per
+//!   completion and per poll was a quarter of a 64 KiB run's samples (549 samples instead
+//!   of 2,817 after). The timers it serves count in hundreds of milliseconds.
 //! - **Polling by default** ([`Completion::Poll`]), measured in the VM against the completion
 //!   channel ([`Completion::Channel`]) in the same boots (`docs/performance.md`, "RDMA
-//!   transport"): in the latest boot the one-key pull's median round trip was 0.43 and 2.5 ms
-//!   polling against 0.91 and 0.74 ms with the channel (one round each way), in an earlier
-//!   one 1.3 to 2.9 ms polling against 1.3 to 5.7 ms; one-way 1 KiB throughput is the same
-//!   within the VM's noise. The
+//!   transport"): in the latest boot the one-key pull's median round trip was 0.79 and 0.70
+//!   ms polling against 2.5 and 1.2 ms with the channel (two rounds), in earlier ones 0.43
+//!   and 2.5 ms against 0.91 and 0.74 ms, and 1.3 to 2.9 ms against 1.3 to 5.7 ms; one-way
+//!   1 KiB throughput with the channel was about three quarters of polling's. The
 //!   channel costs a kernel wake-up per idle-to-busy transition on each hop; polling costs a
 //!   core spinning (yielding) for 200 looks after each piece of work, then sleeps of 20 µs
 //!   doubling to `poll_sleep_max` (1 ms), which bounds what an idle node adds to a first frame.

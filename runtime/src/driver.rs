@@ -6,8 +6,8 @@ use std::collections::VecDeque;
 use std::sync::atomic::{fence, Ordering::SeqCst};
 use std::sync::mpsc::Receiver;
 use std::sync::Arc;
-use std::task::{Wake, Waker};
-use std::thread::{self, Thread};
+use std::task::Waker;
+use std::thread;
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
 use parma_core::transport::{SendError, TransportEvent};
@@ -88,18 +88,6 @@ pub(crate) enum Command {
         start: Clock,
         end: Clock,
     },
-}
-
-/// Unparks the driver thread: registered with the transport.
-struct ThreadWaker(Thread);
-
-impl Wake for ThreadWaker {
-    fn wake(self: Arc<Self>) {
-        self.0.unpark();
-    }
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.0.unpark();
-    }
 }
 
 /// Closes the shared state when the driver exits, also when it unwinds from a panic.
@@ -217,7 +205,7 @@ impl<T: Transport> Driver<T> {
     /// before it stopped, and if not, why.
     pub(crate) fn run(mut self) -> Result<(), Undrained> {
         let _close = CloseOnExit(Arc::clone(&self.shared));
-        let waker = Waker::from(Arc::new(ThreadWaker(thread::current())));
+        let waker = crate::host::unpark_waker(thread::current());
         self.begin(&waker);
         loop {
             match self.turn() {

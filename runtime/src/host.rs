@@ -7,13 +7,32 @@
 //! starts a node that way; [`DriverHost`] is what the transport implements.
 
 use std::sync::mpsc::SyncSender;
-use std::task::Waker;
+use std::sync::Arc;
+use std::task::{Wake, Waker};
+use std::thread::Thread;
 use std::time::Duration;
 
 use parma_core::Transport;
 
 use crate::driver::{CloseOnExit, Driver, Turn};
 use crate::error::Undrained;
+
+/// A waker that unparks `thread`: what a thread that drives a transport itself (parking
+/// while it has nothing to do) registers with it ([`Transport::register_waker`]).
+pub fn unpark_waker(thread: Thread) -> Waker {
+    Waker::from(Arc::new(Unpark(thread)))
+}
+
+struct Unpark(Thread);
+
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
+}
 
 /// Runs a node's driver on a thread it owns. The host calls [`HostedDriver::turn`] again and
 /// again on that thread, as its answers say, until it answers [`HostTurn::Done`].

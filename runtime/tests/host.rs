@@ -6,22 +6,14 @@ mod common;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::Arc;
-use std::task::{Wake, Waker};
-use std::thread::{self, JoinHandle, Thread};
+use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use common::{finalize_all, key_homed_at, run_all, Rng};
 use parma_core::{Config, Key, Layout, NodeId, OpError, Technique};
+use parma_runtime::host::unpark_waker;
 use parma_runtime::{DriverHost, Error, HostTurn, HostedDriver, NodeRuntime, Options, Undrained, Worker};
 use parma_transport_loopback::threaded::{cluster, ThreadedOptions};
-
-struct Unpark(Thread);
-
-impl Wake for Unpark {
-    fn wake(self: Arc<Self>) {
-        self.0.unpark();
-    }
-}
 
 /// What the test's host did, seen from outside.
 #[derive(Default)]
@@ -67,7 +59,7 @@ impl DriverHost for TestHost {
         }
         let (seen, give_up_after) = (Arc::clone(&self.seen), self.give_up_after);
         self.thread = Some(thread::spawn(move || {
-            let waker = Waker::from(Arc::new(Unpark(thread::current())));
+            let waker = unpark_waker(thread::current());
             loop {
                 let n = seen.turns.fetch_add(1, SeqCst) + 1;
                 if give_up_after.is_some_and(|g| n > g) {

@@ -15,13 +15,12 @@
 //! one VM boot.
 
 use std::sync::Arc;
-use std::task::{Wake, Waker};
-use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use parma_core::placement::Homes;
 use parma_core::transport::SendError;
 use parma_core::{Config, Key, Layout, NodeId, Technique, Transport};
+use parma_runtime::host::unpark_waker;
 use parma_runtime::startup::ClusterToken;
 use parma_runtime::NodeRuntime;
 use parma_transport_rdma::{local_cluster as rdma_cluster, RdmaOptions, Wire};
@@ -53,7 +52,7 @@ fn oneway<T: Transport + Send + 'static>(
     let start = Instant::now();
     let sender = std::thread::spawn(move || {
         if park {
-            tx.register_waker(&Waker::from(Arc::new(Unpark(std::thread::current()))));
+            tx.register_waker(&unpark_waker(std::thread::current()));
         }
         let mut sent = 0u64;
         let mut turns = 0u32;
@@ -72,7 +71,7 @@ fn oneway<T: Transport + Send + 'static>(
         tx
     });
     if park {
-        rx.register_waker(&Waker::from(Arc::new(Unpark(std::thread::current()))));
+        rx.register_waker(&unpark_waker(std::thread::current()));
     }
     let mut got = 0u64;
     let mut turns = 0u32;
@@ -100,15 +99,6 @@ fn oneway<T: Transport + Send + 'static>(
         }
     }
     (len as u64 * frames) as f64 / secs / 1e6
-}
-
-/// Unparks the thread that made it.
-struct Unpark(Thread);
-
-impl Wake for Unpark {
-    fn wake(self: Arc<Self>) {
-        self.0.unpark();
-    }
 }
 
 fn rdma_why(t: &parma_transport_rdma::RdmaTransport) -> String {

@@ -7,13 +7,13 @@
 
 mod support;
 
-use std::sync::{Arc, Mutex};
-use std::task::{Wake, Waker};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use parma_core::placement::Homes;
 use parma_core::transport::{Transport, TransportEvent};
 use parma_core::{Key, NodeId, OpError};
+use parma_runtime::host::unpark_waker;
 use parma_transport_zmq::ZmqTransport;
 use support::workload::{self, run_all};
 use support::{options, wait_until, Proxied, DIGEST};
@@ -23,18 +23,10 @@ const PEER_TIMEOUT: Duration = Duration::from_millis(PEER_TIMEOUT_MS);
 /// What the issue allows beyond `peer_timeout`.
 const MARGIN: Duration = Duration::from_secs(1);
 
-struct Unpark(std::thread::Thread);
-
-impl Wake for Unpark {
-    fn wake(self: Arc<Self>) {
-        self.0.unpark();
-    }
-}
-
 /// Keeps `t` busy (a small frame to every peer it has not seen fail, every 10 ms) until it
 /// has seen `expect` fail or `limit` passes; every failure it reported, and when.
 fn watch_failures(t: &mut ZmqTransport, expect: &[NodeId], limit: Duration) -> Vec<(NodeId, Instant)> {
-    t.register_waker(&Waker::from(Arc::new(Unpark(std::thread::current()))));
+    t.register_waker(&unpark_waker(std::thread::current()));
     let me = t.local_id();
     let n = 4;
     let mut failed: Vec<(NodeId, Instant)> = Vec::new();

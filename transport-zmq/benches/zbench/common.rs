@@ -3,8 +3,8 @@
 //! statistics of the tables.
 
 use std::sync::{mpsc, Arc, Mutex};
-use std::task::{Wake, Waker};
-use std::thread::{JoinHandle, Thread};
+use std::task::Waker;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use parma_core::session::Token;
@@ -37,21 +37,9 @@ pub fn zmq_options() -> ZmqOptions {
     ZmqOptions::loopback()
 }
 
-/// Unparks the thread that made it.
-struct ThreadWaker(Thread);
-
-impl Wake for ThreadWaker {
-    fn wake(self: Arc<Self>) {
-        self.0.unpark();
-    }
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.0.unpark();
-    }
-}
-
 /// A waker that unparks the calling thread.
 pub fn thread_waker() -> Waker {
-    Waker::from(Arc::new(ThreadWaker(std::thread::current())))
+    parma_runtime::host::unpark_waker(std::thread::current())
 }
 
 /// A tokio runtime on the current thread, as the transport's I/O thread runs one.

@@ -3,13 +3,11 @@
 //! doubled, reordered or damaged. One thread per node, no runtime.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
-use std::task::{Wake, Waker};
-use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use parma_core::transport::{SendError, Transport, TransportEvent};
 use parma_core::NodeId;
+use parma_runtime::host::unpark_waker;
 
 /// What one node saw.
 #[derive(Debug, Default)]
@@ -98,14 +96,6 @@ pub fn exchange<T: Transport + Send>(
     })
 }
 
-struct Unpark(Thread);
-
-impl Wake for Unpark {
-    fn wake(self: Arc<Self>) {
-        self.0.unpark();
-    }
-}
-
 fn frame_byte(from: usize, seq: u64, i: usize) -> u8 {
     (seq as u8).wrapping_mul(31).wrapping_add(from as u8).wrapping_add(i as u8)
 }
@@ -113,7 +103,7 @@ fn frame_byte(from: usize, seq: u64, i: usize) -> u8 {
 fn run_node<T: Transport>(t: &mut T, board: &Board, plan: Plan) -> NodeReport {
     let n = board.n;
     let me = usize::from(t.local_id().0);
-    t.register_waker(&Waker::from(Arc::new(Unpark(std::thread::current()))));
+    t.register_waker(&unpark_waker(std::thread::current()));
     let mut r = NodeReport { sent: vec![0; n], received: vec![0; n], ..NodeReport::default() };
     let mut dead = vec![false; n];
     let mut fixed = false;

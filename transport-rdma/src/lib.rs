@@ -100,7 +100,7 @@
 //!   not change.
 //! - **The clock read sparingly, measured:** the progress loop reads it after a sleep and
 //!   otherwise every 16th turn, a receive completion marks its peer heard (the loop stamps
-//!   it with its own reading), and `poll_recv` looks for a due heartbeat every 16th call.
+//!   it with its own reading), and `poll_recv` reads it every 16th call (`SparseClock`).
 //!   In the VM the guest's clock is the emulated HPET, and reading it once per turn, per
 //!   completion and per poll was a quarter of a 64 KiB run's samples (549 samples instead
 //!   of 2,817 after). The timers it serves count in hundreds of milliseconds.
@@ -363,14 +363,9 @@ pub struct RdmaTransport {
     shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
     lent: Vec<Lent>,
-    /// Calls of `poll_recv`, of which every `BEAT_CHECK_CALLS`th sends a heartbeat if one is
-    /// due (and only those read the clock).
-    polls: u32,
+    /// The time `poll_recv` sends a due heartbeat by.
+    clock: progress::SparseClock,
 }
-
-/// See [`RdmaTransport::polls`]: a driver polling in a loop checks often enough, and one that
-/// polls rarely leaves the heartbeats to the progress thread.
-const BEAT_CHECK_CALLS: u32 = 16;
 
 impl RdmaTransport {
     /// Why `peer` failed, once it has.
@@ -443,10 +438,7 @@ impl Transport for RdmaTransport {
                 return Err(RecvError::Closed);
             }
             progress::poll_cq(&mut st);
-            self.polls = self.polls.wrapping_add(1);
-            if self.polls % BEAT_CHECK_CALLS == 0 {
-                st.heartbeat(std::time::Instant::now());
-            }
+            st.heartbeat(self.clock.now());
             st.take(max_frames, &mut lent);
         }
         let n = lent.len();

@@ -68,8 +68,37 @@ pub(crate) fn step(st: &mut State, now: Instant) -> Stepped {
     Stepped { worked, waiting }
 }
 
-/// Turns of the progress loop between two clock reads while it does not sleep.
-const CLOCK_TURNS: u32 = 16;
+/// Calls of [`SparseClock::now`] between two reads of the clock.
+const CLOCK_CALLS: u32 = 16;
+
+/// The time for the transport's timers, read afresh once per `CLOCK_CALLS` calls and on the
+/// first call after [`SparseClock::stale`]: a busy loop turns in microseconds and the timers
+/// it serves count in hundreds of milliseconds, while a clock read can cost more than the
+/// turn (a trap to an emulated timer in a VM: `read_hpet` was a quarter of a 64 KiB run's
+/// samples in the rdma-vm when every turn, completion and poll read it).
+pub(crate) struct SparseClock {
+    at: Instant,
+    calls: u32,
+}
+
+impl SparseClock {
+    pub(crate) fn new() -> SparseClock {
+        SparseClock { at: Instant::now(), calls: 0 }
+    }
+
+    pub(crate) fn now(&mut self) -> Instant {
+        if self.calls == 0 {
+            self.at = Instant::now();
+        }
+        self.calls = (self.calls + 1) % CLOCK_CALLS;
+        self.at
+    }
+
+    /// The next [`SparseClock::now`] reads the clock (after a sleep).
+    pub(crate) fn stale(&mut self) {
+        self.calls = 0;
+    }
+}
 
 /// Handles every completion there is; returns whether there was any.
 pub(crate) fn poll_cq(st: &mut State) -> bool {
@@ -150,17 +179,10 @@ pub(crate) fn run(shared: Arc<Shared>) {
     };
     let mut idle: u32 = 0;
     let mut closing_since: Option<Instant> = None;
+    let mut clock = SparseClock::new();
     let mut last_work = Instant::now();
-    let mut now = last_work;
-    let mut turns: u32 = 0;
     loop {
-        // The clock is read after every sleep and every `CLOCK_TURNS` turns otherwise: a busy
-        // turn takes microseconds and the timers it serves count in milliseconds, while a clock
-        // read can cost more than the turn (a trap to an emulated timer in a VM).
-        if turns == 0 {
-            now = Instant::now();
-        }
-        turns = (turns + 1) % CLOCK_TURNS;
+        let now = clock.now();
         let mut st = lock(&shared.state);
         if st.killed {
             return;
@@ -207,10 +229,10 @@ pub(crate) fn run(shared: Arc<Shared>) {
         if channel {
             wait_channel(fd, next_beat.saturating_duration_since(Instant::now()));
             lock(&shared.state).dev.take_event();
-            turns = 0;
+            clock.stale();
         } else if s.waiting {
             std::thread::sleep(credit_poll);
-            turns = 0;
+            clock.stale();
         } else {
             idle = idle.saturating_add(1);
             if idle < 200 {
@@ -218,7 +240,7 @@ pub(crate) fn run(shared: Arc<Shared>) {
             } else {
                 let d = Duration::from_micros(20u64 << (idle - 200).min(6)).min(sleep_max);
                 std::thread::sleep(d.min(next_beat.saturating_duration_since(now)));
-                turns = 0;
+                clock.stale();
             }
         }
     }

@@ -111,7 +111,7 @@ impl Bound {
             shared,
             thread: Some(thread),
             lent: Vec::new(),
-            polls: 0,
+            clock: progress::SparseClock::new(),
         })
     }
 }

@@ -580,7 +580,7 @@ impl State {
             Ok(true) => {
                 // A small frame is copied out of the socket's read buffer, which is then
                 // free to be reused for the next read: kept, it would make every read
-                // allocate (and zero) a fresh buffer while frames wait for the driver. A
+                // allocate a fresh buffer while frames wait for the driver. A
                 // larger frame is not copied: the vendored crate reads a body of 16 KiB or
                 // more that a read did not take whole into an allocation of its own.
                 let body = if body.len() <= COPY_BELOW { Bytes::copy_from_slice(&body) } else { body };

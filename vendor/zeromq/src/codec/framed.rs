@@ -5,7 +5,7 @@ use super::error::{CodecError, CodecResult};
 use super::Message;
 
 use asynchronous_codec::{Decoder, FramedWrite};
-use bytes::BytesMut;
+use bytes::{BufMut, BytesMut};
 use futures::{ready, AsyncRead, AsyncWrite, Stream};
 
 use std::io;
@@ -19,6 +19,51 @@ impl<T> FrameableRead for T where T: AsyncRead + Unpin + Send + Sync {}
 pub trait FrameableWrite: AsyncWrite + Unpin + Send + Sync {}
 impl<T> FrameableWrite for T where T: AsyncWrite + Unpin + Send + Sync {}
 
+/// parma patch: a tokio reader, which the framed reader reads into the spare capacity of its
+/// buffers without zeroing them first (a futures reader must be given initialized bytes).
+#[cfg(feature = "tokio-runtime")]
+pub trait FrameableTokioRead: tokio::io::AsyncRead + Unpin + Send + Sync {}
+#[cfg(feature = "tokio-runtime")]
+impl<T> FrameableTokioRead for T where T: tokio::io::AsyncRead + Unpin + Send + Sync {}
+
+/// parma patch: what a framed reader reads from.
+enum Source {
+    Futures(Box<dyn FrameableRead>),
+    #[cfg(feature = "tokio-runtime")]
+    Tokio(Box<dyn FrameableTokioRead>),
+}
+
+impl Source {
+    /// One read of at most `max` (positive) bytes, appended to `buf`; `buf` is unchanged
+    /// unless bytes were read.
+    fn poll_read_buf(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &mut BytesMut,
+        max: usize,
+    ) -> Poll<io::Result<usize>> {
+        match self {
+            Source::Futures(r) => {
+                let start = buf.len();
+                buf.resize(start + max, 0);
+                let res = Pin::new(r).poll_read(cx, &mut buf[start..]);
+                let n = match res {
+                    Poll::Ready(Ok(n)) => n,
+                    _ => 0,
+                };
+                buf.truncate(start + n);
+                res
+            }
+            #[cfg(feature = "tokio-runtime")]
+            Source::Tokio(r) => {
+                buf.reserve(max);
+                let mut limited = (&mut *buf).limit(max);
+                tokio_util::io::poll_read_buf(Pin::new(r), cx, &mut limited)
+            }
+        }
+    }
+}
+
 pub(crate) type ZmqFramedWrite = asynchronous_codec::FramedWrite<Box<dyn FrameableWrite>, ZmqCodec>;
 
 /// ZMTP framed reader with an adaptive read chunk.
@@ -28,17 +73,18 @@ pub(crate) type ZmqFramedWrite = asynchronous_codec::FramedWrite<Box<dyn Frameab
 /// still reducing read/poll loops for large receive bursts. Short-read
 /// recovery reduces initialization and allocation traffic after a burst ends.
 pub struct ZmqFramedRead {
-    inner: Box<dyn FrameableRead>,
+    inner: Source,
     codec: ZmqCodec,
     buffer: BytesMut,
     read_chunk_size: usize,
     // Configuration is shared; adaptation state belongs to this connection.
     options: Arc<SocketOptions>,
     short_reads: usize,
-    // parma patch: the body of a large frame being read into storage of its own (empty when
-    // none is), how much of it has arrived, and whether the last frame had such a body.
+    // parma patch: the body of a large frame being read into storage of its own (what of it
+    // has arrived), its length (0 when none is being read), and whether the last frame had
+    // such a body.
     body: BytesMut,
-    body_filled: usize,
+    body_len: usize,
     after_large: bool,
 }
 
@@ -49,6 +95,19 @@ const READ_AFTER_LARGE: usize = 8 * 1024;
 
 impl ZmqFramedRead {
     pub(crate) fn new(inner: Box<dyn FrameableRead>, options: Arc<SocketOptions>) -> Self {
+        Self::with_source(Source::Futures(inner), options)
+    }
+
+    /// parma patch: a reader of a tokio stream, read without zeroing the buffers first.
+    #[cfg(feature = "tokio-runtime")]
+    pub(crate) fn new_tokio(
+        inner: Box<dyn FrameableTokioRead>,
+        options: Arc<SocketOptions>,
+    ) -> Self {
+        Self::with_source(Source::Tokio(inner), options)
+    }
+
+    fn with_source(inner: Source, options: Arc<SocketOptions>) -> Self {
         Self {
             inner,
             codec: ZmqCodec::with_options(&options),
@@ -57,7 +116,7 @@ impl ZmqFramedRead {
             options,
             short_reads: 0,
             body: BytesMut::new(),
-            body_filled: 0,
+            body_len: 0,
             after_large: false,
         }
     }
@@ -67,7 +126,6 @@ impl ZmqFramedRead {
         cx: &mut Context<'_>,
         min_read_size: usize,
     ) -> Poll<io::Result<usize>> {
-        let start = self.buffer.len();
         let mut read_size = self
             .read_chunk_size
             .max(min_read_size)
@@ -78,16 +136,12 @@ impl ZmqFramedRead {
             read_size = READ_AFTER_LARGE.max(min_read_size.min(read_size));
         }
 
-        // futures::AsyncRead requires an initialized &mut [u8]. Grow BytesMut
-        // first, then trim back to the actual read length so the read path does
-        // not need a scratch buffer and a second data copy.
+        // The read goes straight into the buffer (no scratch buffer, no second copy); a
+        // futures reader's slice is zeroed first, a tokio reader's is not (parma patch).
         // The decoder checks frame length + maximum chunk size at the wire
         // boundary, so preparing this slice cannot overflow its length.
-        self.buffer.resize(start + read_size, 0);
-
-        match Pin::new(&mut self.inner).poll_read(cx, &mut self.buffer[start..]) {
+        match self.inner.poll_read_buf(cx, &mut self.buffer, read_size) {
             Poll::Ready(Ok(bytes_read)) => {
-                self.buffer.truncate(start + bytes_read);
                 if capped {
                     self.after_large = false;
                     return Poll::Ready(Ok(bytes_read));
@@ -114,14 +168,8 @@ impl ZmqFramedRead {
                 }
                 Poll::Ready(Ok(bytes_read))
             }
-            Poll::Ready(Err(error)) => {
-                self.buffer.truncate(start);
-                Poll::Ready(Err(error))
-            }
-            Poll::Pending => {
-                self.buffer.truncate(start);
-                Poll::Pending
-            }
+            Poll::Ready(Err(error)) => Poll::Ready(Err(error)),
+            Poll::Pending => Poll::Pending,
         }
     }
 }
@@ -138,7 +186,7 @@ impl Stream for ZmqFramedRead {
         loop {
             // Consume buffered data first; read from the socket only when the
             // current buffer cannot produce a full message.
-            if this.body.is_empty() {
+            if this.body_len == 0 {
                 if !decoded {
                     if let Some(item) = this.codec.decode(&mut this.buffer)? {
                         return Poll::Ready(Some(Ok(item)));
@@ -154,25 +202,23 @@ impl Stream for ZmqFramedRead {
                     let mut body = BytesMut::with_capacity(len);
                     body.extend_from_slice(&this.buffer);
                     this.buffer.clear();
-                    this.body_filled = body.len();
-                    body.resize(len, 0);
                     this.body = body;
+                    this.body_len = len;
                 }
             }
-            if !this.body.is_empty() {
-                while this.body_filled < this.body.len() {
-                    let filled = this.body_filled;
-                    let n = ready!(Pin::new(&mut this.inner).poll_read(cx, &mut this.body[filled..]))?;
+            if this.body_len > 0 {
+                while this.body.len() < this.body_len {
+                    let want = this.body_len - this.body.len();
+                    let n = ready!(this.inner.poll_read_buf(cx, &mut this.body, want))?;
                     if n == 0 {
                         return Poll::Ready(Some(Err(CodecError::Io(io::Error::new(
                             io::ErrorKind::UnexpectedEof,
                             "bytes remaining in stream",
                         )))));
                     }
-                    this.body_filled += n;
                 }
                 let body = std::mem::take(&mut this.body);
-                this.body_filled = 0;
+                this.body_len = 0;
                 this.after_large = true;
                 match this.codec.take_body(body)? {
                     Some(item) => return Poll::Ready(Some(Ok(item))),
@@ -227,6 +273,20 @@ impl FramedIo {
         Self {
             read_half,
             write_half,
+        }
+    }
+
+    /// parma patch: [`FramedIo::new`] of a tokio stream's halves, read without zeroing the
+    /// read buffers first.
+    #[cfg(feature = "tokio-runtime")]
+    pub fn new_tokio(
+        read_half: Box<dyn FrameableTokioRead>,
+        write_half: Box<dyn FrameableWrite>,
+        options: Arc<SocketOptions>,
+    ) -> Self {
+        Self {
+            read_half: ZmqFramedRead::new_tokio(read_half, options),
+            write_half: FramedWrite::new(write_half, ZmqCodec::new()),
         }
     }
 

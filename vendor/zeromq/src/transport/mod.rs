@@ -143,13 +143,10 @@ fn make_framed<T>(stream: T, options: Arc<crate::SocketOptions>) -> FramedIo
 where
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Sync + 'static,
 {
-    use tokio_util::compat::{TokioAsyncReadCompatExt, TokioAsyncWriteCompatExt};
+    use tokio_util::compat::TokioAsyncWriteCompatExt;
     let (read, write) = tokio::io::split(stream);
-    FramedIo::new(
-        Box::new(read.compat()),
-        Box::new(write.compat_write()),
-        options,
-    )
+    // parma patch: the read half stays a tokio reader (see `FramedIo::new_tokio`).
+    FramedIo::new_tokio(Box::new(read), Box::new(write.compat_write()), options)
 }
 
 #[allow(unused)]

@@ -98,7 +98,7 @@ fn read_buffer_recovery_requires_consecutive_short_positive_reads() {
         let waker = futures::task::noop_waker();
         let mut cx = Context::from_waker(&waker);
         for count in reads {
-            reader.inner = Box::new(Cursor::new(vec![7; count]));
+            reader.inner = Source::Futures(Box::new(Cursor::new(vec![7; count])));
             assert!(
                 matches!(reader.poll_read_into_buffer(&mut cx, 1), Poll::Ready(Ok(n)) if n == count)
             );
@@ -246,7 +246,7 @@ fn read_buffer_uses_configured_confirmation_count_and_recovery_floor() {
         let waker = futures::task::noop_waker();
         let mut cx = Context::from_waker(&waker);
         for count in reads {
-            reader.inner = Box::new(Cursor::new(vec![7; count]));
+            reader.inner = Source::Futures(Box::new(Cursor::new(vec![7; count])));
             assert!(
                 matches!(reader.poll_read_into_buffer(&mut cx, 1), Poll::Ready(Ok(n)) if n == count)
             );

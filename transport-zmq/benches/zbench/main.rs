@@ -25,7 +25,11 @@
 //! round-trip rows, for a profiler; `PARMA_ZBENCH_WHO=parma,zeromq` races only those one-way
 //! contenders against each other and `PARMA_ZBENCH_SIZES=65536` only that frame size (for an
 //! A/B of two builds, with less time per run); `PARMA_ZBENCH_TAILS=1` adds the upper quantiles of the
-//! round trips. `cargo bench -- --test` (CI) runs every part once with a few frames.
+//! round trips; `PARMA_ZBENCH_ROUNDS=60` runs that many rounds instead of 15 (a round's ratio
+//! moves by 2× or more on these machines: many rounds pin the median down). Under each
+//! one-way table, the quartiles of the per-round ratios of parma's rate to each other
+//! contender's, and how many rounds reached 0.9. `cargo bench -- --test` (CI) runs every part
+//! once with a few frames.
 
 mod common;
 mod oneway;
@@ -55,11 +59,11 @@ struct Plan {
 }
 
 impl Plan {
-    fn new(quick: bool) -> Plan {
+    fn new(quick: bool, rounds: Option<usize>) -> Plan {
         if quick {
             return Plan { rounds: 1, sizes: vec![(1 << 10, 200), (64 << 10, 20)], pulls: 20 };
         }
-        Plan { rounds: 15, sizes: vec![(1 << 10, 50_000), (64 << 10, 4_000)], pulls: 2_000 }
+        Plan { rounds: rounds.unwrap_or(15), sizes: vec![(1 << 10, 50_000), (64 << 10, 4_000)], pulls: 2_000 }
     }
 }
 
@@ -233,6 +237,7 @@ fn oneway_table(setup: &mut Setup, plan: &Plan, only: Option<(Imp, usize)>) -> R
             }
         }
         let parma = cs.iter().position(|c| c.imp == Imp::Parma).expect("parma runs");
+        let mut quartiles = Vec::new();
         for (i, c) in cs.iter().enumerate() {
             if laps[i].is_empty() {
                 continue;
@@ -249,12 +254,13 @@ fn oneway_table(setup: &mut Setup, plan: &Plan, only: Option<(Imp, usize)>) -> R
                     .zip(&laps[parma])
                     .map(|(o, p)| o.wall.as_secs_f64() / p.wall.as_secs_f64())
                     .collect();
-                let c: Vec<f64> = laps[i]
+                let cr: Vec<f64> = laps[i]
                     .iter()
                     .zip(&laps[parma])
                     .map(|(o, p)| o.cpu_ns as f64 / p.cpu_ns.max(1) as f64)
                     .collect();
-                (format!("{}x", spread(&r, 2)), format!("{}x", spread(&c, 2)))
+                quartiles.push((c.imp.name(), sorted(r.clone())));
+                (format!("{}x", spread(&r, 2)), format!("{}x", spread(&cr, 2)))
             };
             println!(
                 "{:>5} {:<7} {:>7} {:>24} {:>17} {:>18} {:>17} {:>17}",
@@ -268,8 +274,30 @@ fn oneway_table(setup: &mut Setup, plan: &Plan, only: Option<(Imp, usize)>) -> R
                 cpu_ratio
             );
         }
+        for (who, r) in quartiles {
+            let reached = r.iter().filter(|x| **x >= 0.9).count();
+            println!(
+                "{:>5}   parma / {who}, per round: quartiles {:.2} {:.2} {:.2}, {reached} of {} rounds at 0.9 or more",
+                "",
+                quantile(&r, 0.25),
+                quantile(&r, 0.5),
+                quantile(&r, 0.75),
+                r.len()
+            );
+        }
     }
     Ok(())
+}
+
+/// `PARMA_ZBENCH_ROUNDS=<n>`, a positive number of rounds.
+fn rounds() -> Result<Option<usize>, String> {
+    match std::env::var("PARMA_ZBENCH_ROUNDS") {
+        Err(_) => Ok(None),
+        Ok(v) => match v.parse::<usize>() {
+            Ok(n) if n > 0 => Ok(Some(n)),
+            _ => Err(format!("PARMA_ZBENCH_ROUNDS={v:?}: expected a positive number of rounds")),
+        },
+    }
 }
 
 /// Something that does synchronous round trips.
@@ -414,7 +442,7 @@ fn wanted(var: &str, name: &str) -> bool {
 
 fn run() -> Result<(), String> {
     let quick = std::env::args().any(|a| a == "--test");
-    let plan = Plan::new(quick);
+    let plan = Plan::new(quick, rounds()?);
     let only = only();
     let key: u64 =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(7, |d| d.as_nanos() as u64);

@@ -133,19 +133,33 @@ impl Prepared {
 /// Most packets a socket's task hands to the sessions under one lock.
 const PACKETS_PER_TURN: usize = 64;
 
-/// Adds to `batch` the messages `socket` has ready now, up to [`PACKETS_PER_TURN`], without
-/// waiting; whether the socket ended.
-fn more(socket: &mut impl SocketRecv, batch: &mut Vec<ZmqMessage>) -> bool {
-    while batch.len() < PACKETS_PER_TURN {
+/// Most bytes of messages a socket's task takes in one turn (with the first message, which
+/// may be larger alone).
+const BYTES_PER_TURN: usize = 256 << 10;
+
+/// Bytes of the frames of `msg`.
+fn message_len(msg: &ZmqMessage) -> usize {
+    msg.iter().map(Bytes::len).sum()
+}
+
+/// Adds to `batch` the messages `socket` has ready now, up to [`PACKETS_PER_TURN`] messages
+/// and [`BYTES_PER_TURN`] bytes, without waiting: whether the socket ended, and the batch's
+/// bytes.
+fn more(socket: &mut impl SocketRecv, batch: &mut Vec<ZmqMessage>) -> (bool, usize) {
+    let mut bytes: usize = batch.iter().map(message_len).sum();
+    while batch.len() < PACKETS_PER_TURN && bytes < BYTES_PER_TURN {
         // A receive that is not ready is dropped: the crate's receive only polls its queue of
         // decoded messages, so nothing is lost (the sockets' `select!` relies on the same).
         match socket.recv().now_or_never() {
-            Some(Ok(msg)) => batch.push(msg),
-            Some(Err(_)) => return true,
-            None => return false,
+            Some(Ok(msg)) => {
+                bytes += message_len(&msg);
+                batch.push(msg);
+            }
+            Some(Err(_)) => return (true, bytes),
+            None => return (false, bytes),
         }
     }
-    false
+    (false, bytes)
 }
 
 /// Runs `f` on the shared state for a socket's task, then wakes the driver if `f` gave it
@@ -180,7 +194,7 @@ async fn run(mut router: RouterSocket, peers: Vec<String>, shared: Arc<Shared>, 
         let mut closes = Vec::new();
         while let Ok(first) = router_recv.recv().await {
             batch.push(first);
-            let ended = more(&mut router_recv, &mut batch);
+            let (ended, bytes) = more(&mut router_recv, &mut batch);
             deliver(&rshared, |st| {
                 for msg in batch.drain(..) {
                     let mut frames = msg.into_vecdeque();
@@ -203,6 +217,12 @@ async fn run(mut router: RouterSocket, peers: Vec<String>, shared: Arc<Shared>, 
             }
             if ended {
                 break;
+            }
+            // A full batch: the driver (on this thread, when hosted here) takes these frames
+            // before this task reads more, so that their buffers are freed and reused while
+            // still in the cache, instead of megabytes of frames piling up in the inbox.
+            if bytes >= BYTES_PER_TURN {
+                tokio::task::yield_now().await;
             }
         }
     });
@@ -323,7 +343,7 @@ async fn dealer(peer: NodeId, gen: u64, endpoint: String, opts: ZmqOptions, shar
             msg = recv.recv() => match msg {
                 Ok(msg) => {
                     batch.push(msg);
-                    let ended = more(&mut recv, &mut batch);
+                    let (ended, _) = more(&mut recv, &mut batch);
                     let whole = deliver(&shared, |st| {
                         for msg in batch.drain(..) {
                             let Some(ps) = packets(msg.into_vecdeque()) else { return false };

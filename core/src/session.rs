@@ -97,7 +97,11 @@ pub struct SessionOptions {
     pub window_bytes_max: usize,
     /// Most frames kept unacknowledged.
     pub window_frames_max: usize,
-    /// Most frames received and not yet taken: the window granted to the peer.
+    /// Most frames received and not yet taken: the window granted to the peer. With frames of
+    /// at most `frame_len_max`, this bounds what a peer's frames hold of the receiver's memory
+    /// while its user takes none. The default (4,096, as `window_frames_max`) is about 4 ms of
+    /// a stream of 1 KiB frames: a window of 1,024 (1 ms) halved such a stream whenever the
+    /// receiving thread was off its core for longer, which on a loaded machine is often.
     pub recv_frames_max: u64,
     /// An idle link carries an acknowledgement this often.
     pub heartbeat_interval: Duration,
@@ -121,7 +125,7 @@ impl Default for SessionOptions {
             frame_len_max: 16 << 20,
             window_bytes_max: 32 << 20,
             window_frames_max: 4096,
-            recv_frames_max: 1024,
+            recv_frames_max: 4096,
             heartbeat_interval: Duration::from_millis(500),
             peer_timeout: Duration::from_secs(5),
             retransmit_timeout: Duration::from_secs(1),

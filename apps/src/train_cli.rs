@@ -10,7 +10,7 @@ use parma_apps::train::kg::Kg;
 use parma_apps::train::kge::{Loss, Model, Reg};
 use parma_apps::train::mf::{MfOptions, MfTask, Ratings};
 use parma_apps::train::report::{summary, RunReport};
-use parma_apps::train::task::Quality;
+use parma_apps::train::task::{figure, Quality};
 use parma_apps::train::{Engine, KgeOptions, TrainError, TrainOptions};
 use parma_core::{Conformity, Technique};
 
@@ -389,6 +389,12 @@ impl Target {
     fn verdict(&self, value: f64) -> String {
         let (op, met) =
             if self.higher_is_better { ("≥", value >= self.bound) } else { ("≤", value <= self.bound) };
+        if value.is_nan() {
+            return format!(
+                "target: test {} {op} {} (docs/training.md): n/a, nothing to measure",
+                self.metric, self.bound
+            );
+        }
         let word = if met { "met" } else { "MISSED" };
         format!("target: test {} {op} {} (docs/training.md): {value:.4}, {word}", self.metric, self.bound)
     }
@@ -507,9 +513,9 @@ fn report_run(rep: &RunReport, target: &Option<Target>) {
             format!("test MRR {:.4}, H@1 {:.4}, H@3 {:.4}, H@10 {:.4}", t.mrr, t.hits1, t.hits3, t.hits10)
         }
         q @ (Quality::Classification { .. } | Quality::Words { .. }) => {
-            format!("test {} {:.4}, {}", q.primary_name(), q.primary(), q.details())
+            format!("test {} {}, {}", q.primary_name(), figure(q.primary(), 4), q.details())
         }
-        q => format!("test {} {:.4}", q.primary_name(), q.primary()),
+        q => format!("test {} {}", q.primary_name(), figure(q.primary(), 4)),
     });
     eprintln!(
         "done: {test}; median epoch {:.4} s; setup {:.2} s, evaluation {:.2} s; model checksum {:016x}",

@@ -52,7 +52,7 @@ use super::lr::{LrOptions, LrTask};
 use super::mf::{MfOptions, MfTask, Ratings};
 use super::params::{HogwildParams, HogwildStore, NegSampler, Params, ParmaParams, TimedBarrier};
 use super::report::{process_cpu_secs, EpochRecord, RunReport};
-use super::task::{Quality, StepBuffers, Task};
+use super::task::{figure, Quality, StepBuffers, Task};
 use super::{checkpointing, mix, Engine, KgeOptions, TrainError, TrainOptions};
 
 /// Longest wait in a barrier (evaluation of a large graph included); after a thread failed,
@@ -192,8 +192,9 @@ fn end_epoch<T: Task, P: Params>(
     let bar = ctx.bar.lock().unwrap_or_else(|e| e.into_inner()).clone();
     bar.finish();
     if o.progress {
-        let v = valid
-            .map_or(String::new(), |v: Quality| format!(", valid {} {:.3}", v.primary_name(), v.primary()));
+        let v = valid.map_or(String::new(), |v: Quality| {
+            format!(", valid {} {}", v.primary_name(), figure(v.primary(), 3))
+        });
         let line = format!("epoch {epoch}: loss {:.4}, {:.3} s{v}", rec.loss, secs);
         // Without a terminal (a log file, a pipe, `parma launch`, a batch job) there is no bar
         // to print above, and the line would be lost: it goes to stderr as it is.

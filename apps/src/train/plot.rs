@@ -32,14 +32,18 @@ pub fn plot(path: &Path, reports: &[RunReport], per_round: usize, title: &str) -
             let points: Vec<Point> = r
                 .epochs
                 .iter()
-                .filter_map(|e| e.valid.map(|v| (e.train_secs, e.epoch, v.primary())))
+                .filter_map(|e| {
+                    e.valid.map(|v| (e.train_secs, e.epoch, v.primary())).filter(|p| !p.2.is_nan())
+                })
                 .collect();
             (label(r, (rounds > 1).then_some(i / per_round.max(1))), points)
         })
         .filter(|(_, p)| !p.is_empty())
         .collect();
     if series.is_empty() {
-        return Err(err(&"no run was evaluated on the validation split"));
+        return Err(err(
+            &"no run has a validation figure (none was evaluated, or there was nothing to measure)",
+        ));
     }
     let t_max = series.iter().flat_map(|(_, p)| p.iter().map(|x| x.0)).fold(0.0, f64::max).max(1e-3);
     let e_max = series.iter().flat_map(|(_, p)| p.iter().map(|x| x.1)).max().unwrap_or(1).max(1);
@@ -159,6 +163,6 @@ mod tests {
         let mut r = run("adaptive", &[0.5]);
         r.epochs[0].valid = None;
         let e = plot(Path::new("/nonexistent/x.svg"), &[r], 1, "t").unwrap_err();
-        assert!(e.contains("no run was evaluated"), "{e}");
+        assert!(e.contains("no run has a validation figure"), "{e}");
     }
 }

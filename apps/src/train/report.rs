@@ -5,7 +5,7 @@ use std::io::Write;
 
 use serde::Serialize;
 
-use super::task::Quality;
+use super::task::{figure, Quality};
 
 /// One epoch of one run; `--metrics` writes one per line as JSON.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -132,9 +132,9 @@ fn fmt_test(q: Option<Quality>, ranking: bool) -> String {
             format!("{:.3} | {:.3} | {:.3} | {:.3}", r.mrr, r.hits1, r.hits3, r.hits10)
         }
         (Some(q @ (Quality::Classification { .. } | Quality::Words { .. })), _) => {
-            format!("{:.4} ({})", q.primary(), q.details())
+            format!("{} ({})", figure(q.primary(), 4), q.details())
         }
-        (Some(q), _) => format!("{:.4}", q.primary()),
+        (Some(q), _) => figure(q.primary(), 4),
         (None, true) => "- | - | - | -".into(),
         (None, false) => "-".into(),
     }
@@ -171,7 +171,7 @@ pub fn summary(reports: &[RunReport]) -> String {
             l.technique,
             l.nodes,
             l.workers,
-            l.valid.map_or("-".into(), |v| format!("{:.3}", v.primary())),
+            l.valid.map_or("-".into(), |v| figure(v.primary(), 3)),
             fmt_test(l.test, ranking),
             median,
             base.filter(|b| *b > 0.0).map_or("-".into(), |b| format!("{:.3}x", median / b)),

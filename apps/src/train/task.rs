@@ -39,8 +39,19 @@ pub enum Quality {
     },
 }
 
+/// `x` with `digits` decimals, or `n/a` when it is NaN (a figure with nothing to measure it
+/// on: word vectors without evaluation sets).
+pub fn figure(x: f64, digits: usize) -> String {
+    if x.is_nan() {
+        "n/a".into()
+    } else {
+        format!("{x:.digits$}")
+    }
+}
+
 impl Quality {
-    /// The headline figure: MRR, RMSE, AUC or analogy accuracy.
+    /// The headline figure: MRR, RMSE, AUC or analogy accuracy (NaN when it has nothing to be
+    /// measured on; print it with [`figure`]).
     pub fn primary(&self) -> f64 {
         match self {
             Quality::Ranking(r) => r.mrr,
@@ -75,7 +86,11 @@ impl Quality {
             Quality::Rmse { .. } => "-".into(),
             Quality::Classification { logloss, .. } => format!("log loss {logloss:.4}"),
             Quality::Words { analogy_all, similarity, .. } => {
-                format!("analogy (OOV wrong) {analogy_all:.4}, similarity rho {similarity:.4}")
+                format!(
+                    "analogy (OOV wrong) {}, similarity rho {}",
+                    figure(*analogy_all, 4),
+                    figure(*similarity, 4)
+                )
             }
         }
     }

@@ -26,7 +26,8 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
 
 /// Analogy accuracy: (right / questions with all four words among the `restrict` most frequent,
 /// right / all questions). The answer is the word closest (cosine) to `b - a + c` among the
-/// `restrict` most frequent, `a`, `b` and `c` excluded.
+/// `restrict` most frequent, `a`, `b` and `c` excluded. NaN where there is no question to
+/// count (shown as n/a).
 pub fn analogy(corpus: &Corpus, unit: &[f32], dim: usize, sets: &EvalSets, restrict: usize) -> (f64, f64) {
     let index = corpus.index();
     let n = restrict.min(corpus.vocab());
@@ -53,8 +54,8 @@ pub fn analogy(corpus: &Corpus, unit: &[f32], dim: usize, sets: &EvalSets, restr
         }
         right += u64::from(best == ids[3]);
     }
-    let all = sets.analogies.len().max(1) as f64;
-    (if asked == 0 { 0.0 } else { right as f64 / asked as f64 }, right as f64 / all)
+    let share = |n: u64| if n == 0 { f64::NAN } else { right as f64 / n as f64 };
+    (share(asked), share(sets.analogies.len() as u64))
 }
 
 /// Spearman's ρ between the pairs' scores and their cosine similarity, over the pairs whose
@@ -145,5 +146,15 @@ mod tests {
             pairs: vec![],
         };
         assert_eq!(analogy(&corpus, &unit, 2, &sets, 30_000), (1.0, 0.5));
+        // No question with its four words in the vocabulary: nothing measured, not 0 %.
+        let oov = EvalSets { analogies: vec![["a", "b", "c", "zz"].map(String::from)], pairs: vec![] };
+        let (within, all) = analogy(&corpus, &unit, 2, &oov, 30_000);
+        assert!(within.is_nan());
+        assert_eq!(all, 0.0);
+        let none = EvalSets { analogies: vec![], pairs: vec![] };
+        let (within, all) = analogy(&corpus, &unit, 2, &none, 30_000);
+        assert!(within.is_nan() && all.is_nan());
+        assert_eq!(crate::train::task::figure(within, 4), "n/a");
+        assert_eq!(crate::train::task::figure(0.25, 4), "0.2500");
     }
 }

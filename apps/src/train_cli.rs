@@ -387,14 +387,14 @@ impl Target {
 
     /// The line that says whether `value` meets the target.
     fn verdict(&self, value: f64) -> String {
-        let (op, met) =
-            if self.higher_is_better { ("≥", value >= self.bound) } else { ("≤", value <= self.bound) };
+        let op = if self.higher_is_better { "≥" } else { "≤" };
         if value.is_nan() {
             return format!(
                 "target: test {} {op} {} (docs/training.md): n/a, nothing to measure",
                 self.metric, self.bound
             );
         }
+        let met = if self.higher_is_better { value >= self.bound } else { value <= self.bound };
         let word = if met { "met" } else { "MISSED" };
         format!("target: test {} {op} {} (docs/training.md): {value:.4}, {word}", self.metric, self.bound)
     }

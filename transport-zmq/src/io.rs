@@ -142,10 +142,29 @@ fn message_len(msg: &ZmqMessage) -> usize {
     msg.iter().map(Bytes::len).sum()
 }
 
+/// What [`more`] took.
+struct Turn {
+    /// The socket ended.
+    ended: bool,
+    /// The batch reached [`BYTES_PER_TURN`]: call [`Turn::pass`] after delivering it.
+    full: bool,
+}
+
+impl Turn {
+    /// After a full batch, lets the node's driver (a task of this thread, when hosted here)
+    /// take those frames before the socket's task reads more, so that their buffers are freed
+    /// and reused while still in the cache instead of megabytes of frames piling up in the
+    /// inbox. Both readers (the ROUTER's and each DEALER's) end their turns here.
+    async fn pass(&self) {
+        if self.full {
+            tokio::task::yield_now().await;
+        }
+    }
+}
+
 /// Adds to `batch` the messages `socket` has ready now, up to [`PACKETS_PER_TURN`] messages
-/// and [`BYTES_PER_TURN`] bytes, without waiting: whether the socket ended, and the batch's
-/// bytes.
-fn more(socket: &mut impl SocketRecv, batch: &mut Vec<ZmqMessage>) -> (bool, usize) {
+/// and [`BYTES_PER_TURN`] bytes, without waiting.
+fn more(socket: &mut impl SocketRecv, batch: &mut Vec<ZmqMessage>) -> Turn {
     let mut bytes: usize = batch.iter().map(message_len).sum();
     while batch.len() < PACKETS_PER_TURN && bytes < BYTES_PER_TURN {
         // A receive that is not ready is dropped: the crate's receive only polls its queue of
@@ -155,11 +174,11 @@ fn more(socket: &mut impl SocketRecv, batch: &mut Vec<ZmqMessage>) -> (bool, usi
                 bytes += message_len(&msg);
                 batch.push(msg);
             }
-            Some(Err(_)) => return (true, bytes),
-            None => return (false, bytes),
+            Some(Err(_)) => return Turn { ended: true, full: bytes >= BYTES_PER_TURN },
+            None => return Turn { ended: false, full: bytes >= BYTES_PER_TURN },
         }
     }
-    (false, bytes)
+    Turn { ended: false, full: bytes >= BYTES_PER_TURN }
 }
 
 /// Runs `f` on the shared state for a socket's task, then wakes the driver if `f` gave it
@@ -194,7 +213,7 @@ async fn run(mut router: RouterSocket, peers: Vec<String>, shared: Arc<Shared>, 
         let mut closes = Vec::new();
         while let Ok(first) = router_recv.recv().await {
             batch.push(first);
-            let (ended, bytes) = more(&mut router_recv, &mut batch);
+            let turn = more(&mut router_recv, &mut batch);
             deliver(&rshared, |st| {
                 for msg in batch.drain(..) {
                     let mut frames = msg.into_vecdeque();
@@ -215,15 +234,10 @@ async fn run(mut router: RouterSocket, peers: Vec<String>, shared: Arc<Shared>, 
             for identity in closes.drain(..) {
                 rsend.disconnect(&identity);
             }
-            if ended {
+            if turn.ended {
                 break;
             }
-            // A full batch: the driver (on this thread, when hosted here) takes these frames
-            // before this task reads more, so that their buffers are freed and reused while
-            // still in the cache, instead of megabytes of frames piling up in the inbox.
-            if bytes >= BYTES_PER_TURN {
-                tokio::task::yield_now().await;
-            }
+            turn.pass().await;
         }
     });
     let tx = events_tx.clone();
@@ -343,7 +357,7 @@ async fn dealer(peer: NodeId, gen: u64, endpoint: String, opts: ZmqOptions, shar
             msg = recv.recv() => match msg {
                 Ok(msg) => {
                     batch.push(msg);
-                    let (ended, _) = more(&mut recv, &mut batch);
+                    let turn = more(&mut recv, &mut batch);
                     let whole = deliver(&shared, |st| {
                         for msg in batch.drain(..) {
                             let Some(ps) = packets(msg.into_vecdeque()) else { return false };
@@ -353,9 +367,10 @@ async fn dealer(peer: NodeId, gen: u64, endpoint: String, opts: ZmqOptions, shar
                         }
                         true
                     });
-                    if ended || !whole {
+                    if turn.ended || !whole {
                         break;
                     }
+                    turn.pass().await;
                 }
                 Err(_) => break,
             },

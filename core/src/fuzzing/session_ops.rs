@@ -11,7 +11,9 @@ use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 
 use crate::ids::{fold_digest, NodeId};
-use crate::session::{hello_of, Identity, Packet, Session, SessionEvent, SessionOptions, Token, PROOF_LEN};
+use crate::session::{
+    hello_of, Identity, Packet, Session, SessionEvent, SessionOptions, Token, DATA_OVERHEAD, PROOF_LEN,
+};
 use crate::time::{Duration, Instant};
 
 #[derive(Clone, Copy)]
@@ -133,7 +135,8 @@ impl Medium {
     fn check(&self) {
         let o = options();
         for s in &self.s {
-            assert!(s.unacked_bytes() <= o.window_bytes_max && s.unacked_frames() <= o.window_frames_max);
+            let bytes_max = o.window_bytes_max.max(o.frame_len_max + DATA_OVERHEAD);
+            assert!(s.unacked_bytes() <= bytes_max && s.unacked_frames() <= o.window_frames_max);
             assert!(s.received_frames() as u64 <= o.recv_frames_max);
         }
     }

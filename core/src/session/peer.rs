@@ -88,6 +88,8 @@ pub struct Session<T: Token> {
     advertised: u64,
     /// Frames received since the last acknowledgement sent.
     acks_owed: u64,
+    /// Bytes of the data packets received since the last acknowledgement.
+    ack_bytes_owed: usize,
     ack_due: Option<Instant>,
     last_heard: Instant,
     /// The peer this end's Bye names ([`Session::tell_lost`]), and the one the peer's named.
@@ -141,6 +143,7 @@ impl<T: Token> Session<T> {
             taken: 0,
             advertised: 1 + opts.recv_frames_max,
             acks_owed: 0,
+            ack_bytes_owed: 0,
             ack_due: None,
             last_heard: now,
             lost: None,
@@ -292,6 +295,7 @@ impl<T: Token> Session<T> {
             (Packet::Data { seq, ack, window, .. }, Link::Up) => {
                 self.on_ack(ack, window).map_err(|r| self.refuse_link(r))?;
                 frame = self.on_data(seq);
+                self.ack_bytes_owed = self.ack_bytes_owed.saturating_add(head.len() + body.len());
             }
             (Packet::Ack { ack, window }, Link::Up) => {
                 self.on_ack(ack, window).map_err(|r| self.refuse_link(r))?;
@@ -473,7 +477,8 @@ impl<T: Token> Session<T> {
             return Some(self.sent(Outbound::of(&Packet::Bye { lost: self.lost }, None)));
         }
         let window_grew = self.window() >= self.advertised + self.opts.recv_frames_max / 2;
-        if window_grew || self.acks_owed >= self.ack_batch() {
+        let owed = self.acks_owed >= self.ack_batch() || self.ack_bytes_owed >= self.ack_bytes();
+        if window_grew || owed {
             let (ack, window) = self.ack_fields();
             return Some(self.sent(Outbound::of(&Packet::Ack { ack, window }, None)));
         }
@@ -552,6 +557,13 @@ impl<T: Token> Session<T> {
         (self.opts.recv_frames_max / 8).max(1)
     }
 
+    /// Bytes received that call for an acknowledgement at once: an eighth of the window, so
+    /// that a sender streaming large frames gets its buffers back long before its window
+    /// closes, without waiting for `ack_delay`.
+    fn ack_bytes(&self) -> usize {
+        (self.opts.window_bytes_max / 8).max(1)
+    }
+
     fn check_greeting(&self, g: &Greeting) -> Result<(), Refusal> {
         if g.from != self.peer || g.to != self.id.me {
             let claimed = if g.from != self.peer { g.from } else { g.to };
@@ -599,6 +611,7 @@ impl<T: Token> Session<T> {
         self.last_progress = self.now;
         self.stats.links_up += 1;
         self.acks_owed = 0;
+        self.ack_bytes_owed = 0;
         self.advertised = self.window();
         self.events.push_back(SessionEvent::Up);
     }
@@ -659,6 +672,7 @@ impl<T: Token> Session<T> {
     fn ack_fields(&mut self) -> (u64, u64) {
         let (ack, window) = (self.next_expected, self.window());
         self.acks_owed = 0;
+        self.ack_bytes_owed = 0;
         self.ack_due = None;
         self.advertised = window;
         (ack, window)

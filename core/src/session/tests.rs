@@ -561,7 +561,7 @@ fn packets_round_trip_and_any_bytes_decode_or_fail() {
 fn options_that_do_not_fit_are_refused_with_a_reason() {
     let bad = [
         SessionOptions { frame_len_max: 0, ..opts() },
-        SessionOptions { window_bytes_max: 100, ..opts() },
+        SessionOptions { window_bytes_max: 0, ..opts() },
         SessionOptions { heartbeat_interval: Duration::from_secs(2), ..opts() },
         SessionOptions { reconnect_min: Duration::from_secs(9), ..opts() },
     ];
@@ -629,4 +629,54 @@ fn acknowledged_buffers_are_reused_within_the_window() {
     seen.sort_unstable();
     seen.dedup();
     assert!(seen.len() <= 24, "{} distinct buffers for 160 frames", seen.len());
+}
+
+#[test]
+fn a_frame_larger_than_the_window_goes_alone() {
+    let o = SessionOptions { window_bytes_max: 200, ..opts() };
+    let id = |me, incarnation| Identity { me: NodeId(me), digest: DIGEST, incarnation };
+    let s0 = Session::new(o, id(0, 1), NodeId(1), TestToken(7), Instant(0)).unwrap();
+    let s1 = Session::new(o, id(1, 2), NodeId(0), TestToken(7), Instant(0)).unwrap();
+    let mut p = Pair::new([s0, s1], 17);
+    settle(&mut p, 50);
+    let big = vec![7u8; 256];
+    p.s[0].send(&big).unwrap();
+    // Nothing else may join it, however small, until the peer acknowledges it.
+    assert_eq!(p.s[0].send(b"x"), Err(SendError::WouldBlock));
+    assert_eq!(p.s[0].send(&big), Err(SendError::WouldBlock));
+    settle(&mut p, 20);
+    assert_eq!(p.s[1].poll_recv(), Some(big.clone()));
+    assert_eq!(p.s[0].unacked_frames(), 0);
+    p.s[0].send(b"x").unwrap();
+    p.s[0].send(b"y").unwrap();
+    settle(&mut p, 20);
+    assert_eq!(p.s[1].poll_recv().as_deref(), Some(&b"x"[..]));
+    assert_eq!(p.s[1].poll_recv().as_deref(), Some(&b"y"[..]));
+}
+
+#[test]
+fn a_receiver_owing_an_eighth_of_the_window_acknowledges_at_once() {
+    // Frames of 100 bytes: the eighth of the window (512 bytes) is owed on the fifth packet,
+    // long before the frame count calls for an acknowledgement (512 frames with this grant)
+    // or the delayed acknowledgement's timer runs (no time passes).
+    let o = SessionOptions { recv_frames_max: 4096, window_frames_max: 4096, ..opts() };
+    let id = |me, incarnation| Identity { me: NodeId(me), digest: DIGEST, incarnation };
+    let s0 = Session::new(o, id(0, 1), NodeId(1), TestToken(7), Instant(0)).unwrap();
+    let s1 = Session::new(o, id(1, 2), NodeId(0), TestToken(7), Instant(0)).unwrap();
+    let mut p = Pair::new([s0, s1], 19);
+    settle(&mut p, 50);
+    let mut acked_after = None;
+    for n in 1..=8u64 {
+        p.s[0].send(&[n as u8; 100]).unwrap();
+        p.drain(0);
+        p.deliver(1, 1);
+        p.deliver(0, 10);
+        if p.s[0].unacked_frames() == 0 {
+            acked_after = Some(n);
+            break;
+        }
+    }
+    let per_packet = 100 + DATA_OVERHEAD;
+    let expected = (opts().window_bytes_max / 8).div_ceil(per_packet) as u64;
+    assert_eq!(acked_after, Some(expected), "{} bytes a packet", per_packet);
 }

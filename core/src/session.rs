@@ -23,8 +23,8 @@
 //! - **credits**: the receiver tells how many frames it will take beyond those it handed over
 //!   (its window), and the sender keeps at most `window_bytes_max` bytes (or one larger
 //!   frame alone) and `window_frames_max` frames unacknowledged: [`Session::send`] answers
-//!   `WouldBlock` until
-//!   [`SessionEvent::Writable`]. Neither end's memory grows with a slow peer;
+//!   `WouldBlock` until [`SessionEvent::Writable`]. Neither end's memory grows with a slow
+//!   peer;
 //! - **heartbeats**: an idle link carries an acknowledgement every `heartbeat_interval`; a
 //!   peer not heard from for `peer_timeout`, or that comes back as a new incarnation (it
 //!   restarted and lost its state), becomes [`SessionEvent::PeerFailed`], once;

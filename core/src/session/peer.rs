@@ -294,8 +294,7 @@ impl<T: Token> Session<T> {
             }
             (Packet::Data { seq, ack, window, .. }, Link::Up) => {
                 self.on_ack(ack, window).map_err(|r| self.refuse_link(r))?;
-                frame = self.on_data(seq);
-                self.ack_bytes_owed = self.ack_bytes_owed.saturating_add(head.len() + body.len());
+                frame = self.on_data(seq, head.len() + body.len());
             }
             (Packet::Ack { ack, window }, Link::Up) => {
                 self.on_ack(ack, window).map_err(|r| self.refuse_link(r))?;
@@ -651,8 +650,9 @@ impl<T: Token> Session<T> {
         }
     }
 
-    /// Whether the frame `seq` is the next one in order (and within the window).
-    fn on_data(&mut self, seq: u64) -> bool {
+    /// Whether the frame `seq`, in a packet of `len` bytes, is the next one in order (and
+    /// within the window). Every data packet counts towards the next acknowledgement.
+    fn on_data(&mut self, seq: u64, len: usize) -> bool {
         let mut taken = false;
         if seq < self.next_expected {
             self.stats.duplicates_dropped += 1;
@@ -665,6 +665,7 @@ impl<T: Token> Session<T> {
             taken = true;
         }
         self.acks_owed += 1;
+        self.ack_bytes_owed = self.ack_bytes_owed.saturating_add(len);
         taken
     }
 

@@ -52,8 +52,12 @@ fn opts() -> SessionOptions {
 }
 
 fn session(me: u16, peer: u16, token: u64, incarnation: u64) -> Session<TestToken> {
+    session_with(opts(), me, peer, token, incarnation)
+}
+
+fn session_with(o: SessionOptions, me: u16, peer: u16, token: u64, incarnation: u64) -> Session<TestToken> {
     let id = Identity { me: NodeId(me), digest: DIGEST, incarnation };
-    Session::new(opts(), id, NodeId(peer), TestToken(token), Instant(0)).unwrap()
+    Session::new(o, id, NodeId(peer), TestToken(token), Instant(0)).unwrap()
 }
 
 /// Two sessions over one simulated medium: at most one link at a time, FIFO in each direction.
@@ -634,10 +638,7 @@ fn acknowledged_buffers_are_reused_within_the_window() {
 #[test]
 fn a_frame_larger_than_the_window_goes_alone() {
     let o = SessionOptions { window_bytes_max: 200, ..opts() };
-    let id = |me, incarnation| Identity { me: NodeId(me), digest: DIGEST, incarnation };
-    let s0 = Session::new(o, id(0, 1), NodeId(1), TestToken(7), Instant(0)).unwrap();
-    let s1 = Session::new(o, id(1, 2), NodeId(0), TestToken(7), Instant(0)).unwrap();
-    let mut p = Pair::new([s0, s1], 17);
+    let mut p = Pair::new([session_with(o, 0, 1, 7, 1), session_with(o, 1, 0, 7, 2)], 17);
     settle(&mut p, 50);
     let big = vec![7u8; 256];
     p.s[0].send(&big).unwrap();
@@ -660,10 +661,7 @@ fn a_receiver_owing_an_eighth_of_the_window_acknowledges_at_once() {
     // long before the frame count calls for an acknowledgement (512 frames with this grant)
     // or the delayed acknowledgement's timer runs (no time passes).
     let o = SessionOptions { recv_frames_max: 4096, window_frames_max: 4096, ..opts() };
-    let id = |me, incarnation| Identity { me: NodeId(me), digest: DIGEST, incarnation };
-    let s0 = Session::new(o, id(0, 1), NodeId(1), TestToken(7), Instant(0)).unwrap();
-    let s1 = Session::new(o, id(1, 2), NodeId(0), TestToken(7), Instant(0)).unwrap();
-    let mut p = Pair::new([s0, s1], 19);
+    let mut p = Pair::new([session_with(o, 0, 1, 7, 1), session_with(o, 1, 0, 7, 2)], 19);
     settle(&mut p, 50);
     let mut acked_after = None;
     for n in 1..=8u64 {

@@ -353,6 +353,13 @@ fn partition<E: Copy>(train: &[E], threads: usize, seed: u64) -> Vec<Vec<E>> {
     parts
 }
 
+/// Runs a training thread's body; a panic in it (a bug) becomes an error, so that the thread
+/// stops the others as any failed thread does instead of leaving them in a barrier.
+fn guarded(body: impl FnOnce() -> Result<(), TrainError>) -> Result<(), TrainError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(body))
+        .unwrap_or_else(|_| Err(TrainError::Thread("a training thread panicked".into())))
+}
+
 /// Whether `e` is likely a consequence of another thread's failure (a barrier or the final
 /// barrier that the failed thread never reached, a wait the failure aborted).
 fn consequential(e: &TrainError) -> bool {
@@ -467,7 +474,7 @@ pub fn run<T: Task>(
                     let spawned =
                         thread::Builder::new().name(format!("hogwild-{g}")).spawn_scoped(s, move || {
                             let mut p = HogwildParams::new(store, barrier, rng, sampler.clone());
-                            let r = train_thread(ctx, &mut p, g, part);
+                            let r = guarded(|| train_thread(ctx, &mut p, g, part));
                             if r.is_err() {
                                 // The others stop at their next barrier instead of waiting.
                                 barrier.abort();
@@ -569,7 +576,7 @@ pub fn run<T: Task>(
                                 sampler.clone(),
                                 rng,
                             );
-                            let r = train_thread(ctx, &mut p, g, part);
+                            let r = guarded(|| train_thread(ctx, &mut p, g, part));
                             *ctx.fallbacks.lock().unwrap_or_else(|e| e.into_inner()) += p.fallbacks;
                             r
                         };

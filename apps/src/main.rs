@@ -724,6 +724,23 @@ mod tests {
         assert_eq!(k, KgeOptions::default());
     }
 
+    /// The look-ahead defaults to 1,024 examples' worth of steps, at least 8 and at most
+    /// 1,024; the timeouts parse as seconds and refuse what is not one.
+    #[test]
+    fn train_ahead_and_timeouts() {
+        let ahead = |args: &[&str]| kge_args(args).unwrap().options().0.ahead;
+        assert_eq!(ahead(&[]), 32);
+        assert_eq!(ahead(&["--batch", "1"]), 1024);
+        assert_eq!(ahead(&["--batch", "1000"]), 8);
+        assert_eq!(ahead(&["--batch", "1", "--ahead", "3"]), 3);
+        let (t, _) = kge_args(&["--barrier-timeout", "2.5", "--request-timeout", "0.2"]).unwrap().options();
+        assert_eq!(t.barrier_timeout, Some(std::time::Duration::from_millis(2500)));
+        assert_eq!(t.request_timeout, Some(std::time::Duration::from_millis(200)));
+        for bad in ["0", "-1", "soon", "nan"] {
+            assert!(kge_args(&["--barrier-timeout", bad]).is_err(), "{bad}");
+        }
+    }
+
     #[test]
     fn train_kge_compare_lists_runs() {
         use parma_apps::train::Engine;

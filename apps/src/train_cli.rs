@@ -82,9 +82,11 @@ pub struct CommonArgs {
     /// Evaluate on the validation split every N epochs (0: only after the last).
     #[arg(long, default_value_t = 5)]
     pub eval_every: u32,
-    /// Signal intent for (under relocation: localize) the keys of step t+N at step t.
-    #[arg(long, default_value_t = 8)]
-    pub ahead: usize,
+    /// Signal intent for (under relocation: localize) the keys of step t+N at step t
+    /// (default: as many steps as hold 1,024 examples, at least 8: 32 steps at the default
+    /// batch, 1,024 at one example per step; action timing decides when the node acts).
+    #[arg(long)]
+    pub ahead: Option<usize>,
     /// Training examples per step.
     #[arg(long, default_value_t = 32)]
     pub batch: usize,
@@ -234,7 +236,7 @@ impl CommonArgs {
             lr: self.lr.unwrap_or(lr),
             seed: self.seed,
             eval_every: self.eval_every,
-            ahead: self.ahead,
+            ahead: self.ahead.unwrap_or_else(|| TrainOptions::ahead_for(self.batch)),
             batch: self.batch,
             sync_every: self.sync_every,
             lockstep: self.lockstep,

@@ -106,6 +106,8 @@ struct Ctx<'a, T> {
     fallbacks: Mutex<u64>,
     /// The first epoch to train: 1, or the one after the checkpoint resumed.
     first_epoch: u32,
+    /// Steps this process's threads took.
+    steps: Mutex<u64>,
 }
 
 impl<T: Task> Ctx<'_, T> {
@@ -286,6 +288,7 @@ fn train_thread<T: Task, P: Params>(
             }
         }
         *ctx.loss.lock().unwrap_or_else(|e| e.into_inner()) += loss;
+        *ctx.steps.lock().unwrap_or_else(|e| e.into_inner()) += spe;
         p.barrier()?;
         if g == 0 {
             let secs = started.elapsed().as_secs_f64();
@@ -447,6 +450,7 @@ pub fn run<T: Task>(
         checksum: Mutex::new(0),
         fallbacks: Mutex::new(0),
         first_epoch,
+        steps: Mutex::new(0),
     };
     *ctx.bar.lock().unwrap_or_else(|e| e.into_inner()) = ctx.new_bar(first_epoch);
     let parts = partition(task.train(), opts.threads(), opts.seed);
@@ -612,9 +616,22 @@ pub fn run<T: Task>(
                         report.accesses_local += w.keys_pulled_local + w.keys_pushed_local;
                         report.accesses_remote += w.keys_pulled_remote + w.keys_pushed_remote;
                         report.bytes_sent += st.node.bytes_sent_total();
+                        let c = &mut report.counters;
+                        c.sync_rounds += st.node.sync_rounds;
+                        c.frames_sent += st.driver.frames_sent;
+                        c.frames_received += st.driver.frames_received;
+                        c.commands += st.driver.commands;
+                        c.driver_sleeps += st.driver.parks;
+                        c.deltas_sent += st.node.deltas_sent;
+                        c.keys_remote += w.keys_pulled_remote + w.keys_pushed_remote;
+                        c.commands_waited += w.commands_waited;
                     }
                     Err(e) => shutdown = shutdown.and(Err(TrainError::Shutdown(e))),
                 }
+            }
+            report.counters.steps = *ctx.steps.lock().unwrap_or_else(|e| e.into_inner());
+            if opts.progress {
+                eprintln!("{}", report.counters.per_step());
             }
             outcome?;
             shutdown?;

@@ -68,6 +68,52 @@ pub struct RunReport {
     /// Under `parma node`, this process's node: the accesses, bytes and CPU time above are
     /// its own. `None`: every node ran in this process.
     pub node: Option<u16>,
+    /// What this process's nodes did, for the steps its threads took (parma only).
+    pub counters: NodeCounters,
+}
+
+/// What a run's nodes (this process's) did, added up: the parts of a step's cost that are
+/// the parameter manager's, to be read per step ([`NodeCounters::per_step`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NodeCounters {
+    /// Training steps this process's threads took.
+    pub steps: u64,
+    /// Sync rounds the nodes ran.
+    pub sync_rounds: u64,
+    /// Frames the nodes' drivers handed to the transport, and took from it.
+    pub frames_sent: u64,
+    /// Frames taken from the transport.
+    pub frames_received: u64,
+    /// Worker commands the drivers handed to the nodes.
+    pub commands: u64,
+    /// Times a driver went to sleep for lack of work (each sleep ends in a wake-up).
+    pub driver_sleeps: u64,
+    /// Replica deltas sent to owners.
+    pub deltas_sent: u64,
+    /// Keys of pulls and pushes that went to the node (not local when the worker asked).
+    pub keys_remote: u64,
+    /// Commands that waited for room in a full command queue.
+    pub commands_waited: u64,
+}
+
+impl NodeCounters {
+    /// One line: each counter divided by the steps.
+    pub fn per_step(&self) -> String {
+        let s = self.steps.max(1) as f64;
+        let f = |n: u64| n as f64 / s;
+        format!(
+            "per step: {:.3} sync rounds, {:.3} frames sent, {:.3} received, {:.3} worker commands \
+             ({:.4} waited for room), {:.3} driver sleeps, {:.3} replica deltas, {:.4} remote keys",
+            f(self.sync_rounds),
+            f(self.frames_sent),
+            f(self.frames_received),
+            f(self.commands),
+            f(self.commands_waited),
+            f(self.driver_sleeps),
+            f(self.deltas_sent),
+            f(self.keys_remote),
+        )
+    }
 }
 
 /// The CPU time (user + system) this process used so far, in seconds, where `/proc/self/stat`
@@ -221,7 +267,9 @@ mod tests {
             negative_fallbacks: 0,
             cpu_secs: None,
             node: None,
+            counters: NodeCounters { steps: 4, sync_rounds: 2, ..NodeCounters::default() },
         };
+        assert!(r.counters.per_step().starts_with("per step: 0.500 sync rounds, 0.000 frames sent"));
         assert_eq!(r.median_epoch_secs(), 0.2);
         assert_eq!(r.remote_share(), 0.25);
         let mut out = Vec::new();

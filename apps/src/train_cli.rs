@@ -9,7 +9,7 @@ use parma_apps::train::harness::{run_kge, run_mf};
 use parma_apps::train::kg::Kg;
 use parma_apps::train::kge::{Loss, Model, Reg};
 use parma_apps::train::mf::{MfOptions, MfTask, Ratings};
-use parma_apps::train::report::{summary, RunReport};
+use parma_apps::train::report::{summary, MetricsFile, RunReport};
 use parma_apps::train::task::{figure, Quality};
 use parma_apps::train::{Engine, KgeOptions, TrainError, TrainOptions};
 use parma_core::{Conformity, Technique};
@@ -34,7 +34,7 @@ pub enum TrainCommand {
     /// MovieLens-100k as clicks (`parma data fetch ml-100k`).
     Lr(LrArgs),
     /// Word vectors: skip-gram with negative sampling, the negatives drawn by the sampling
-    /// manager (`--conformity`); Google analogy accuracy and WordSim-353 ρ. The corpus of
+    /// manager (`--conformity`); Google analogy accuracy, WordSim-353 ρ and SimLex-999 ρ. The corpus of
     /// `parma data fetch corpus` or a text file.
     Wv(WvArgs),
 }
@@ -225,6 +225,7 @@ impl CommonArgs {
             engine: self.engine,
             progress: true,
             cluster: None,
+            metrics: None,
             checkpoint: CheckpointOptions {
                 every: self.checkpoint_every,
                 dir: self.checkpoint_dir.clone(),
@@ -410,14 +411,16 @@ pub(crate) fn run_all(
     target: Option<Target>,
     mut run_one: impl FnMut(&TrainOptions) -> Result<RunReport, TrainError>,
 ) -> Result<(), String> {
-    let open_metrics = |p: &std::path::Path| {
-        std::fs::File::create(p)
-            .map(std::io::BufWriter::new)
-            .map_err(|e| format!("--metrics {}: {e}", p.display()))
-    };
     // One node of a cluster of processes: only the node that evaluates (rank 0) writes the
-    // metrics and the plot, after its run.
+    // metrics (as its epochs end: the file is created then) and the plot (after its run).
     let on_node = runs.first().is_some_and(|r| r.cluster.is_some());
+    let metrics = match &common.metrics {
+        Some(p) if on_node => Some(MetricsFile::lazy(p)),
+        Some(p) => Some(MetricsFile::create(p).map_err(|e| format!("--metrics {}: {e}", p.display()))?),
+        None => None,
+    };
+    let runs: Vec<TrainOptions> =
+        runs.iter().map(|r| TrainOptions { metrics: metrics.clone(), ..r.clone() }).collect();
     if on_node {
         let r = &runs[0];
         let rep = match run_one(r) {
@@ -440,11 +443,6 @@ pub(crate) fn run_all(
             );
             return Ok(());
         }
-        if let Some(p) = &common.metrics {
-            let mut m = open_metrics(p)?;
-            rep.write_jsonl(&mut m).map_err(|e| format!("--metrics: {e}"))?;
-            std::io::Write::flush(&mut m).map_err(|e| format!("--metrics: {e}"))?;
-        }
         report_run(&rep, &target);
         print!("{}", summary(std::slice::from_ref(&rep)));
         println!(
@@ -459,10 +457,6 @@ pub(crate) fn run_all(
         }
         return Ok(());
     }
-    let mut metrics = match &common.metrics {
-        Some(p) => Some(open_metrics(p)?),
-        None => None,
-    };
     let checkpoints = common.checkpoint_every > 0 || common.resume.is_some();
     if checkpoints && (runs.len() > 1 || common.repeat > 1) {
         return Err("--checkpoint-every and --resume apply to one run: not with several --compare entries or --repeat".into());
@@ -485,15 +479,8 @@ pub(crate) fn run_all(
             r.workers
         );
         let rep = run_one(r).map_err(|e| e.to_string())?;
-        if let Some(m) = &mut metrics {
-            rep.write_jsonl(m).map_err(|e| format!("--metrics: {e}"))?;
-        }
         report_run(&rep, &target);
         reports.push(rep);
-    }
-    if let Some(mut m) = metrics {
-        use std::io::Write;
-        m.flush().map_err(|e| format!("--metrics: {e}"))?;
     }
     print!("{}", summary(&reports));
     if let Some(p) = &common.plot {

@@ -67,6 +67,7 @@ fn opts() -> TrainOptions {
         progress: false,
         cluster: None,
         checkpoint: Default::default(),
+        metrics: None,
     }
 }
 

@@ -45,6 +45,7 @@ fn with_checkpoints(
 ) -> TrainOptions {
     TrainOptions {
         checkpoint: CheckpointOptions { every, dir: dir.cloned(), resume: resume.cloned() },
+        metrics: None,
         ..o.clone()
     }
 }

@@ -19,7 +19,7 @@ use rand::rngs::StdRng;
 use rand::SeedableRng;
 use rand_distr::{Distribution as _, Normal};
 
-use super::eval::{rank, Filter};
+use super::eval::{rank_sums, Filter, RankSums};
 use super::kg::{Kg, Triple};
 use super::task::{Quality, StepBuffers, Task};
 use super::{mix, KgeOptions, TrainOptions};
@@ -403,6 +403,14 @@ impl<'a> KgeTask<'a> {
         };
         KgeTask { kg, model, init_std: kge.init_std, filter: Filter::new(kg), batch: opts.batch }
     }
+
+    fn split(&self, test: bool) -> &[Triple] {
+        if test {
+            &self.kg.test
+        } else {
+            &self.kg.valid
+        }
+    }
 }
 
 impl Task for KgeTask<'_> {
@@ -451,11 +459,22 @@ impl Task for KgeTask<'_> {
         self.model.step(examples, b)
     }
 
-    fn evaluate(&self, model: &[f32], test: bool) -> Quality {
+    type Partial = RankSums;
+
+    /// A query is a triple of the split (ranked for its tail and for its head).
+    fn eval_len(&self, test: bool) -> usize {
+        self.split(test).len()
+    }
+
+    fn evaluate_part(&self, view: &[f32], test: bool, part: std::ops::Range<usize>) -> RankSums {
         let (len, dim) = (self.model.value_len(), self.model.dim);
-        let emb = |k: u64| &model[k as usize * len..k as usize * len + dim];
-        let split = if test { &self.kg.test } else { &self.kg.valid };
-        Quality::Ranking(rank(self.model.model, self.kg.n_entities(), split, &self.filter, emb))
+        let emb = |k: u64| &view[k as usize * len..k as usize * len + dim];
+        let triples = &self.split(test)[part];
+        rank_sums(self.model.model, self.kg.n_entities(), triples, &self.filter, emb)
+    }
+
+    fn merge(&self, _view: &[f32], _test: bool, parts: Vec<RankSums>) -> Quality {
+        Quality::Ranking(parts.into_iter().fold(RankSums::default(), |a, b| a + b).ranking())
     }
 
     /// Each triple reads its head, tail and relation, and each step its uniform negatives.

@@ -289,15 +289,32 @@ impl Task for MfTask<'_> {
         loss
     }
 
-    fn evaluate(&self, model: &[f32], _test: bool) -> Quality {
+    /// MovieLens has no validation split: every evaluation is of the test ratings.
+    fn has_validation(&self) -> bool {
+        false
+    }
+
+    /// Squared errors summed, and their count.
+    type Partial = (f64, u64);
+
+    fn eval_len(&self, _test: bool) -> usize {
+        self.data.test.len()
+    }
+
+    fn evaluate_part(&self, view: &[f32], _test: bool, part: std::ops::Range<usize>) -> (f64, u64) {
         let len = self.value_len();
-        let row = |k: u64| &model[k as usize * len..(k as usize + 1) * len];
+        let row = |k: u64| &view[k as usize * len..(k as usize + 1) * len];
         let (lo, hi) = self.range;
-        let pairs = self.data.test.iter().map(|r| {
-            let p = self.predict(row(r.user.into()), row(self.item_key(r.item)));
-            (r.value, p.clamp(lo, hi))
-        });
-        Quality::Rmse { rmse: rmse(pairs) }
+        self.data.test[part].iter().fold((0.0, 0), |(sum, n), r| {
+            let p = self.predict(row(r.user.into()), row(self.item_key(r.item))).clamp(lo, hi);
+            let e = f64::from(r.value - p);
+            (sum + e * e, n + 1)
+        })
+    }
+
+    fn merge(&self, _view: &[f32], _test: bool, parts: Vec<(f64, u64)>) -> Quality {
+        let (sum, n) = parts.into_iter().fold((0.0, 0), |(s, n), (a, b)| (s + a, n + b));
+        Quality::Rmse { rmse: if n == 0 { 0.0 } else { (sum / n as f64).sqrt() } }
     }
 
     fn access_counts(&self) -> Vec<(Key, u64)> {

@@ -103,6 +103,8 @@ pub struct TrainOptions {
     pub progress: bool,
     /// Checkpoints written during the run, and the one it resumes from.
     pub checkpoint: checkpointing::CheckpointOptions,
+    /// `--metrics`: where each epoch's record is appended as the epoch ends.
+    pub metrics: Option<report::MetricsFile>,
     /// Run as one node of a cluster of processes (`parma node train ...`): this process starts
     /// one node over the network and runs its `workers` threads; `nodes` is the world size.
     /// `None`: every node in this process.
@@ -130,6 +132,7 @@ impl Default for TrainOptions {
             progress: false,
             cluster: None,
             checkpoint: checkpointing::CheckpointOptions::default(),
+            metrics: None,
         }
     }
 }

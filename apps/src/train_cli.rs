@@ -7,7 +7,7 @@ use parma_apps::node::NetOptions;
 use parma_apps::train::checkpointing::CheckpointOptions;
 use parma_apps::train::harness::{run_kge, run_mf};
 use parma_apps::train::kg::Kg;
-use parma_apps::train::kge::{Loss, Model, Reg};
+use parma_apps::train::kge::{Loss, Model, Reg, RegOn};
 use parma_apps::train::mf::{MfOptions, MfTask, Ratings};
 use parma_apps::train::report::{summary, MetricsFile, RunReport};
 use parma_apps::train::task::{figure, Quality};
@@ -158,6 +158,10 @@ fn parse_model(name: &str) -> Result<Model, String> {
     Model::from_name(name).ok_or_else(|| format!("unknown model `{name}`; one of: complex, distmult"))
 }
 
+fn parse_reg_on(name: &str) -> Result<RegOn, String> {
+    RegOn::from_name(name).ok_or_else(|| format!("unknown --reg-on `{name}`; one of: positives, all"))
+}
+
 fn parse_loss(name: &str) -> Result<Loss, String> {
     Loss::from_name(name).ok_or_else(|| format!("unknown loss `{name}`; one of: bce, softmax"))
 }
@@ -194,6 +198,11 @@ pub struct KgeArgs {
     /// Regularizer: `l2:WEIGHT`, `n3:WEIGHT` or `none`.
     #[arg(long, value_parser = Reg::parse, default_value = "l2:1e-3")]
     pub reg: Reg,
+    /// Which embeddings the regularizer applies to: `positives` (the three of each training
+    /// triple, once per triple's positive score, as AdaPM's KGE app) or `all` (every embedding
+    /// each time a score uses it, negatives included).
+    #[arg(long, value_parser = parse_reg_on, default_value = "positives")]
+    pub reg_on: RegOn,
     /// Conformity level of the negatives: conform, bounded, long-term or non-conform.
     #[arg(long, value_parser = parse_conformity, default_value = "conform")]
     pub conformity: Conformity,
@@ -283,6 +292,7 @@ impl KgeArgs {
             shared_negatives: self.shared_negatives,
             loss: self.loss,
             reg: self.reg,
+            reg_on: self.reg_on,
             conformity: self.conformity,
             init_std: self.init_std,
         };
@@ -536,7 +546,7 @@ fn run_kge_cmd(args: &KgeArgs, cluster: Option<&NetOptions>) -> Result<(), Strin
     };
     eprintln!(
         "{}: {} entities, {} relations, {} / {} / {} triples; {} dim {}, {} negatives {}, {} loss, \
-         lr {}, reg {}, {} epochs, batch {}, seed {}",
+         lr {}, reg {} on {}, {} epochs, batch {}, seed {}",
         args.data,
         graph.n_entities(),
         graph.n_relations(),
@@ -550,6 +560,7 @@ fn run_kge_cmd(args: &KgeArgs, cluster: Option<&NetOptions>) -> Result<(), Strin
         kge.loss.name(),
         opts.lr,
         kge.reg,
+        kge.reg_on.name(),
         opts.epochs,
         opts.batch,
         opts.seed,

@@ -6,7 +6,7 @@
 use parma_apps::demo::DemoTransport;
 use parma_apps::train::harness::{run_kge, run_mf};
 use parma_apps::train::kg::{Kg, Triple};
-use parma_apps::train::kge::{Loss, Model, Reg};
+use parma_apps::train::kge::{Loss, Model, Reg, RegOn};
 use parma_apps::train::mf::{MfOptions, MfTask, Rating, Ratings};
 use parma_apps::train::{Engine, KgeOptions, TrainError, TrainOptions};
 use parma_core::{Conformity, Technique};
@@ -78,6 +78,7 @@ fn kge() -> KgeOptions {
         shared_negatives: false,
         loss: Loss::Bce,
         reg: Reg::L2(1e-3),
+        reg_on: RegOn::Positives,
         conformity: Conformity::Conform,
         init_std: 0.1,
     }

@@ -35,7 +35,7 @@ use std::fmt;
 
 use parma_core::{Conformity, OpError, Technique};
 
-use kge::{Loss, Model, Reg};
+use kge::{Loss, Model, Reg, RegOn};
 
 /// What runs the model's parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -206,6 +206,9 @@ pub struct KgeOptions {
     pub loss: Loss,
     /// The regularizer.
     pub reg: Reg,
+    /// Which embeddings the regularizer applies to: the positive triples' (AdaPM's app, the
+    /// default) or every score's.
+    pub reg_on: RegOn,
     /// The sampling manager's conformity level for the negatives.
     pub conformity: Conformity,
     /// Standard deviation of the normal initialization.
@@ -220,6 +223,7 @@ impl Default for KgeOptions {
             shared_negatives: false,
             loss: Loss::Bce,
             reg: Reg::L2(1e-3),
+            reg_on: RegOn::Positives,
             conformity: Conformity::Conform,
             init_std: 0.1,
         }

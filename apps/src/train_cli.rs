@@ -8,7 +8,7 @@ use parma_apps::train::checkpointing::CheckpointOptions;
 use parma_apps::train::harness::{run_kge, run_mf};
 use parma_apps::train::kg::Kg;
 use parma_apps::train::kge::{Loss, Model, Reg, RegOn};
-use parma_apps::train::mf::{MfOptions, MfTask, Ratings};
+use parma_apps::train::mf::{MfOptions, MfTask, Ratings, SPLIT_SEED};
 use parma_apps::train::report::{summary, MetricsFile, RunReport};
 use parma_apps::train::task::{figure, Quality};
 use parma_apps::train::{Engine, KgeOptions, TrainError, TrainOptions};
@@ -27,7 +27,7 @@ pub enum TrainCommand {
     /// filtered MRR and Hits@1/3/10 on valid and test.
     Kge(KgeArgs),
     /// Biased matrix factorization with SGD on ratings (MovieLens-100k after `parma data fetch
-    /// ml-100k`, or a ratings file); RMSE on a fixed 80/20 split's test part.
+    /// ml-100k`, or a ratings file); RMSE on the test part of an 80/20 split (`--split-seed`).
     Mf(MfArgs),
     /// Logistic regression on hashed sparse features (and, with `--crosses`, pairs of them),
     /// AdaGrad or FTRL-Proximal; AUC and log loss. UCI Adult (`parma data fetch adult`) or
@@ -271,8 +271,23 @@ pub struct MfArgs {
     /// Standard deviation of the factors' normal initialization.
     #[arg(long, default_value_t = 0.1)]
     pub init_std: f32,
+    /// Seed of the 80/20 split of the ratings into train and test (decimal, or hexadecimal
+    /// after `0x`); default 0x6d6c3130306b, the split docs/training.md's figures use.
+    #[arg(long, value_parser = parse_split_seed)]
+    pub split_seed: Option<u64>,
     #[command(flatten)]
     pub common: CommonArgs,
+}
+
+/// Parses `--split-seed`: a decimal number, or a hexadecimal one after `0x`.
+pub(crate) fn parse_split_seed(s: &str) -> Result<u64, String> {
+    let parsed = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => s.parse(),
+    };
+    parsed.map_err(|_| {
+        format!("--split-seed `{s}`: expected a whole number from 0 to 2^64 - 1 (decimal, or hexadecimal after 0x)")
+    })
 }
 
 impl MfArgs {
@@ -591,16 +606,18 @@ fn run_mf_cmd(args: &MfArgs, cluster: Option<&NetOptions>) -> Result<(), String>
     } else {
         PathBuf::from(&args.data)
     };
-    let data = Ratings::load(&file).map_err(|e| format!("--data {}: {e}", args.data))?;
+    let split_seed = args.split_seed.unwrap_or(SPLIT_SEED);
+    let data = Ratings::load(&file, split_seed).map_err(|e| format!("--data {}: {e}", args.data))?;
     let task = MfTask::new(&data, &opts, &mf);
     eprintln!(
-        "{}: {} users, {} items, {} / {} ratings (train / test, fixed 80/20 split); biased MF dim {}, \
-         lr {}, reg {}, {} epochs, batch {}, seed {}; predicting the mean: test RMSE {:.4}",
+        "{}: {} users, {} items, {} / {} ratings (train / test, 80/20 split, split seed {:#x}); biased MF \
+         dim {}, lr {}, reg {}, {} epochs, batch {}, seed {}; predicting the mean: test RMSE {:.4}",
         args.data,
         data.users,
         data.items,
         data.train.len(),
         data.test.len(),
+        split_seed,
         opts.dim,
         opts.lr,
         mf.reg,

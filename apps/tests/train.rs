@@ -249,7 +249,7 @@ fn low_rank() -> Ratings {
             Rating { user: u, item: i, value: ((r * 2.0).round() / 2.0).clamp(1.0, 5.0) }
         })
         .collect();
-    Ratings::split(users, items, all)
+    Ratings::split(users, items, all, parma_apps::train::mf::SPLIT_SEED)
 }
 
 fn mf_opts() -> TrainOptions {

@@ -34,7 +34,7 @@ fn ratings() -> Ratings {
             Rating { user: u, item: i, value: 3.0 + a[0] * b[0] + a[1] * b[1] }
         })
         .collect();
-    Ratings::split(60, 50, all)
+    Ratings::split(60, 50, all, parma_apps::train::mf::SPLIT_SEED)
 }
 
 fn with_checkpoints(

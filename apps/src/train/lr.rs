@@ -357,6 +357,19 @@ mod tests {
         assert!(shared < 20, "{shared} items share a key with a user");
     }
 
+    /// Evaluated in parts and merged, the test rows give the figures of one pass over them.
+    #[test]
+    fn parts_merge_into_the_whole_evaluation() {
+        let d = LrData::hash(&data::planted(200, 3, 4, 2), 8, false);
+        let t = LrTask::new(&d, &TrainOptions::default(), &LrOptions::default());
+        let model: Vec<f32> = (0..d.keys() * 2).map(|k| ((k * 37 % 11) as f32 - 5.0) * 0.1).collect();
+        let view = t.eval_view(model.clone());
+        let n = t.eval_len(true);
+        assert!(n > 10, "{n} test rows");
+        let parts = [0..3, 3..n / 2, n / 2..n].map(|r| t.evaluate_part(&view, true, r)).to_vec();
+        assert_eq!(t.merge(&view, true, parts), t.evaluate(&model, true));
+    }
+
     #[test]
     fn ftrl_l1_keeps_small_weights_at_zero() {
         let d = LrData::hash(&data::planted(10, 1, 2, 1), 4, false);

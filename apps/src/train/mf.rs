@@ -384,6 +384,26 @@ mod tests {
             .contains("fewer than 2"));
     }
 
+    /// Evaluated in parts and merged, the test ratings give the RMSE of one pass over them.
+    #[test]
+    fn parts_merge_into_the_whole_evaluation() {
+        let text: String = (0..60).map(|i| format!("{} {} {}\n", i % 7, i % 11, 1 + i % 5)).collect();
+        let data = Ratings::parse(Path::new("x"), &text, SPLIT_SEED).unwrap();
+        let t =
+            MfTask::new(&data, &TrainOptions { dim: 3, ..TrainOptions::default() }, &MfOptions::default());
+        let model: Vec<f32> = (0..t.keys() as usize * 4).map(|k| ((k * 13 % 7) as f32 - 3.0) * 0.2).collect();
+        let n = t.eval_len(true);
+        assert_eq!(n, 12);
+        let parts = [0..5, 5..5, 5..12].map(|r| t.evaluate_part(&model, true, r)).to_vec();
+        let (Quality::Rmse { rmse: a }, Quality::Rmse { rmse: b }) =
+            (t.merge(&model, true, parts), t.evaluate(&model, true))
+        else {
+            panic!("MF measures RMSE")
+        };
+        assert!((a - b).abs() < 1e-12 && a > 0.0, "{a} {b}");
+        assert!(!t.has_validation());
+    }
+
     #[test]
     fn gradient_step_lowers_the_error() {
         let data = Ratings {

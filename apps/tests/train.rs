@@ -253,7 +253,7 @@ fn low_rank() -> Ratings {
 }
 
 fn mf_opts() -> TrainOptions {
-    TrainOptions { epochs: 30, dim: 8, lr: 0.02, eval_every: 0, batch: 16, ..opts() }
+    TrainOptions { epochs: 30, dim: 8, lr: 0.02, eval_every: 10, batch: 16, ..opts() }
 }
 
 fn mf_learns(o: &TrainOptions) {
@@ -264,6 +264,11 @@ fn mf_learns(o: &TrainOptions) {
     let (first, last) = (r.epochs[0].loss, r.last().loss);
     assert!(last < 0.5 * first, "{o:?}: loss {first} -> {last}");
     let rmse = r.last().test.unwrap().primary();
+    // No validation split: every evaluation (epochs 10, 20, 30) is of the test ratings, and
+    // recorded as test.
+    let tested: Vec<u32> = r.epochs.iter().filter(|e| e.test.is_some()).map(|e| e.epoch).collect();
+    assert_eq!(tested, [10, 20, 30], "{o:?}");
+    assert!(r.epochs.iter().all(|e| e.valid.is_none()), "{o:?}");
     eprintln!("{o:?}: test RMSE {rmse:.3}, the mean's {mean:.3}");
     // The mean's RMSE is about 1.0 here; the factors explain most of the variance (about 0.3).
     assert!(rmse < 0.7 * mean, "{o:?}: test RMSE {rmse}, the mean's {mean}");

@@ -137,6 +137,8 @@ pub struct StepBuffers {
 pub trait Task: Sync {
     /// One training example.
     type Example: Copy + Send + Sync;
+    /// What evaluating a part of a split's queries leaves, for [`Task::merge`].
+    type Partial: Send;
     /// The task's name in records (`kge`, `mf`).
     fn name(&self) -> &'static str;
     /// The model's name in records.
@@ -166,8 +168,6 @@ pub trait Task: Sync {
     fn has_validation(&self) -> bool {
         true
     }
-    /// What evaluating a part of a split's queries leaves, for [`Task::merge`].
-    type Partial: Send;
     /// The queries of the validation split (`test` false) or the test split: what evaluation
     /// is split over.
     fn eval_len(&self, test: bool) -> usize;

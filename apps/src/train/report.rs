@@ -318,6 +318,29 @@ mod tests {
         assert!(!table.contains("valid"), "{table}");
     }
 
+    #[test]
+    fn metrics_files_append_whole_lines_and_a_lazy_one_starts_at_its_first_record() {
+        let dir = std::env::temp_dir().join(format!("parma-metrics-file-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("m.jsonl");
+        std::fs::write(&path, "from before\n").unwrap();
+        let lazy = MetricsFile::lazy(&path);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "from before\n");
+        lazy.clone().append(&record(1, 0.1, None)).unwrap();
+        lazy.append(&record(2, 0.1, Some(0.5))).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let epochs: Vec<u64> = text
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["epoch"].as_u64().unwrap())
+            .collect();
+        assert_eq!(epochs, [1, 2], "{text}");
+        let eager = MetricsFile::create(&path).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "");
+        assert!(eager == eager.clone() && eager != lazy);
+        assert!(MetricsFile::create(&dir.join("no such dir").join("m.jsonl")).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[cfg(target_os = "linux")]
     #[test]
     fn process_cpu_time_is_read_and_grows() {

@@ -514,12 +514,7 @@ fn work(
             let keys = sampler.batch(rng, opts.batch_keys);
             if intents {
                 let (start, end) = (Clock(drawn), Clock(drawn + 1));
-                match w.intent(&keys, start, end) {
-                    // Intents are hints: when the node is too busy to take one, the batch's
-                    // keys are simply accessed wherever they are.
-                    Ok(()) | Err(OpError::Busy) => {}
-                    Err(e) => return Err(fail(drawn, "intent")(e)),
-                }
+                w.intent(&keys, start, end).map_err(fail(drawn, "intent"))?;
             }
             let ticket =
                 if relocate { Some(w.localize(&keys).map_err(fail(drawn, "localize"))?) } else { None };
@@ -567,7 +562,7 @@ pub fn run(opts: &DemoOptions) -> Result<DemoReport, DemoError> {
         cfg.hot_keys = Arc::new(Config::hot_keys_from_frequencies(freqs, opts.keys, HOT_FACTOR));
     }
     let mut ropts = Options::default();
-    ropts.barrier_timeout = BARRIER_TIMEOUT;
+    ropts.barrier_timeout = Some(BARRIER_TIMEOUT);
 
     // The nodes are bound before the workers, so that on an early return the workers are
     // dropped first.

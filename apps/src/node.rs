@@ -301,10 +301,7 @@ fn work(
         while drawn < opts.batches && drawn <= i + opts.ahead {
             let keys = sampler.batch(&mut rng, opts.batch_keys);
             if intents {
-                match w.intent(&keys, Clock(drawn), Clock(drawn + 1)) {
-                    Ok(()) | Err(OpError::Busy) => {}
-                    Err(e) => return Err(fail(drawn, "intent")(e)),
-                }
+                w.intent(&keys, Clock(drawn), Clock(drawn + 1)).map_err(fail(drawn, "intent"))?;
             }
             let t = if relocate { Some(w.localize(&keys).map_err(fail(drawn, "localize"))?) } else { None };
             queue.push_back((keys, t));
@@ -537,7 +534,9 @@ pub fn run_node(opts: &NodeOptions) -> Result<Option<NodeReport>, NodeError> {
     // Every option of the workload, not only those in the configuration: nodes that would
     // replay different draws are refused at the rendezvous instead of reporting wrong sums.
     let net = NetOptions { job_digest: job_digest(&format!("{:?}", opts.sums)), ..opts.net.clone() };
-    let Some((me, node, workers)) = crate::node_transport::start(&net, &launch, cfg)? else {
+    let Some((me, node, workers)) =
+        crate::node_transport::start(&net, &launch, cfg, parma_runtime::Options::default())?
+    else {
         return Ok(None);
     };
     println!(

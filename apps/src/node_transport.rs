@@ -54,17 +54,17 @@ fn addresses(opts: &NetOptions, launch: &Launch, scheme: &str) -> (String, Optio
     (bind, advertise)
 }
 
-fn runtime_options() -> Options {
-    let mut ropts = Options::default();
-    ropts.barrier_timeout = std::time::Duration::from_secs(600);
-    ropts
-}
-
 /// Binds the transport `opts` names, meets the others, starts the node's runtime. `None`:
 /// not a node (ps-lite's scheduler).
 /// The digest it brings to the rendezvous is the configuration's, `opts.job_digest` and the
 /// peer timeout's; the cluster token comes from the environment (`PARMA_TOKEN_FILE` or `PARMA_TOKEN`).
-pub(crate) fn start(opts: &NetOptions, launch: &Launch, cfg: Config) -> Result<Option<Started>, NodeError> {
+/// The node's runtime runs with `run`.
+pub(crate) fn start(
+    opts: &NetOptions,
+    launch: &Launch,
+    cfg: Config,
+    run: Options,
+) -> Result<Option<Started>, NodeError> {
     let timeout_us = opts.peer_timeout.as_micros() as u64;
     if timeout_us < 100_000 {
         return Err(NodeError::Options("--peer-timeout-ms must be at least 100".into()));
@@ -76,15 +76,15 @@ pub(crate) fn start(opts: &NetOptions, launch: &Launch, cfg: Config) -> Result<O
     let timeouts = crate::node::job_digest(&format!("peer timeout {timeout_us} us"));
     let digest = u64::from(cfg.wire_cluster().0) ^ opts.job_digest.rotate_left(17) ^ timeouts.rotate_left(41);
     match opts.transport {
-        NodeTransport::Zmq => start_zmq(opts, launch, cfg, digest, token, timeout_us),
-        NodeTransport::Rdma => start_rdma(opts, launch, cfg, digest, token),
+        NodeTransport::Zmq => start_zmq(opts, launch, (cfg, run), digest, token, timeout_us),
+        NodeTransport::Rdma => start_rdma(opts, launch, (cfg, run), digest, token),
     }
 }
 
 fn start_zmq(
     opts: &NetOptions,
     launch: &Launch,
-    cfg: Config,
+    (cfg, run): (Config, Options),
     digest: u64,
     token: ClusterToken,
     timeout_us: u64,
@@ -102,7 +102,7 @@ fn start_zmq(
     let Some(me) = table.me() else { return Ok(None) };
     let endpoints: Vec<String> = table.iter().map(|(_, e)| e.to_string()).collect();
     let transport = bound.start(me, endpoints, digest, Arc::new(token)).map_err(NodeError::Transport)?;
-    let (node, workers) = transport.start_node(cfg, runtime_options()).map_err(NodeError::Start)?;
+    let (node, workers) = transport.start_node(cfg, run).map_err(NodeError::Start)?;
     Ok(Some((me, node, workers)))
 }
 
@@ -110,7 +110,7 @@ fn start_zmq(
 fn start_rdma(
     opts: &NetOptions,
     launch: &Launch,
-    cfg: Config,
+    (cfg, run): (Config, Options),
     digest: u64,
     token: ClusterToken,
 ) -> Result<Option<Started>, NodeError> {
@@ -132,8 +132,7 @@ fn start_rdma(
     let endpoints: Vec<String> = table.iter().map(|(_, e)| e.to_string()).collect();
     let transport =
         bound.start(me, endpoints, digest, Arc::new(token)).map_err(|e| NodeError::Rdma(e.to_string()))?;
-    let (node, workers) =
-        NodeRuntime::start_with(cfg, me, transport, runtime_options()).map_err(NodeError::Start)?;
+    let (node, workers) = NodeRuntime::start_with(cfg, me, transport, run).map_err(NodeError::Start)?;
     Ok(Some((me, node, workers)))
 }
 
@@ -141,7 +140,7 @@ fn start_rdma(
 fn start_rdma(
     _opts: &NetOptions,
     _launch: &Launch,
-    _cfg: Config,
+    _cfg: (Config, Options),
     _digest: u64,
     _token: ClusterToken,
 ) -> Result<Option<Started>, NodeError> {

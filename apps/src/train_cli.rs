@@ -1,6 +1,7 @@
 //! `parma train`: the command-line arguments of the training tasks, checked at the edge.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use parma_apps::node::NetOptions;
@@ -114,6 +115,14 @@ pub struct CommonArgs {
     /// `--checkpoint-dir`; each replaces the one before.
     #[arg(long, default_value_t = 0)]
     pub checkpoint_every: u32,
+    /// Most seconds a worker waits in a barrier or at a clock gate (default: as long as every
+    /// peer is alive, however long another worker computes; a dead or silent peer ends the
+    /// wait with an error either way).
+    #[arg(long, value_parser = parse_secs)]
+    pub barrier_timeout: Option<Duration>,
+    /// Most seconds a node waits for the answer to a remote request (default 60).
+    #[arg(long, value_parser = parse_secs)]
+    pub request_timeout: Option<Duration>,
     /// The directory of `--checkpoint-every`'s checkpoints.
     #[arg(long)]
     pub checkpoint_dir: Option<PathBuf>,
@@ -139,6 +148,15 @@ fn technique_names() -> String {
 fn parse_technique(name: &str) -> Result<Technique, String> {
     Technique::from_name(name)
         .ok_or_else(|| format!("unknown technique `{name}`; one of: {}", technique_names()))
+}
+
+/// Seconds, at least a millisecond and at most a year.
+fn parse_secs(s: &str) -> Result<Duration, String> {
+    let secs: f64 = s.parse().map_err(|_| format!("`{s}` is not a number of seconds"))?;
+    if !(0.001..=365.0 * 86_400.0).contains(&secs) {
+        return Err(format!("{secs} seconds is outside 0.001 to 31536000"));
+    }
+    Ok(Duration::from_secs_f64(secs))
 }
 
 fn parse_engine(name: &str) -> Result<Engine, String> {
@@ -235,6 +253,8 @@ impl CommonArgs {
             progress: true,
             cluster: None,
             metrics: None,
+            barrier_timeout: self.barrier_timeout,
+            request_timeout: self.request_timeout,
             checkpoint: CheckpointOptions {
                 every: self.checkpoint_every,
                 dir: self.checkpoint_dir.clone(),

@@ -67,7 +67,7 @@ fn opts() -> TrainOptions {
         progress: false,
         cluster: None,
         checkpoint: Default::default(),
-        metrics: None,
+        ..TrainOptions::default()
     }
 }
 

@@ -2,7 +2,7 @@
 
 use core::fmt;
 
-use crate::ids::{Key, NodeId};
+use crate::ids::{Key, NodeId, WorkerId};
 
 /// A configuration that cannot work.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -86,6 +86,20 @@ pub enum OpError {
     InvalidArgument,
     /// A sampling call was refused; nothing was changed.
     Sampling(crate::sampling::SampleError),
+    /// The worker's command queue to its node stayed full for `Config::request_timeout`: the
+    /// node's driver took none of the commands ahead of it meanwhile.
+    QueueStalled,
+    /// Not every worker reached the barrier within the runtime's barrier timeout (a runtime
+    /// option, unset by default: a barrier then waits as long as every peer is alive).
+    BarrierTimeout,
+    /// The clock gate did not let the worker go on within the runtime's barrier timeout.
+    GateTimeout,
+    /// Worker `worker` of this node was dropped without `finalize`: no barrier of the node can
+    /// pass without it.
+    WorkerLeft { worker: WorkerId },
+    /// The node's waits were aborted (the runtime's `abort`, e.g. because another worker of the
+    /// job failed); nothing more is done for this worker.
+    Aborted,
 }
 
 impl From<crate::sampling::SampleError> for OpError {
@@ -126,6 +140,24 @@ impl fmt::Display for OpError {
             OpError::Closed => f.write_str("the node is shut down"),
             OpError::InvalidArgument => f.write_str("invalid argument"),
             OpError::Sampling(e) => write!(f, "sampling: {e}"),
+            OpError::QueueStalled => f.write_str(
+                "the command queue to the node stayed full for the request timeout \
+                 (Config::request_timeout): the node's driver did not take commands",
+            ),
+            OpError::BarrierTimeout => f.write_str(
+                "not every worker reached the barrier within the barrier timeout \
+                 (Options::barrier_timeout; unset, a barrier waits as long as every peer is alive)",
+            ),
+            OpError::GateTimeout => f.write_str(
+                "the clock gate did not open within the barrier timeout (Options::barrier_timeout; \
+                 unset, a gate waits as long as every peer is alive)",
+            ),
+            OpError::WorkerLeft { worker } => write!(
+                f,
+                "worker {} of this node was dropped without finalize, so no barrier can pass",
+                worker.0
+            ),
+            OpError::Aborted => f.write_str("aborted: another worker of the job failed"),
         }
     }
 }

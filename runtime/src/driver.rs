@@ -236,6 +236,10 @@ impl<T: Transport> Driver<T> {
             return Turn::Done(Err(Undrained::TransportClosed));
         }
         let mode = self.shared.stop.load(SeqCst);
+        if mode != RUNNING && self.shared.aborted.get().is_some() {
+            // Nothing more is done for the workers: no drain to wait for.
+            return Turn::Done(Err(Undrained::Aborted));
+        }
         if mode != RUNNING {
             let until =
                 *self.drain_until.get_or_insert_with(|| StdInstant::now() + self.shared.opts.drain_timeout);

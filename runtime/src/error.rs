@@ -26,6 +26,13 @@ pub enum Error {
         /// The transport's `frame_len_max()`.
         transport: usize,
     },
+    /// A runtime option is out of its range.
+    Option {
+        /// The option's name in [`crate::Options`].
+        name: &'static str,
+        /// What it must be.
+        why: &'static str,
+    },
     /// The driver thread could not be spawned.
     Spawn(std::io::Error),
     /// The driver thread panicked (a bug in parma); every waiting worker got `Closed`.
@@ -45,6 +52,8 @@ pub enum Undrained {
     /// The driver's host (a transport's thread) gave no outcome within the drain timeout and
     /// a grace period: it stopped running the driver. Its thread is not joined.
     HostStalled,
+    /// The node's waits had been aborted (`NodeRuntime::abort`): it stopped without draining.
+    Aborted,
     /// `Options::drain_timeout` ran out with this still outstanding.
     TimedOut {
         /// Workers neither finalized nor dropped (counted only by a graceful stop).
@@ -63,6 +72,7 @@ impl fmt::Display for Undrained {
         match self {
             Undrained::TransportClosed => f.write_str("its transport closed"),
             Undrained::HostStalled => f.write_str("the thread hosting its driver stopped running it"),
+            Undrained::Aborted => f.write_str("its workers' waits were aborted"),
             Undrained::TimedOut { workers_live, commands_waiting, frames_unsent, node_busy } => write!(
                 f,
                 "the drain timeout ran out with {workers_live} workers live, {} command waiting, \
@@ -84,6 +94,7 @@ impl fmt::Display for Error {
             Error::FrameLenMax { config, transport } => {
                 write!(f, "configured frame_len_max {config} exceeds the transport's maximum {transport}")
             }
+            Error::Option { name, why } => write!(f, "runtime option {name} {why}"),
             Error::Spawn(e) => write!(f, "could not spawn the driver thread: {e}"),
             Error::DriverPanicked => f.write_str("the driver thread panicked"),
             Error::NotDrained(_, why) => write!(f, "the node stopped before its work was drained: {why}"),

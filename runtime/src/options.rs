@@ -13,8 +13,20 @@ pub struct Options {
     /// Added to `Config::request_timeout` to bound every wait for a remote operation: the node
     /// fails a request after its timeout, this is the backstop should that not happen.
     pub wait_margin: Duration,
-    /// Most time a worker waits in a barrier (other workers may legitimately be slow).
-    pub barrier_timeout: Duration,
+    /// Most time a worker waits in a barrier, at a clock gate or in `finalize`'s barriers.
+    /// `None` (the default): as long as it takes while every peer is alive. Another worker may
+    /// legitimately compute for a long time between two barriers (an evaluation of a large
+    /// model); a barrier still ends with an error when a peer fails (the transport's peer
+    /// timeout says so), when a worker of this node is dropped without `finalize`
+    /// (`OpError::WorkerLeft`), or when the node's waits are aborted (`NodeRuntime::abort`).
+    /// With a limit, a barrier not passed in time ends with `OpError::BarrierTimeout`.
+    pub barrier_timeout: Option<Duration>,
+    /// Most commands queued from the workers to the node's driver. `None` (the default): room
+    /// for every worker's operations in flight and for the commands the workers queue without
+    /// waking the driver (intents, clock advances). A worker whose command finds the queue
+    /// full waits for room (back-pressure), at most `Config::request_timeout`
+    /// (`OpError::QueueStalled`). Must be at least 1.
+    pub command_queue_max: Option<usize>,
     /// Most time shutdown waits for workers to finish and for the node's work to drain.
     pub drain_timeout: Duration,
     /// Most frames the driver holds that the transport has not taken yet (sends that got
@@ -40,7 +52,8 @@ impl Default for Options {
         Options {
             worker_inflight_max: 1024,
             wait_margin: Duration::from_secs(10),
-            barrier_timeout: Duration::from_secs(600),
+            barrier_timeout: None,
+            command_queue_max: None,
             drain_timeout: Duration::from_secs(30),
             unsent_frames_max: 1 << 20,
             idle_park_max: Duration::from_millis(50),

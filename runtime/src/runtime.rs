@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::Duration as StdDuration;
 
-use parma_core::{Config, Node, NodeId, Store, Transport, WorkerId};
+use parma_core::{Config, Node, NodeId, OpError, Store, Transport, WorkerId};
 
 use crate::driver::{CloseOnExit, Driver};
 use crate::error::{Error, Undrained};
@@ -61,12 +61,18 @@ where
     // and into the command queue: it never refuses a command that respects the bound.
     let inflight_max = opts.worker_inflight_max.min(parma_core::access::inflight_max(&cfg));
     // On top: room for the commands queued without waking the driver (intents, clocks).
-    let (tx, rx) = sync_channel(workers * (inflight_max + 2) + LAZY_QUEUED_MAX);
+    // A smaller bound is back-pressure: a worker waits for room (`Worker::send`).
+    let queue_max = match opts.command_queue_max {
+        Some(0) => return Err(Error::Option { name: "command_queue_max", why: "must be at least 1" }),
+        Some(n) => n,
+        None => workers * (inflight_max + 2) + LAZY_QUEUED_MAX,
+    };
+    let (tx, rx) = sync_channel(queue_max);
     let shared = Arc::new(Shared::new(cfg, me, store, opts));
     let driver = Driver::new(node, transport, Arc::clone(&shared), rx);
     let handles = (0..shared.cfg.workers_per_node)
         .zip(samplers)
-        .map(|(i, s)| Worker::new(WorkerId(i), Arc::clone(&shared), tx.clone(), inflight_max, s))
+        .map(|(i, s)| Worker::new(WorkerId(i), Arc::clone(&shared), tx.clone(), queue_max, inflight_max, s))
         .collect();
     Ok((driver, handles))
 }
@@ -148,6 +154,20 @@ impl NodeRuntime {
     /// not empty.
     pub fn failed_peers(&self) -> Vec<NodeId> {
         self.shared.failed_peers.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Aborts the waits of this node's workers: every wait ends at once, and every later
+    /// operation of a worker fails, with `OpError::Aborted`. The node runs on (its peers are
+    /// served, `shutdown` drains it as usual). For a job that cannot go on once one of its
+    /// workers failed: the others stop at once instead of waiting in a barrier the failed one
+    /// never reaches. Callable from any thread, any number of times.
+    pub fn abort(&self) {
+        self.shared.abort(OpError::Aborted);
+    }
+
+    /// Whether [`NodeRuntime::abort`] was called.
+    pub fn is_aborted(&self) -> bool {
+        self.shared.aborted.get().is_some()
     }
 
     /// A snapshot of the counters: asks the driver for fresh node counters (waiting a moment

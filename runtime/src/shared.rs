@@ -5,7 +5,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::task::Waker;
 use std::time::Duration;
 
-use parma_core::{Config, NodeId, Store};
+use parma_core::{Config, NodeId, OpError, Store, WorkerId};
 
 use crate::options::Options;
 use crate::slot::Slot;
@@ -82,6 +82,11 @@ pub(crate) struct Shared {
     pub(crate) published_cv: Condvar,
     /// Peers the transport reported failed, in the order it did (at most one entry per node).
     pub(crate) failed_peers: Mutex<Vec<NodeId>>,
+    /// Set once the node's waits were aborted (`NodeRuntime::abort`): why. Every later
+    /// operation of its workers fails with it.
+    pub(crate) aborted: OnceLock<OpError>,
+    /// The first worker dropped without `finalize`: no barrier of this node can pass.
+    pub(crate) left: OnceLock<WorkerId>,
     /// This node's workers and driver, counted in [`NODE_THREADS`].
     _threads: ThreadClaim,
 }
@@ -105,6 +110,8 @@ impl Shared {
             published: Mutex::new(Published::default()),
             published_cv: Condvar::new(),
             failed_peers: Mutex::new(Vec::new()),
+            aborted: OnceLock::new(),
+            left: OnceLock::new(),
             _threads: ThreadClaim::new(workers + 1),
         }
     }
@@ -133,6 +140,25 @@ impl Shared {
         fence(SeqCst);
         if self.sleeping.load(SeqCst) && self.sleeping.swap(false, SeqCst) {
             self.wake_driver();
+        }
+    }
+
+    /// Ends every wait of this node's workers, and fails their later operations, with `why`
+    /// (the first reason given stays). The node itself runs on.
+    pub(crate) fn abort(&self, why: OpError) {
+        let _ = self.aborted.set(why);
+        let why = self.aborted.get().copied().unwrap_or(why);
+        for s in self.slots.iter() {
+            s.abort(why);
+        }
+    }
+
+    /// Worker `worker` was dropped without `finalize`: the barriers its siblings wait in, or
+    /// will enter, end with `WorkerLeft`.
+    pub(crate) fn worker_left(&self, worker: WorkerId) {
+        let _ = self.left.set(worker);
+        for s in self.slots.iter() {
+            s.interrupt();
         }
     }
 

@@ -29,6 +29,8 @@ pub(crate) struct SlotState {
     abandoned: HashSet<Ticket>,
     /// The driver has stopped: nothing more will be delivered.
     closed: bool,
+    /// The node's waits were aborted (`NodeRuntime::abort`): every wait ends with this.
+    aborted: Option<OpError>,
     /// The worker sleeps on the condition variable (so a delivery must wake it).
     waiting: bool,
 }
@@ -79,19 +81,36 @@ impl Slot {
         self.cv.notify_all();
     }
 
+    /// Aborts: every wait, present and future, ends with `why`.
+    pub(crate) fn abort(&self, why: OpError) {
+        lock(&self.state).aborted.get_or_insert(why);
+        self.changes.fetch_add(1, Ordering::Release);
+        self.cv.notify_all();
+    }
+
+    /// Wakes a waiting worker so that its `ready` looks again (at something outside the slot,
+    /// set before this call).
+    pub(crate) fn interrupt(&self) {
+        let st = lock(&self.state);
+        self.changes.fetch_add(1, Ordering::Release);
+        drop(st);
+        self.cv.notify_all();
+    }
+
     /// Runs `f` on the state once, without waiting.
     pub(crate) fn peek<R>(&self, f: impl FnOnce(&mut SlotState) -> R) -> R {
         f(&mut lock(&self.state))
     }
 
-    /// Waits until `ready` returns `Some` (it runs on every delivery), the slot closes
-    /// (`Closed`) or `deadline` passes (`Timeout`). For the first `spin` of the wait the
+    /// Waits until `ready` returns `Some` (it runs on every delivery and interrupt), the slot
+    /// closes (`Closed`), the node's waits are aborted (their error) or `deadline`, if any,
+    /// passes (`Timeout`). For the first `spin` of the wait the
     /// worker keeps its core and watches for a delivery (yielding it to any other runnable
     /// thread); only then does it sleep, so that a delivery within `spin` costs the driver
     /// no wake-up call and the worker no trip through the scheduler.
     pub(crate) fn wait<R>(
         &self,
-        deadline: StdInstant,
+        deadline: Option<StdInstant>,
         spin: StdDuration,
         mut ready: impl FnMut(&mut SlotState) -> Option<R>,
     ) -> Result<R, OpError> {
@@ -101,14 +120,18 @@ impl Slot {
             if let Some(r) = ready(&mut st) {
                 return Ok(r);
             }
+            if let Some(why) = st.aborted {
+                return Err(why);
+            }
             if st.closed {
                 return Err(OpError::Closed);
             }
             let now = StdInstant::now();
-            if now >= deadline {
+            let left = deadline.map(|d| d.saturating_duration_since(now));
+            if left == Some(StdDuration::ZERO) {
                 return Err(OpError::Timeout);
             }
-            let spin_end = *spin_until.get_or_insert_with(|| now + spin.min(deadline - now));
+            let spin_end = *spin_until.get_or_insert_with(|| now + left.map_or(spin, |l| spin.min(l)));
             if now < spin_end {
                 // Deliveries after this read (made under the lock we hold) change the count.
                 let seen = self.changes.load(Ordering::Acquire);
@@ -120,7 +143,10 @@ impl Slot {
                 continue;
             }
             st.waiting = true;
-            st = self.cv.wait_timeout(st, deadline - now).unwrap_or_else(PoisonError::into_inner).0;
+            st = match left {
+                Some(left) => self.cv.wait_timeout(st, left).unwrap_or_else(PoisonError::into_inner).0,
+                None => self.cv.wait(st).unwrap_or_else(PoisonError::into_inner),
+            };
             st.waiting = false;
         }
     }
@@ -187,7 +213,7 @@ mod tests {
                 })
             };
             let deadline = Instant::now() + Duration::from_secs(10);
-            let got = slot.wait(deadline, spin, |st| st.take(Ticket(7)));
+            let got = slot.wait(Some(deadline), spin, |st| st.take(Ticket(7)));
             assert!(matches!(got, Ok(Ok(Completion::Write))), "spin {spin:?}: {got:?}");
             assert!(deliverer.join().unwrap());
         }
@@ -198,8 +224,8 @@ mod tests {
     fn a_spinning_wait_ends_at_its_deadline_or_when_the_slot_closes() {
         let slot = Arc::new(Slot::default());
         let start = Instant::now();
-        let got =
-            slot.wait(start + Duration::from_millis(20), Duration::from_secs(60), |st| st.take(Ticket(1)));
+        let got = slot
+            .wait(Some(start + Duration::from_millis(20)), Duration::from_secs(60), |st| st.take(Ticket(1)));
         assert_eq!(got.unwrap_err(), OpError::Timeout);
         assert!(start.elapsed() < Duration::from_secs(30), "the spin outlasted its deadline");
 
@@ -210,9 +236,49 @@ mod tests {
                 slot.close();
             })
         };
-        let got = slot
-            .wait(Instant::now() + Duration::from_secs(60), Duration::from_secs(60), |st| st.take(Ticket(1)));
+        let got = slot.wait(Some(Instant::now() + Duration::from_secs(60)), Duration::from_secs(60), |st| {
+            st.take(Ticket(1))
+        });
         assert_eq!(got.unwrap_err(), OpError::Closed);
         closer.join().unwrap();
+    }
+
+    /// A wait without a deadline ends when the node's waits are aborted (while it spins and
+    /// while it sleeps), and every later wait ends at once with the same error.
+    #[test]
+    fn an_abort_ends_waits_without_a_deadline() {
+        for spin in [Duration::from_secs(60), Duration::ZERO] {
+            let slot = Arc::new(Slot::default());
+            let aborter = {
+                let slot = slot.clone();
+                std::thread::spawn(move || {
+                    std::thread::sleep(Duration::from_millis(5));
+                    slot.abort(OpError::Aborted);
+                })
+            };
+            let got = slot.wait(None, spin, |st| st.take(Ticket(1)));
+            assert_eq!(got.unwrap_err(), OpError::Aborted, "spin {spin:?}");
+            aborter.join().unwrap();
+            assert_eq!(slot.wait(None, spin, |st| st.take(Ticket(2))).unwrap_err(), OpError::Aborted);
+        }
+    }
+
+    /// An interrupt makes a sleeping wait look again at what its `ready` reads.
+    #[test]
+    fn an_interrupt_makes_a_sleeping_wait_look_again() {
+        use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+        let slot = Arc::new(Slot::default());
+        let flag = Arc::new(AtomicBool::new(false));
+        let setter = {
+            let (slot, flag) = (slot.clone(), flag.clone());
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(5));
+                flag.store(true, SeqCst);
+                slot.interrupt();
+            })
+        };
+        let got = slot.wait(None, Duration::ZERO, |_| flag.load(SeqCst).then_some(()));
+        assert_eq!(got, Ok(()));
+        setter.join().unwrap();
     }
 }

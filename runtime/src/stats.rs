@@ -18,6 +18,9 @@ pub struct WorkerStats {
     pub keys_pushed_local: u64,
     /// Keys of pushes and sets handed to the node.
     pub keys_pushed_remote: u64,
+    /// Commands that found the queue to the node full and waited for room (back-pressure:
+    /// the node's driver did not keep up with this worker for a moment).
+    pub commands_waited: u64,
 }
 
 impl WorkerStats {
@@ -28,6 +31,7 @@ impl WorkerStats {
             keys_pulled_remote: self.keys_pulled_remote + o.keys_pulled_remote,
             keys_pushed_local: self.keys_pushed_local + o.keys_pushed_local,
             keys_pushed_remote: self.keys_pushed_remote + o.keys_pushed_remote,
+            commands_waited: self.commands_waited + o.commands_waited,
         }
     }
 
@@ -98,23 +102,30 @@ impl Stats {
 /// here after every call (its own cache line, so workers do not slow each other down).
 #[derive(Debug, Default)]
 #[repr(align(64))]
-pub(crate) struct WorkerCounters([AtomicU64; 4]);
+pub(crate) struct WorkerCounters([AtomicU64; 5]);
 
 impl WorkerCounters {
     pub(crate) fn publish(&self, s: &WorkerStats) {
-        let v = [s.keys_pulled_local, s.keys_pulled_remote, s.keys_pushed_local, s.keys_pushed_remote];
+        let v = [
+            s.keys_pulled_local,
+            s.keys_pulled_remote,
+            s.keys_pushed_local,
+            s.keys_pushed_remote,
+            s.commands_waited,
+        ];
         for (a, v) in self.0.iter().zip(v) {
             a.store(v, Ordering::Relaxed);
         }
     }
 
     pub(crate) fn load(&self) -> WorkerStats {
-        let [a, b, c, d] = &self.0;
+        let [a, b, c, d, e] = &self.0;
         WorkerStats {
             keys_pulled_local: a.load(Ordering::Relaxed),
             keys_pulled_remote: b.load(Ordering::Relaxed),
             keys_pushed_local: c.load(Ordering::Relaxed),
             keys_pushed_remote: d.load(Ordering::Relaxed),
+            commands_waited: e.load(Ordering::Relaxed),
         }
     }
 }

@@ -20,8 +20,17 @@
 //! # Errors
 //!
 //! Validation errors ([`OpError::KeyOutsideLayout`], [`OpError::ValueLength`]) come before
-//! anything changed. Errors after validation (`Busy`, `Closed`, `Timeout`, `PeerFailed`) may
-//! leave a push or set partly applied, as a failed remote write always can.
+//! anything changed. Errors after validation (`QueueStalled`, `Closed`, `Timeout`,
+//! `PeerFailed`, `Aborted`) may leave a push or set partly applied, as a failed remote write
+//! always can.
+//!
+//! # Back-pressure
+//!
+//! Every command for the node goes through one bounded queue (`Options::command_queue_max`).
+//! A command that finds it full is not refused: the worker wakes the driver and waits for
+//! room, at most `Config::request_timeout` (then `OpError::QueueStalled`), counting the wait in
+//! `WorkerStats::commands_waited`. So a worker that steps faster than its node's driver takes
+//! commands (small steps, a driver thread short of a core) slows down instead of failing.
 
 mod sample;
 mod wait;
@@ -31,6 +40,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::mpsc::{SyncSender, TrySendError};
 use std::sync::Arc;
+use std::time::{Duration as StdDuration, Instant as StdInstant};
 
 use parma_core::access::{self, FinalizeStep, PullMisses};
 use parma_core::wire::WriteKind;
@@ -42,6 +52,11 @@ use parma_core::{
 use crate::driver::Command;
 use crate::shared::{Shared, LAZY_QUEUED_MAX};
 use crate::stats::WorkerStats;
+
+/// Looks at a full command queue between yields this many times before sleeping between looks.
+const SEND_YIELDS: u32 = 64;
+/// Sleep between looks at a full command queue, after the yields.
+const SEND_SLEEP: StdDuration = StdDuration::from_micros(50);
 
 /// Hashes a key with [`parma_core::mix`]: the worker's scratch maps are looked up for every
 /// key of a call, and the default hasher's SipHash (keyed against flooding, which keys chosen by
@@ -128,6 +143,8 @@ pub struct Worker {
     stats: WorkerStats,
     clock: Clock,
     sampler: Sampler,
+    /// `finalize` began: dropping the handle is no longer a worker leaving its siblings.
+    finalizing: bool,
 }
 
 impl Worker {
@@ -135,10 +152,14 @@ impl Worker {
         id: WorkerId,
         shared: Arc<Shared>,
         commands: SyncSender<Command>,
+        queue_max: usize,
         inflight_max: usize,
         sampler: Sampler,
     ) -> Self {
-        let lazy_queued_max = (LAZY_QUEUED_MAX / usize::from(shared.cfg.workers_per_node.max(1))).max(1);
+        // The workers' lazy commands together fill at most half of the queue before one of
+        // them wakes the driver.
+        let lazy = LAZY_QUEUED_MAX.min(queue_max / 2);
+        let lazy_queued_max = (lazy / usize::from(shared.cfg.workers_per_node.max(1))).max(1);
         Worker {
             id,
             shared,
@@ -152,6 +173,7 @@ impl Worker {
             stats: WorkerStats::default(),
             clock: Clock(0),
             sampler,
+            finalizing: false,
         }
     }
 
@@ -307,9 +329,10 @@ impl Worker {
     /// later sync round, as early as action timing says it must (the driver thread is not
     /// even woken for it: it takes the intent when the next round is due). Where the node
     /// would not act on it (`Config::acts_on_intents`: one node, or a technique without sync
-    /// rounds, and no SparseSSP) the keys are validated and nothing is sent. `Busy` when the
-    /// command queue is full; an intent the node itself has no room for is counted in
-    /// `DriverStats::intents_dropped` (accessing the keys then still works, maybe remotely).
+    /// rounds, and no SparseSSP) the keys are validated and nothing is sent. A full command
+    /// queue makes it wait for room (see the module docs); an intent the node itself has no
+    /// room for is counted in `DriverStats::intents_dropped` (accessing the keys then still
+    /// works, maybe remotely).
     pub fn intent(&mut self, keys: &[Key], start: Clock, end: Clock) -> Result<(), OpError> {
         self.intent_of_kind(keys, start, end, IntentKind::ReadWrite)
     }
@@ -328,12 +351,7 @@ impl Worker {
             // no copy of the keys, no command, no wake of the driver.
             return Ok(());
         }
-        let cmd = Command::Intent { worker: self.id, keys: keys.to_vec(), start, end, kind };
-        match self.commands.try_send(cmd) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_)) => return Err(OpError::Busy),
-            Err(TrySendError::Disconnected(_)) => return Err(OpError::Closed),
-        }
+        self.send(Command::Intent { worker: self.id, keys: keys.to_vec(), start, end, kind })?;
         self.nudge_lazily();
         Ok(())
     }
@@ -342,18 +360,15 @@ impl Worker {
     /// and a message to the node, queued behind this worker's earlier intents (like them, it
     /// does not wake the driver thread: the node reads clocks when a sync round starts).
     ///
-    /// Under a clock gate (`Config::gate` other than `Async`) it then waits, at most
-    /// `Options::barrier_timeout`, until the gate lets the worker go on at its new clock
-    /// (`Node::gate`): under SSP with bound s, until every update any worker made at clocks
-    /// up to the new clock − s − 1 is visible here. An error (`Timeout`, `PeerFailed`,
-    /// `Closed`) leaves the clock advanced; calling `gate` waits again.
+    /// Under a clock gate (`Config::gate` other than `Async`) it then waits until the gate lets
+    /// the worker go on at its new clock (`Node::gate`): under SSP with bound s, until every
+    /// update any worker made at clocks up to the new clock − s − 1 is visible here. Like a
+    /// barrier, it waits as long as every peer is alive, or at most `Options::barrier_timeout`
+    /// if one is set. An error (`GateTimeout`, `PeerFailed`, `Closed`, `Aborted`) leaves the
+    /// clock advanced; calling `gate` waits again.
     pub fn advance_clock(&mut self) -> Result<Clock, OpError> {
         self.check_open()?;
-        // Blocks only while the command queue is full; it ends when the driver takes a
-        // command or exits.
-        if self.commands.send(Command::AdvanceClock { worker: self.id }).is_err() {
-            return Err(OpError::Closed);
-        }
+        self.send(Command::AdvanceClock { worker: self.id })?;
         self.clock = Clock(self.clock.0 + 1);
         if self.shared.cfg.gate == Gate::Async {
             self.nudge_lazily();
@@ -363,21 +378,26 @@ impl Worker {
         Ok(self.clock)
     }
 
-    /// Waits, at most `Options::barrier_timeout`, until the clock gate lets this worker go on
-    /// at its current clock (at once without a gate). `advance_clock` calls it.
+    /// Waits until the clock gate lets this worker go on at its current clock (at once
+    /// without a gate), as `advance_clock` does: as long as every peer is alive, or at most
+    /// `Options::barrier_timeout` (`GateTimeout`). `advance_clock` calls it.
     pub fn gate(&mut self) -> Result<(), OpError> {
         self.check_open()?;
         if self.shared.cfg.gate == Gate::Async {
             return Ok(());
         }
         let id = self.new_ticket();
-        if self.commands.send(Command::Gate { worker: self.id, ticket: id }).is_err() {
-            return Err(OpError::Closed);
-        }
+        self.send(Command::Gate { worker: self.id, ticket: id })?;
         self.access.record(id, Vec::new(), AccessKind::Other);
         self.shared.nudge_driver();
-        let deadline = std::time::Instant::now() + self.shared.opts.barrier_timeout;
-        self.wait_until(id, deadline).map(|_| ())
+        let deadline = self.shared.opts.barrier_timeout.map(|t| StdInstant::now() + t);
+        self.wait_barrier(id, deadline).map(|_| ()).map_err(|e| {
+            if e == OpError::Timeout {
+                OpError::GateTimeout
+            } else {
+                e
+            }
+        })
     }
 
     /// What this worker shares with its node (for `checkpoint`).
@@ -408,15 +428,26 @@ impl Worker {
     }
 
     /// Waits until every outstanding operation of this worker completed, then enters the
-    /// cluster-wide barrier and waits (at most `Options::barrier_timeout`) until every worker
-    /// of every node has entered it.
+    /// cluster-wide barrier and waits until every worker of every node has entered it.
+    ///
+    /// Another worker may compute for as long as it needs before it enters: the wait ends
+    /// only when the barrier passes, a peer fails (`PeerFailed`: the transport's peer timeout
+    /// turns a silent peer into a failed one), a worker of this node is dropped without
+    /// `finalize` (`WorkerLeft`), the node's waits are aborted (`Aborted`) or the node closes,
+    /// or, if `Options::barrier_timeout` is set, when it runs out (`BarrierTimeout`).
     pub fn barrier(&mut self) -> Result<(), OpError> {
         self.check_open()?;
         self.wait_all()?;
         let ticket = self
             .submit(Vec::new(), AccessKind::Other, |worker, ticket, _| Command::Barrier { worker, ticket })?;
-        let deadline = std::time::Instant::now() + self.shared.opts.barrier_timeout;
-        self.wait_until(ticket.id, deadline).map(|_| ())
+        let deadline = self.shared.opts.barrier_timeout.map(|t| StdInstant::now() + t);
+        self.wait_barrier(ticket.id, deadline).map(|_| ()).map_err(|e| {
+            if e == OpError::Timeout {
+                OpError::BarrierTimeout
+            } else {
+                e
+            }
+        })
     }
 
     /// Finishes this worker: waits for its outstanding operations, passes a last barrier with
@@ -427,8 +458,8 @@ impl Worker {
     /// and passes one more barrier, so that when any worker's `finalize` returns, no node
     /// holds an update another has not merged.
     ///
-    /// A worker that is dropped instead never enters a barrier again: the other workers'
-    /// barriers then wait until `Options::barrier_timeout`.
+    /// A worker that is dropped instead never enters a barrier again: the barriers of the
+    /// other workers of its node then end with `OpError::WorkerLeft`.
     ///
     /// A last barrier follows, whose failure is not an error: it keeps this node from
     /// shutting down before every node has passed the barriers above. Without it, a node that
@@ -436,20 +467,17 @@ impl Worker {
     /// release of the last barrier above, and that node's transport reports the closed peer
     /// failed, failing its barrier. Everything `finalize` promises is established before it.
     pub fn finalize(mut self) -> Result<(), OpError> {
+        self.finalizing = true;
         for step in access::finalize_steps(self.shared.cfg.technique, self.shared.cfg.gate) {
             match step {
                 FinalizeStep::Retire => {
                     self.check_open()?;
-                    if self.commands.send(Command::Retire { worker: self.id }).is_err() {
-                        return Err(OpError::Closed);
-                    }
+                    self.send(Command::Retire { worker: self.id })?;
                     self.shared.nudge_driver();
                 }
                 FinalizeStep::EndIntents => {
                     self.check_open()?;
-                    if self.commands.send(Command::EndIntents { worker: self.id }).is_err() {
-                        return Err(OpError::Closed);
-                    }
+                    self.send(Command::EndIntents { worker: self.id })?;
                     self.shared.nudge_driver();
                 }
                 FinalizeStep::Barrier => self.barrier()?,
@@ -465,10 +493,56 @@ impl Worker {
     // ----- internals -----
 
     fn check_open(&self) -> Result<(), OpError> {
+        if let Some(why) = self.shared.aborted.get() {
+            return Err(*why);
+        }
         if self.shared.closed.load(SeqCst) {
             return Err(OpError::Closed);
         }
         Ok(())
+    }
+
+    /// Queues `cmd` for the node; a full queue is back-pressure (see the module docs).
+    fn send(&mut self, cmd: Command) -> Result<(), OpError> {
+        match self.commands.try_send(cmd) {
+            Ok(()) => Ok(()),
+            Err(TrySendError::Full(cmd)) => self.send_when_room(cmd),
+            Err(TrySendError::Disconnected(_)) => Err(OpError::Closed),
+        }
+    }
+
+    /// The queue was full: wakes the driver and offers `cmd` again, yielding the core between
+    /// looks and later sleeping, until it fits or `Config::request_timeout` passes.
+    #[cold]
+    fn send_when_room(&mut self, mut cmd: Command) -> Result<(), OpError> {
+        self.stats.commands_waited += 1;
+        self.publish();
+        self.lazy_queued = 0;
+        self.shared.wake_driver();
+        let timeout = StdDuration::from_micros(self.shared.cfg.request_timeout.as_micros());
+        let deadline = StdInstant::now() + timeout;
+        let mut looks = 0u32;
+        loop {
+            self.check_open()?;
+            if looks < SEND_YIELDS {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(SEND_SLEEP);
+            }
+            looks = looks.saturating_add(1);
+            match self.commands.try_send(cmd) {
+                Ok(()) => return Ok(()),
+                Err(TrySendError::Full(c)) => cmd = c,
+                Err(TrySendError::Disconnected(_)) => return Err(OpError::Closed),
+            }
+            if StdInstant::now() >= deadline {
+                return Err(OpError::QueueStalled);
+            }
+            // Should a wake have been lost (the driver parked between two looks), another.
+            if looks % SEND_YIELDS == 0 {
+                self.shared.wake_driver();
+            }
+        }
     }
 
     fn validate_keys(&self, keys: &[Key]) -> Result<usize, OpError> {
@@ -509,11 +583,7 @@ impl Worker {
     ) -> Result<Ticket, OpError> {
         let id = self.new_ticket();
         let tracked = if kind == AccessKind::Other { Vec::new() } else { keys.clone() };
-        match self.commands.try_send(make(self.id, id, keys)) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_)) => return Err(OpError::Busy),
-            Err(TrySendError::Disconnected(_)) => return Err(OpError::Closed),
-        }
+        self.send(make(self.id, id, keys))?;
         self.access.record(id, tracked, kind);
         self.shared.nudge_driver();
         Ok(Ticket { id, worker: self.id, remote: true })
@@ -546,10 +616,13 @@ impl Worker {
 
 impl Drop for Worker {
     fn drop(&mut self) {
-        if self.shared.cfg.gate != Gate::Async {
-            // A worker dropped without `finalize` advances its clock no more: the gates stop
-            // waiting for it (a full queue, or a driver gone, leaves that to their timeouts).
-            let _ = self.commands.try_send(Command::Retire { worker: self.id });
+        if !self.finalizing && self.check_open().is_ok() {
+            // Its siblings' barriers can never pass now: they end with `WorkerLeft`.
+            self.shared.worker_left(self.id);
+            if self.shared.cfg.gate != Gate::Async {
+                // It advances its clock no more: the gates stop waiting for it.
+                let _ = self.send(Command::Retire { worker: self.id });
+            }
         }
         self.publish();
         self.shared.workers_live.fetch_sub(1, SeqCst);

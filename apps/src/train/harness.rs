@@ -38,10 +38,10 @@ mod epoch;
 
 use std::collections::VecDeque;
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use epoch::{end_epoch, Ctx};
-use parma_core::{Config, Key, Layout, Technique};
+use parma_core::{Config, Key, Layout, OpError, Technique};
 use parma_runtime::{NodeRuntime, Options, Worker};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -54,14 +54,10 @@ use super::kge::KgeTask;
 use super::lr::data::LrData;
 use super::lr::{LrOptions, LrTask};
 use super::mf::{MfOptions, MfTask, Ratings};
-use super::params::{HogwildParams, HogwildStore, NegSampler, Params, ParmaParams, TimedBarrier};
+use super::params::{HogwildParams, HogwildStore, NegSampler, Params, ParmaParams, ThreadBarrier};
 use super::report::{process_cpu_secs, RunReport};
 use super::task::{StepBuffers, Task};
 use super::{checkpointing, mix, Engine, KgeOptions, TrainError, TrainOptions};
-
-/// Longest wait in a barrier (evaluation of a large graph included); after a thread failed,
-/// the others give up after this long.
-const BARRIER_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Keys per pull when reading the whole model.
 const READ_CHUNK: usize = 4096;
@@ -203,9 +199,9 @@ fn train_thread<T: Task, P: Params>(
 /// one node of a cluster of processes (`opts.cluster`), this process's node after the
 /// rendezvous. Returns the nodes, their workers (node by node) and the first node's id.
 fn start_parma(opts: &TrainOptions, cfg: Config) -> Result<(Vec<NodeRuntime>, Vec<Worker>, u16), TrainError> {
+    let mut ropts = Options::default();
+    ropts.barrier_timeout = opts.barrier_timeout;
     let Some(net) = &opts.cluster else {
-        let mut ropts = Options::default();
-        ropts.barrier_timeout = BARRIER_TIMEOUT;
         let (nodes, workers) =
             crate::demo::start_nodes(opts.transport, &cfg, &ropts).map_err(|e| match e {
                 crate::demo::DemoError::Start(e) => TrainError::Start(e),
@@ -224,7 +220,7 @@ fn start_parma(opts: &TrainOptions, cfg: Config) -> Result<(Vec<NodeRuntime>, Ve
             launch.world()
         )));
     }
-    match crate::node_transport::start(net, &launch, cfg).map_err(TrainError::Node)? {
+    match crate::node_transport::start(net, &launch, cfg, ropts).map_err(TrainError::Node)? {
         Some((me, node, workers)) => {
             eprintln!(
                 "node {} of {} ({}): up, training with {} worker{}",
@@ -250,11 +246,19 @@ fn partition<E: Copy>(train: &[E], threads: usize, seed: u64) -> Vec<Vec<E>> {
     parts
 }
 
+/// Runs a training thread's body; a panic in it (a bug) becomes an error, so that the thread
+/// stops the others as any failed thread does instead of leaving them in a barrier.
+fn guarded(body: impl FnOnce() -> Result<(), TrainError>) -> Result<(), TrainError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(body))
+        .unwrap_or_else(|_| Err(TrainError::Thread("a training thread panicked".into())))
+}
+
 /// Whether `e` is likely a consequence of another thread's failure (a barrier or the final
-/// barrier that the failed thread never reached).
+/// barrier that the failed thread never reached, a wait the failure aborted).
 fn consequential(e: &TrainError) -> bool {
     matches!(e, TrainError::Worker { op: "barrier" | "finalize", .. })
-        || e.to_string().contains("did not reach the barrier")
+        || matches!(e, TrainError::Worker { error: OpError::Aborted | OpError::WorkerLeft { .. }, .. })
+        || matches!(e, TrainError::Aborted)
 }
 
 /// Joins scoped training threads; returns the first error that is a cause rather than a
@@ -340,7 +344,7 @@ pub fn run<T: Task>(
                 task.init(opts.seed, k, &mut init);
                 store.write(&[Key(k)], &init);
             }
-            let barrier = TimedBarrier::new(opts.threads(), BARRIER_TIMEOUT);
+            let barrier = ThreadBarrier::new(opts.threads(), opts.barrier_timeout);
             report.setup_secs = setup.elapsed().as_secs_f64();
             let cpu = process_cpu_secs();
             thread::scope(|s| {
@@ -351,7 +355,12 @@ pub fn run<T: Task>(
                     let spawned =
                         thread::Builder::new().name(format!("hogwild-{g}")).spawn_scoped(s, move || {
                             let mut p = HogwildParams::new(store, barrier, rng, sampler.clone());
-                            train_thread(ctx, &mut p, g, part)
+                            let r = guarded(|| train_thread(ctx, &mut p, g, part));
+                            if r.is_err() {
+                                // The others stop at their next barrier instead of waiting.
+                                barrier.abort();
+                            }
+                            r
                         });
                     handles.push(spawned.map_err(|e| TrainError::Thread(format!("cannot spawn: {e}")))?);
                 }
@@ -363,6 +372,9 @@ pub fn run<T: Task>(
             let layout =
                 Layout::uniform(keys, len as u32).map_err(|e| TrainError::Options(format!("layout: {e}")))?;
             let mut cfg = Config::new(opts.nodes, opts.workers, layout);
+            if let Some(t) = opts.request_timeout {
+                cfg.request_timeout = parma_core::Duration(u64::try_from(t.as_micros()).unwrap_or(u64::MAX));
+            }
             cfg.technique = opts.technique;
             cfg.gate = opts.gate;
             cfg.seed = opts.seed;
@@ -434,7 +446,7 @@ pub fn run<T: Task>(
                 }
                 for ((i, mut w), part) in workers.into_iter().enumerate().zip(parts) {
                     let g = first_thread + i;
-                    let (ctx, sampler) = (&ctx, &sampler);
+                    let (ctx, sampler, nodes) = (&ctx, &sampler, &nodes);
                     let name = format!("parma-train-{}-{}", w.node().0, w.id().0);
                     let spawned = thread::Builder::new().name(name).spawn_scoped(s, move || {
                         let result = {
@@ -447,11 +459,17 @@ pub fn run<T: Task>(
                                 sampler.clone(),
                                 rng,
                             );
-                            let r = train_thread(ctx, &mut p, g, part);
+                            let r = guarded(|| train_thread(ctx, &mut p, g, part));
                             *ctx.fallbacks.lock().unwrap_or_else(|e| e.into_inner()) += p.fallbacks;
                             r
                         };
-                        // Finalize even after a failure: the others wait for this worker's barrier.
+                        if result.is_err() {
+                            // The job cannot go on: every other worker of this process stops
+                            // at once, its wait ended with `Aborted` (a node in another
+                            // process sees this one fail when it exits).
+                            nodes.iter().for_each(NodeRuntime::abort);
+                            return result;
+                        }
                         let (node, worker) = (w.node().0, w.id().0);
                         let fin = w.finalize().map_err(|error| TrainError::Worker {
                             node,

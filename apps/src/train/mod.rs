@@ -109,6 +109,12 @@ pub struct TrainOptions {
     /// one node over the network and runs its `workers` threads; `nodes` is the world size.
     /// `None`: every node in this process.
     pub cluster: Option<crate::node::NetOptions>,
+    /// Most time a parma worker waits in a barrier or at a clock gate (`None`: as long as
+    /// every peer is alive; another thread may evaluate for minutes).
+    pub barrier_timeout: Option<std::time::Duration>,
+    /// Most time a node waits for the answer to a remote request (`None`: the default of
+    /// `parma_core::Config::request_timeout`).
+    pub request_timeout: Option<std::time::Duration>,
 }
 
 impl Default for TrainOptions {
@@ -133,6 +139,8 @@ impl Default for TrainOptions {
             cluster: None,
             checkpoint: checkpointing::CheckpointOptions::default(),
             metrics: None,
+            barrier_timeout: None,
+            request_timeout: None,
         }
     }
 }
@@ -154,6 +162,13 @@ impl TrainOptions {
         }
         if self.epochs == 0 {
             return bad("--epochs must be at least 1".into());
+        }
+        for (flag, t) in
+            [("--barrier-timeout", self.barrier_timeout), ("--request-timeout", self.request_timeout)]
+        {
+            if t.is_some_and(|t| t < std::time::Duration::from_millis(1)) {
+                return bad(format!("{flag} must be at least 0.001 seconds"));
+            }
         }
         if self.dim == 0 || self.dim > DIM_MAX {
             return bad(format!("--dim must be between 1 and {DIM_MAX}, not {}", self.dim));
@@ -284,6 +299,8 @@ pub enum TrainError {
     },
     /// A training thread could not be spawned, or panicked.
     Thread(String),
+    /// A baseline thread stopped because another one failed (that one's error is the cause).
+    Aborted,
     /// A node did not stop cleanly.
     Shutdown(parma_runtime::Error),
     /// The `--metrics` file could not be written.
@@ -309,6 +326,7 @@ impl fmt::Display for TrainError {
                 write!(f, "worker {worker} of node {node}: {op} at step {step} failed: {error}")
             }
             TrainError::Thread(s) => write!(f, "training thread: {s}"),
+            TrainError::Aborted => f.write_str("stopped because another training thread failed"),
             TrainError::Shutdown(e) => write!(f, "a node did not stop cleanly: {e}"),
             TrainError::Metrics(e) => write!(f, "cannot write the metrics file: {e}"),
             TrainError::Checkpoint(e) => write!(f, "{e}"),

@@ -197,12 +197,7 @@ impl Params for ParmaParams<'_> {
             ticket = Some(self.w.localize(keys).map_err(self.fail(step, "localize"))?);
         }
         if self.technique.uses_rounds() || self.declare {
-            match self.w.intent(keys, window.0, window.1) {
-                // Intents are hints: when the node is too busy to take one, the keys are
-                // accessed wherever they are.
-                Ok(()) | Err(OpError::Busy) => {}
-                Err(e) => return Err(self.fail(step, "intent")(e)),
-            }
+            self.w.intent(keys, window.0, window.1).map_err(self.fail(step, "intent"))?;
         }
         let handle = match (negatives, self.dist) {
             (0, _) => None,
@@ -368,36 +363,60 @@ impl HogwildStore {
     }
 }
 
-/// A barrier for `n` threads whose wait gives up after a timeout, so a thread that died does
-/// not leave the others waiting for ever.
-pub struct TimedBarrier {
+/// Why a [`ThreadBarrier`] wait ended without the barrier passing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BarrierEnd {
+    /// Its timeout ran out.
+    TimedOut,
+    /// [`ThreadBarrier::abort`] was called: a thread failed.
+    Aborted,
+}
+
+/// A barrier for `n` threads (the baseline's): a wait lasts until every thread arrived, the
+/// barrier is aborted (a thread failed and will never arrive) or its timeout, if any, runs out.
+pub struct ThreadBarrier {
     n: usize,
-    timeout: Duration,
-    state: Mutex<(usize, u64)>,
+    timeout: Option<Duration>,
+    /// Threads arrived, the generation, and whether it was aborted.
+    state: Mutex<(usize, u64, bool)>,
     cv: Condvar,
 }
 
-impl TimedBarrier {
+impl ThreadBarrier {
     /// A barrier for `n` threads.
-    pub fn new(n: usize, timeout: Duration) -> TimedBarrier {
-        TimedBarrier { n, timeout, state: Mutex::new((0, 0)), cv: Condvar::new() }
+    pub fn new(n: usize, timeout: Option<Duration>) -> ThreadBarrier {
+        ThreadBarrier { n, timeout, state: Mutex::new((0, 0, false)), cv: Condvar::new() }
     }
 
-    /// Waits for the other threads; false after the timeout.
-    pub fn wait(&self) -> bool {
+    /// Ends every wait, present and future, with [`BarrierEnd::Aborted`].
+    pub fn abort(&self) {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).2 = true;
+        self.cv.notify_all();
+    }
+
+    /// Waits for the other threads.
+    pub fn wait(&self) -> Result<(), BarrierEnd> {
         let mut g = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if g.2 {
+            return Err(BarrierEnd::Aborted);
+        }
         let generation = g.1;
         g.0 += 1;
         if g.0 == self.n {
-            *g = (0, generation + 1);
+            *g = (0, generation + 1, false);
             self.cv.notify_all();
-            return true;
+            return Ok(());
         }
-        let (g, _) = self
-            .cv
-            .wait_timeout_while(g, self.timeout, |s| s.1 == generation)
-            .unwrap_or_else(|e| e.into_inner());
-        g.1 != generation
+        let waiting = |s: &mut (usize, u64, bool)| s.1 == generation && !s.2;
+        let g = match self.timeout {
+            Some(t) => self.cv.wait_timeout_while(g, t, waiting).unwrap_or_else(|e| e.into_inner()).0,
+            None => self.cv.wait_while(g, waiting).unwrap_or_else(|e| e.into_inner()),
+        };
+        match (g.1 != generation, g.2) {
+            (true, _) => Ok(()),
+            (false, true) => Err(BarrierEnd::Aborted),
+            (false, false) => Err(BarrierEnd::TimedOut),
+        }
     }
 }
 
@@ -406,7 +425,7 @@ impl TimedBarrier {
 /// announced, as the sampling manager's independent draws (CONFORM) would be.
 pub struct HogwildParams<'a> {
     store: &'a HogwildStore,
-    barrier: &'a TimedBarrier,
+    barrier: &'a ThreadBarrier,
     rng: StdRng,
     sampler: NegSampler,
     /// Announced steps' negatives, oldest first.
@@ -415,7 +434,12 @@ pub struct HogwildParams<'a> {
 
 impl<'a> HogwildParams<'a> {
     /// A thread on `store`; negatives drawn from `sampler` with `rng`.
-    pub fn new(store: &'a HogwildStore, barrier: &'a TimedBarrier, rng: StdRng, sampler: NegSampler) -> Self {
+    pub fn new(
+        store: &'a HogwildStore,
+        barrier: &'a ThreadBarrier,
+        rng: StdRng,
+        sampler: NegSampler,
+    ) -> Self {
         HogwildParams { store, barrier, rng, sampler, ahead: VecDeque::new() }
     }
 }
@@ -458,11 +482,12 @@ impl Params for HogwildParams<'_> {
     }
 
     fn barrier(&mut self) -> Result<(), TrainError> {
-        if self.barrier.wait() {
-            Ok(())
-        } else {
-            Err(TrainError::Internal("a baseline thread did not reach the barrier in time".into()))
-        }
+        self.barrier.wait().map_err(|e| match e {
+            BarrierEnd::Aborted => TrainError::Aborted,
+            BarrierEnd::TimedOut => TrainError::Options(
+                "a baseline thread did not reach the barrier within --barrier-timeout".into(),
+            ),
+        })
     }
 }
 
@@ -496,14 +521,22 @@ mod tests {
     }
 
     #[test]
-    fn timed_barrier_passes_together_and_gives_up_alone() {
-        let b = TimedBarrier::new(2, Duration::from_secs(30));
+    fn thread_barrier_passes_together_gives_up_alone_and_ends_when_aborted() {
+        let b = ThreadBarrier::new(2, None);
         std::thread::scope(|s| {
-            let h = s.spawn(|| b.wait() && b.wait());
-            assert!(b.wait() && b.wait());
-            assert!(h.join().unwrap());
+            let h = s.spawn(|| b.wait().and_then(|()| b.wait()));
+            assert_eq!(b.wait().and_then(|()| b.wait()), Ok(()));
+            assert_eq!(h.join().unwrap(), Ok(()));
         });
-        let lonely = TimedBarrier::new(2, Duration::from_millis(10));
-        assert!(!lonely.wait());
+        let lonely = ThreadBarrier::new(2, Some(Duration::from_millis(10)));
+        assert_eq!(lonely.wait(), Err(BarrierEnd::TimedOut));
+        let aborted = ThreadBarrier::new(2, None);
+        std::thread::scope(|s| {
+            let h = s.spawn(|| aborted.wait());
+            std::thread::sleep(Duration::from_millis(5));
+            aborted.abort();
+            assert_eq!(h.join().unwrap(), Err(BarrierEnd::Aborted));
+        });
+        assert_eq!(aborted.wait(), Err(BarrierEnd::Aborted));
     }
 }

@@ -23,7 +23,7 @@ pub const BARRIER_TIMEOUT: StdDuration = StdDuration::from_secs(60);
 /// The runtime's options for a trace's node.
 fn options() -> Options {
     let mut opts = Options::default();
-    opts.barrier_timeout = BARRIER_TIMEOUT;
+    opts.barrier_timeout = Some(BARRIER_TIMEOUT);
     opts
 }
 

@@ -3,8 +3,6 @@
 //! go to the node like any intent, values of local keys are copied by the worker thread
 //! itself, and only keys that are not local become a pull command for the node.
 
-use std::sync::mpsc::TrySendError;
-
 use parma_core::sampling::SamplingStats;
 use parma_core::{AccessKind, Clock, Conformity, DistId, Distribution, Key, Layout, OpError, SampleHandle};
 
@@ -25,10 +23,7 @@ impl Worker {
     ) -> Result<DistId, OpError> {
         self.check_open()?;
         let id = self.sampler.registry().register(dist, conformity)?;
-        // Blocks only while the command queue is full.
-        if self.commands.send(Command::AnnounceDistributions).is_err() {
-            return Err(OpError::Closed);
-        }
+        self.send(Command::AnnounceDistributions)?;
         self.shared.nudge_driver();
         Ok(id)
     }
@@ -47,19 +42,16 @@ impl Worker {
         self.check_open()?;
         let (handle, keys) = self.sampler.prepare(dist, n)?;
         if !keys.is_empty() {
-            let cmd = Command::SampleIntent { worker: self.id, keys, start, end };
-            match self.commands.try_send(cmd) {
-                // Under relocation the node starts moving the keys at once; else they are an
-                // intent like any other, which waits for the next sync round.
-                Ok(()) if self.shared.cfg.technique.uses_localize() => self.shared.nudge_driver(),
-                Ok(()) => self.nudge_lazily(),
-                Err(e) => {
-                    let _ = self.sampler.finish(handle);
-                    return Err(match e {
-                        TrySendError::Full(_) => OpError::Busy,
-                        TrySendError::Disconnected(_) => OpError::Closed,
-                    });
-                }
+            if let Err(e) = self.send(Command::SampleIntent { worker: self.id, keys, start, end }) {
+                let _ = self.sampler.finish(handle);
+                return Err(e);
+            }
+            // Under relocation the node starts moving the keys at once; else they are an
+            // intent like any other, which waits for the next sync round.
+            if self.shared.cfg.technique.uses_localize() {
+                self.shared.nudge_driver();
+            } else {
+                self.nudge_lazily();
             }
         }
         Ok(handle)

@@ -17,9 +17,9 @@ fn reap(order: &mut WorkerAccess, st: &mut SlotState) {
 }
 
 impl Worker {
-    fn backstop(&self) -> StdInstant {
+    fn backstop(&self) -> Option<StdInstant> {
         let timeout = StdDuration::from_micros(self.shared.cfg.request_timeout.as_micros());
-        StdInstant::now() + timeout + self.shared.opts.wait_margin
+        Some(StdInstant::now() + timeout + self.shared.opts.wait_margin)
     }
 
     /// Looks at completions without waiting.
@@ -79,12 +79,40 @@ impl Worker {
     }
 
     /// Waits for the result of operation `id` until `deadline`; then gives up on it.
-    pub(super) fn wait_until(&mut self, id: CoreTicket, deadline: StdInstant) -> Result<Completion, OpError> {
+    pub(super) fn wait_until(
+        &mut self,
+        id: CoreTicket,
+        deadline: Option<StdInstant>,
+    ) -> Result<Completion, OpError> {
+        self.wait_for(id, deadline, false)
+    }
+
+    /// Waits for the barrier or gate `id` until `deadline` (none: for as long as it takes), or
+    /// until a worker of this node is dropped without `finalize` (`WorkerLeft`).
+    pub(super) fn wait_barrier(
+        &mut self,
+        id: CoreTicket,
+        deadline: Option<StdInstant>,
+    ) -> Result<Completion, OpError> {
+        self.wait_for(id, deadline, true)
+    }
+
+    fn wait_for(
+        &mut self,
+        id: CoreTicket,
+        deadline: Option<StdInstant>,
+        barrier: bool,
+    ) -> Result<Completion, OpError> {
         let slot = &self.shared.slots[self.id.index()];
         let order = &mut self.access;
+        let left = &self.shared.left;
         match slot.wait(deadline, self.shared.wait_spin(), |st| {
             reap(order, st);
-            st.take(id)
+            if let Some(r) = st.take(id) {
+                return Some(r);
+            }
+            let worker = *left.get().filter(|_| barrier)?;
+            Some(Err(OpError::WorkerLeft { worker }))
         }) {
             Ok(result) => result,
             Err(e) => {

@@ -266,7 +266,7 @@ fn merge<T: Task>(ctx: &Ctx<'_, T>, test: bool, secs: f64) -> Result<(), TrainEr
         Quality::Rmse { .. } => String::new(),
         q => format!(" ({})", q.details()),
     };
-    ctx.say(&bar, format!("{name}: {} {}{details} in {secs:.1} s", q.primary_name(), figure(q.primary(), 4)));
+    ctx.say(&bar, format!("{name}: {} {}{details} in {secs:.2} s", q.primary_name(), figure(q.primary(), 4)));
     let mut ending = ctx.ending.lock().unwrap_or_else(|e| e.into_inner());
     let e = ending.as_mut().ok_or(TrainError::Internal("merge outside an epoch's end".into()))?;
     if test {

@@ -2,7 +2,8 @@
 """The gensim side of `parma train wv`, for docs/training.md: skip-gram with negative sampling
 on the corpus `parma data fetch corpus` assembled, at the same settings (dim 100, window 5,
 5 negatives, min_count 5, sample 1e-3, 5 epochs, lr 0.025 falling linearly, 2 threads), the
-same evaluation (Google analogies over the 30,000 most frequent words, WordSim-353 Spearman ρ).
+same evaluation (Google analogies over the 30,000 most frequent words, WordSim-353 and
+SimLex-999 Spearman ρ).
 
     pip install gensim==4.4.0
     parma data fetch corpus && parma data fetch w2v-eval
@@ -28,7 +29,9 @@ def evaluate(kv, what):
     ev = os.path.join(cache_dir(), "w2v-eval")
     score, _ = kv.evaluate_word_analogies(os.path.join(ev, "questions-words.txt"), restrict_vocab=30000)
     pearson, spearman, oov = kv.evaluate_word_pairs(os.path.join(ev, "wordsim353.tsv"))
-    print(f"{what}: analogy {score:.4f}, WS353 rho {spearman.statistic:.4f} ({oov:.1f}% OOV)")
+    _, simlex, simlex_oov = kv.evaluate_word_pairs(os.path.join(ev, "simlex999.txt"))
+    print(f"{what}: analogy {score:.4f}, WS353 rho {spearman.statistic:.4f} ({oov:.1f}% OOV), "
+          f"SimLex-999 rho {simlex.statistic:.4f} ({simlex_oov:.1f}% OOV)")
 
 
 def main():

@@ -8,9 +8,9 @@ use parma_apps::node::NetOptions;
 use parma_apps::train::checkpointing::CheckpointOptions;
 use parma_apps::train::harness::{run_kge, run_mf};
 use parma_apps::train::kg::Kg;
-use parma_apps::train::kge::{Loss, Model, Reg};
-use parma_apps::train::mf::{MfOptions, MfTask, Ratings};
-use parma_apps::train::report::{summary, RunReport};
+use parma_apps::train::kge::{Loss, Model, Reg, RegOn};
+use parma_apps::train::mf::{MfOptions, MfTask, Ratings, SPLIT_SEED};
+use parma_apps::train::report::{summary, MetricsFile, RunReport};
 use parma_apps::train::task::{figure, Quality};
 use parma_apps::train::{Engine, KgeOptions, TrainError, TrainOptions};
 use parma_core::{Conformity, Technique};
@@ -28,14 +28,14 @@ pub enum TrainCommand {
     /// filtered MRR and Hits@1/3/10 on valid and test.
     Kge(KgeArgs),
     /// Biased matrix factorization with SGD on ratings (MovieLens-100k after `parma data fetch
-    /// ml-100k`, or a ratings file); RMSE on a fixed 80/20 split's test part.
+    /// ml-100k`, or a ratings file); RMSE on the test part of an 80/20 split (`--split-seed`).
     Mf(MfArgs),
     /// Logistic regression on hashed sparse features (and, with `--crosses`, pairs of them),
     /// AdaGrad or FTRL-Proximal; AUC and log loss. UCI Adult (`parma data fetch adult`) or
     /// MovieLens-100k as clicks (`parma data fetch ml-100k`).
     Lr(LrArgs),
     /// Word vectors: skip-gram with negative sampling, the negatives drawn by the sampling
-    /// manager (`--conformity`); Google analogy accuracy and WordSim-353 ρ. The corpus of
+    /// manager (`--conformity`); Google analogy accuracy, WordSim-353 ρ and SimLex-999 ρ. The corpus of
     /// `parma data fetch corpus` or a text file.
     Wv(WvArgs),
 }
@@ -178,6 +178,10 @@ fn parse_model(name: &str) -> Result<Model, String> {
     Model::from_name(name).ok_or_else(|| format!("unknown model `{name}`; one of: complex, distmult"))
 }
 
+fn parse_reg_on(name: &str) -> Result<RegOn, String> {
+    RegOn::from_name(name).ok_or_else(|| format!("unknown --reg-on `{name}`; one of: positives, all"))
+}
+
 fn parse_loss(name: &str) -> Result<Loss, String> {
     Loss::from_name(name).ok_or_else(|| format!("unknown loss `{name}`; one of: bce, softmax"))
 }
@@ -214,6 +218,11 @@ pub struct KgeArgs {
     /// Regularizer: `l2:WEIGHT`, `n3:WEIGHT` or `none`.
     #[arg(long, value_parser = Reg::parse, default_value = "l2:1e-3")]
     pub reg: Reg,
+    /// Which embeddings the regularizer applies to: `positives` (the three of each training
+    /// triple, once per triple's positive score, as AdaPM's KGE app) or `all` (every embedding
+    /// each time a score uses it, negatives included).
+    #[arg(long, value_parser = parse_reg_on, default_value = "positives")]
+    pub reg_on: RegOn,
     /// Conformity level of the negatives: conform, bounded, long-term or non-conform.
     #[arg(long, value_parser = parse_conformity, default_value = "conform")]
     pub conformity: Conformity,
@@ -245,6 +254,7 @@ impl CommonArgs {
             engine: self.engine,
             progress: true,
             cluster: None,
+            metrics: None,
             barrier_timeout: self.barrier_timeout,
             request_timeout: self.request_timeout,
             checkpoint: CheckpointOptions {
@@ -283,8 +293,23 @@ pub struct MfArgs {
     /// Standard deviation of the factors' normal initialization.
     #[arg(long, default_value_t = 0.1)]
     pub init_std: f32,
+    /// Seed of the 80/20 split of the ratings into train and test (decimal, or hexadecimal
+    /// after `0x`); default 0x6d6c3130306b, the split docs/training.md's figures use.
+    #[arg(long, value_parser = parse_split_seed)]
+    pub split_seed: Option<u64>,
     #[command(flatten)]
     pub common: CommonArgs,
+}
+
+/// Parses `--split-seed`: a decimal number, or a hexadecimal one after `0x`.
+pub(crate) fn parse_split_seed(s: &str) -> Result<u64, String> {
+    let parsed = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => s.parse(),
+    };
+    parsed.map_err(|_| {
+        format!("--split-seed `{s}`: expected a whole number from 0 to 2^64 - 1 (decimal, or hexadecimal after 0x)")
+    })
 }
 
 impl MfArgs {
@@ -304,6 +329,7 @@ impl KgeArgs {
             shared_negatives: self.shared_negatives,
             loss: self.loss,
             reg: self.reg,
+            reg_on: self.reg_on,
             conformity: self.conformity,
             init_std: self.init_std,
         };
@@ -432,14 +458,16 @@ pub(crate) fn run_all(
     target: Option<Target>,
     mut run_one: impl FnMut(&TrainOptions) -> Result<RunReport, TrainError>,
 ) -> Result<(), String> {
-    let open_metrics = |p: &std::path::Path| {
-        std::fs::File::create(p)
-            .map(std::io::BufWriter::new)
-            .map_err(|e| format!("--metrics {}: {e}", p.display()))
-    };
     // One node of a cluster of processes: only the node that evaluates (rank 0) writes the
-    // metrics and the plot, after its run.
+    // metrics (as its epochs end: the file is created then) and the plot (after its run).
     let on_node = runs.first().is_some_and(|r| r.cluster.is_some());
+    let metrics = match &common.metrics {
+        Some(p) if on_node => Some(MetricsFile::lazy(p)),
+        Some(p) => Some(MetricsFile::create(p).map_err(|e| format!("--metrics {}: {e}", p.display()))?),
+        None => None,
+    };
+    let runs: Vec<TrainOptions> =
+        runs.iter().map(|r| TrainOptions { metrics: metrics.clone(), ..r.clone() }).collect();
     if on_node {
         let r = &runs[0];
         let rep = match run_one(r) {
@@ -462,11 +490,6 @@ pub(crate) fn run_all(
             );
             return Ok(());
         }
-        if let Some(p) = &common.metrics {
-            let mut m = open_metrics(p)?;
-            rep.write_jsonl(&mut m).map_err(|e| format!("--metrics: {e}"))?;
-            std::io::Write::flush(&mut m).map_err(|e| format!("--metrics: {e}"))?;
-        }
         report_run(&rep, &target);
         print!("{}", summary(std::slice::from_ref(&rep)));
         println!(
@@ -481,10 +504,6 @@ pub(crate) fn run_all(
         }
         return Ok(());
     }
-    let mut metrics = match &common.metrics {
-        Some(p) => Some(open_metrics(p)?),
-        None => None,
-    };
     let checkpoints = common.checkpoint_every > 0 || common.resume.is_some();
     if checkpoints && (runs.len() > 1 || common.repeat > 1) {
         return Err("--checkpoint-every and --resume apply to one run: not with several --compare entries or --repeat".into());
@@ -507,15 +526,8 @@ pub(crate) fn run_all(
             r.workers
         );
         let rep = run_one(r).map_err(|e| e.to_string())?;
-        if let Some(m) = &mut metrics {
-            rep.write_jsonl(m).map_err(|e| format!("--metrics: {e}"))?;
-        }
         report_run(&rep, &target);
         reports.push(rep);
-    }
-    if let Some(mut m) = metrics {
-        use std::io::Write;
-        m.flush().map_err(|e| format!("--metrics: {e}"))?;
     }
     print!("{}", summary(&reports));
     if let Some(p) = &common.plot {
@@ -571,7 +583,7 @@ fn run_kge_cmd(args: &KgeArgs, cluster: Option<&NetOptions>) -> Result<(), Strin
     };
     eprintln!(
         "{}: {} entities, {} relations, {} / {} / {} triples; {} dim {}, {} negatives {}, {} loss, \
-         lr {}, reg {}, {} epochs, batch {}, seed {}",
+         lr {}, reg {} on {}, {} epochs, batch {}, seed {}",
         args.data,
         graph.n_entities(),
         graph.n_relations(),
@@ -585,6 +597,7 @@ fn run_kge_cmd(args: &KgeArgs, cluster: Option<&NetOptions>) -> Result<(), Strin
         kge.loss.name(),
         opts.lr,
         kge.reg,
+        kge.reg_on.name(),
         opts.epochs,
         opts.batch,
         opts.seed,
@@ -615,16 +628,18 @@ fn run_mf_cmd(args: &MfArgs, cluster: Option<&NetOptions>) -> Result<(), String>
     } else {
         PathBuf::from(&args.data)
     };
-    let data = Ratings::load(&file).map_err(|e| format!("--data {}: {e}", args.data))?;
+    let split_seed = args.split_seed.unwrap_or(SPLIT_SEED);
+    let data = Ratings::load(&file, split_seed).map_err(|e| format!("--data {}: {e}", args.data))?;
     let task = MfTask::new(&data, &opts, &mf);
     eprintln!(
-        "{}: {} users, {} items, {} / {} ratings (train / test, fixed 80/20 split); biased MF dim {}, \
-         lr {}, reg {}, {} epochs, batch {}, seed {}; predicting the mean: test RMSE {:.4}",
+        "{}: {} users, {} items, {} / {} ratings (train / test, 80/20 split, split seed {:#x}); biased MF \
+         dim {}, lr {}, reg {}, {} epochs, batch {}, seed {}; predicting the mean: test RMSE {:.4}",
         args.data,
         data.users,
         data.items,
         data.train.len(),
         data.test.len(),
+        split_seed,
         opts.dim,
         opts.lr,
         mf.reg,

@@ -6,7 +6,7 @@
 use parma_apps::demo::DemoTransport;
 use parma_apps::train::harness::{run_kge, run_mf};
 use parma_apps::train::kg::{Kg, Triple};
-use parma_apps::train::kge::{Loss, Model, Reg};
+use parma_apps::train::kge::{Loss, Model, Reg, RegOn};
 use parma_apps::train::mf::{MfOptions, MfTask, Rating, Ratings};
 use parma_apps::train::{Engine, KgeOptions, TrainError, TrainOptions};
 use parma_core::{Conformity, Technique};
@@ -78,6 +78,7 @@ fn kge() -> KgeOptions {
         shared_negatives: false,
         loss: Loss::Bce,
         reg: Reg::L2(1e-3),
+        reg_on: RegOn::Positives,
         conformity: Conformity::Conform,
         init_std: 0.1,
     }
@@ -248,11 +249,11 @@ fn low_rank() -> Ratings {
             Rating { user: u, item: i, value: ((r * 2.0).round() / 2.0).clamp(1.0, 5.0) }
         })
         .collect();
-    Ratings::split(users, items, all)
+    Ratings::split(users, items, all, parma_apps::train::mf::SPLIT_SEED)
 }
 
 fn mf_opts() -> TrainOptions {
-    TrainOptions { epochs: 30, dim: 8, lr: 0.02, eval_every: 0, batch: 16, ..opts() }
+    TrainOptions { epochs: 30, dim: 8, lr: 0.02, eval_every: 10, batch: 16, ..opts() }
 }
 
 fn mf_learns(o: &TrainOptions) {
@@ -263,6 +264,11 @@ fn mf_learns(o: &TrainOptions) {
     let (first, last) = (r.epochs[0].loss, r.last().loss);
     assert!(last < 0.5 * first, "{o:?}: loss {first} -> {last}");
     let rmse = r.last().test.unwrap().primary();
+    // No validation split: every evaluation (epochs 10, 20, 30) is of the test ratings, and
+    // recorded as test.
+    let tested: Vec<u32> = r.epochs.iter().filter(|e| e.test.is_some()).map(|e| e.epoch).collect();
+    assert_eq!(tested, [10, 20, 30], "{o:?}");
+    assert!(r.epochs.iter().all(|e| e.valid.is_none()), "{o:?}");
     eprintln!("{o:?}: test RMSE {rmse:.3}, the mean's {mean:.3}");
     // The mean's RMSE is about 1.0 here; the factors explain most of the variance (about 0.3).
     assert!(rmse < 0.7 * mean, "{o:?}: test RMSE {rmse}, the mean's {mean}");

@@ -34,7 +34,7 @@ fn ratings() -> Ratings {
             Rating { user: u, item: i, value: 3.0 + a[0] * b[0] + a[1] * b[1] }
         })
         .collect();
-    Ratings::split(60, 50, all)
+    Ratings::split(60, 50, all, parma_apps::train::mf::SPLIT_SEED)
 }
 
 fn with_checkpoints(
@@ -45,6 +45,7 @@ fn with_checkpoints(
 ) -> TrainOptions {
     TrainOptions {
         checkpoint: CheckpointOptions { every, dir: dir.cloned(), resume: resume.cloned() },
+        metrics: None,
         ..o.clone()
     }
 }

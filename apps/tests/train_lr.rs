@@ -26,6 +26,7 @@ fn opts() -> TrainOptions {
         progress: false,
         cluster: None,
         checkpoint: Default::default(),
+        metrics: None,
         ..TrainOptions::default()
     }
 }

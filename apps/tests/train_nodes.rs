@@ -21,6 +21,9 @@ fn scratch(name: &str) -> PathBuf {
 
 #[test]
 fn kge_learns_with_one_node_per_process_started_by_parma_launch() {
+    let dir = scratch("metrics");
+    std::fs::create_dir_all(&dir).unwrap();
+    let metrics = dir.join("m.jsonl");
     let out = parma(&[
         "launch",
         "--nodes",
@@ -36,7 +39,9 @@ fn kge_learns_with_one_node_per_process_started_by_parma_launch() {
         "--epochs",
         "10",
         "--eval-every",
-        "0",
+        "5",
+        "--metrics",
+        metrics.to_str().expect("utf-8 path"),
     ]);
     let all = text(&out);
     assert!(out.status.success(), "parma launch failed: {}\n{all}", out.status);
@@ -55,6 +60,22 @@ fn kge_learns_with_one_node_per_process_started_by_parma_launch() {
     // random model is below 0.05.
     let mrr = test_mrr(&all);
     assert!(mrr >= 0.85, "test MRR {mrr} after 10 epochs on two processes:\n{all}");
+    // Node 0 evaluates and prints a line per pass; it alone writes the metrics, every epoch
+    // once (node 1, given the same file, leaves it alone).
+    assert_eq!(all.matches("[0] valid: MRR ").count(), 2, "{all}");
+    assert_eq!(all.matches("[0] test: MRR ").count(), 1, "{all}");
+    assert!(!all.contains("[1] valid:"), "{all}");
+    let text = std::fs::read_to_string(&metrics).unwrap();
+    let recs: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(
+        recs.iter().map(|r| r["epoch"].as_u64().unwrap()).collect::<Vec<_>>(),
+        (1..=10).collect::<Vec<_>>()
+    );
+    let valid: Vec<u64> =
+        recs.iter().filter(|r| !r["valid"].is_null()).map(|r| r["epoch"].as_u64().unwrap()).collect();
+    assert_eq!(valid, [5, 10], "{text}");
+    assert!(recs[9]["test"]["mrr"].as_f64().is_some_and(|m| (m - mrr).abs() < 1e-3), "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

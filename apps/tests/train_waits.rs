@@ -8,9 +8,10 @@ use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use parma_apps::train::eval::RankSums;
 use parma_apps::train::harness::{run, run_kge};
 use parma_apps::train::kg::{Kg, Triple};
-use parma_apps::train::kge::{KgeTask, Loss, Model, Reg};
+use parma_apps::train::kge::{KgeTask, Loss, Model, Reg, RegOn};
 use parma_apps::train::params::NegSampler;
 use parma_apps::train::task::{Quality, StepBuffers, Task};
 use parma_apps::train::{KgeOptions, TrainError, TrainOptions};
@@ -70,6 +71,7 @@ fn kge() -> KgeOptions {
         shared_negatives: false,
         loss: Loss::Bce,
         reg: Reg::L2(1e-3),
+        reg_on: RegOn::Positives,
         conformity: Conformity::Conform,
         init_std: 0.1,
     }
@@ -89,8 +91,9 @@ fn opts(nodes: u16, workers: u16) -> TrainOptions {
     }
 }
 
-/// Two workers, on one node or on two, wait in the epoch barrier while one thread evaluates
-/// for longer than the request timeout; the run finishes.
+/// Two workers, on one node or on two, evaluate their shares between the epoch's barriers for
+/// longer than the request timeout (the one done first waits in a barrier for the other); the
+/// run finishes.
 #[test]
 fn an_evaluation_longer_than_the_request_timeout_fails_nothing() {
     let kg = generated();
@@ -173,6 +176,7 @@ struct FailingTask<'a> {
 
 impl Task for FailingTask<'_> {
     type Example = Triple;
+    type Partial = RankSums;
     fn name(&self) -> &'static str {
         self.inner.name()
     }
@@ -207,8 +211,14 @@ impl Task for FailingTask<'_> {
     fn step(&self, examples: &[Triple], b: &mut StepBuffers) -> f64 {
         self.inner.step(examples, b)
     }
-    fn evaluate(&self, model: &[f32], test: bool) -> Quality {
-        self.inner.evaluate(model, test)
+    fn eval_len(&self, test: bool) -> usize {
+        self.inner.eval_len(test)
+    }
+    fn evaluate_part(&self, view: &[f32], test: bool, part: std::ops::Range<usize>) -> RankSums {
+        self.inner.evaluate_part(view, test, part)
+    }
+    fn merge(&self, view: &[f32], test: bool, parts: Vec<RankSums>) -> Quality {
+        self.inner.merge(view, test, parts)
     }
     fn access_counts(&self) -> Vec<(Key, u64)> {
         self.inner.access_counts()

@@ -28,6 +28,7 @@ fn opts() -> TrainOptions {
         progress: false,
         cluster: None,
         checkpoint: Default::default(),
+        metrics: None,
         ..TrainOptions::default()
     }
 }

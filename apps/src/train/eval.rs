@@ -44,6 +44,59 @@ impl Filter {
     }
 }
 
+/// Sums over ranked queries, which add up across parts of a split; [`RankSums::ranking`]
+/// makes them means.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct RankSums {
+    /// Σ 1/rank.
+    pub rr: f64,
+    /// Σ rank.
+    pub rank: f64,
+    /// Ranks ≤ 1, ≤ 3, ≤ 10.
+    pub hits: [u64; 3],
+    /// Queries ranked (two per triple).
+    pub queries: u64,
+}
+
+impl RankSums {
+    fn add_rank(&mut self, rank: f64) {
+        self.rr += 1.0 / rank;
+        self.rank += rank;
+        for (h, k) in self.hits.iter_mut().zip([1.0, 3.0, 10.0]) {
+            *h += u64::from(rank <= k);
+        }
+        self.queries += 1;
+    }
+
+    /// The means (all zero for no query).
+    pub fn ranking(&self) -> Ranking {
+        if self.queries == 0 {
+            return Ranking::default();
+        }
+        let n = self.queries as f64;
+        Ranking {
+            mrr: self.rr / n,
+            hits1: self.hits[0] as f64 / n,
+            hits3: self.hits[1] as f64 / n,
+            hits10: self.hits[2] as f64 / n,
+            mr: self.rank / n,
+        }
+    }
+}
+
+/// Both sums together.
+impl std::ops::Add for RankSums {
+    type Output = RankSums;
+
+    fn add(self, o: RankSums) -> RankSums {
+        let mut hits = self.hits;
+        for (h, x) in hits.iter_mut().zip(o.hits) {
+            *h += x;
+        }
+        RankSums { rr: self.rr + o.rr, rank: self.rank + o.rank, hits, queries: self.queries + o.queries }
+    }
+}
+
 /// Ranks `triples` with the embeddings `emb(key)` (entity `e` is key `e`, relation `r` key
 /// `entities + r`), filtered by `filter`.
 pub fn rank<'a>(
@@ -53,18 +106,18 @@ pub fn rank<'a>(
     filter: &Filter,
     emb: impl Fn(u64) -> &'a [f32],
 ) -> Ranking {
-    if triples.is_empty() {
-        return Ranking::default();
-    }
-    let mut out = Ranking::default();
-    let mut add = |greater: u32, equal: u32| {
-        let rank = 1.0 + f64::from(greater) + f64::from(equal) / 2.0;
-        out.mrr += 1.0 / rank;
-        out.mr += rank;
-        out.hits1 += f64::from(u8::from(rank <= 1.0));
-        out.hits3 += f64::from(u8::from(rank <= 3.0));
-        out.hits10 += f64::from(u8::from(rank <= 10.0));
-    };
+    rank_sums(model, entities, triples, filter, emb).ranking()
+}
+
+/// The sums of [`rank`] over `triples`, to add to those of other parts of the split.
+pub fn rank_sums<'a>(
+    model: Model,
+    entities: u32,
+    triples: &[Triple],
+    filter: &Filter,
+    emb: impl Fn(u64) -> &'a [f32],
+) -> RankSums {
+    let mut out = RankSums::default();
     let empty = HashSet::new();
     let mut q = Vec::new();
     for t in triples {
@@ -80,7 +133,7 @@ pub fn rank<'a>(
             model.query(side, h, r, tl, &mut q);
             let known = known.unwrap_or(&empty);
             let truth = dot(&q, emb(answer.into()));
-            let (mut greater, mut equal) = (0, 0);
+            let (mut greater, mut equal) = (0u32, 0u32);
             for e in 0..entities {
                 if e == answer || known.contains(&e) {
                     continue;
@@ -89,15 +142,9 @@ pub fn rank<'a>(
                 greater += u32::from(s > truth);
                 equal += u32::from(s == truth);
             }
-            add(greater, equal);
+            out.add_rank(1.0 + f64::from(greater) + f64::from(equal) / 2.0);
         }
     }
-    let n = 2.0 * triples.len() as f64;
-    out.mrr /= n;
-    out.mr /= n;
-    out.hits1 /= n;
-    out.hits3 /= n;
-    out.hits10 /= n;
     out
 }
 
@@ -127,5 +174,24 @@ mod tests {
         let r = rank(Model::ComplEx, 3, &kg.test, &Filter::new(&kg), |_| &zeros[..]);
         // Every score is 0: the two other entities tie in each direction, rank 1 + 2/2 = 2.
         assert!((r.mrr - 0.5).abs() < 1e-12 && r.hits1 == 0.0 && r.hits3 == 1.0, "{r:?}");
+    }
+
+    #[test]
+    fn sums_of_parts_are_the_sums_of_the_whole() {
+        let t = |h, tl| Triple { head: h, rel: 0, tail: tl };
+        let test: Vec<Triple> = (0..7).map(|i| t(i % 4, (i * 3 + 1) % 4)).collect();
+        let kg = Kg::from_triples(4, 1, vec![t(0, 3)], vec![], test);
+        let table: Vec<[f32; 2]> = (0..5).map(|k| [k as f32 * 0.3 - 0.4, 1.0 - k as f32 * 0.2]).collect();
+        let f = Filter::new(&kg);
+        let emb = |k: u64| &table[k as usize][..];
+        let whole = rank_sums(Model::ComplEx, 4, &kg.test, &f, emb);
+        let parts = [0..2, 2..3, 3..7]
+            .map(|r| rank_sums(Model::ComplEx, 4, &kg.test[r], &f, emb))
+            .into_iter()
+            .fold(RankSums::default(), |a, b| a + b);
+        assert_eq!(whole.queries, 14);
+        assert_eq!((parts.hits, parts.queries), (whole.hits, whole.queries));
+        assert!((parts.rr - whole.rr).abs() < 1e-12 && (parts.rank - whole.rank).abs() < 1e-9);
+        assert_eq!(rank_sums(Model::ComplEx, 4, &[], &f, emb).ranking(), Ranking::default());
     }
 }

@@ -24,19 +24,23 @@
 //! replicas), and `lockstep` puts every step between two barriers (all threads read, then all
 //! push): synchronous data-parallel training, the reference for what concurrency alone costs.
 //!
-//! After every epoch all threads pass a barrier; thread 0 then times the epoch, evaluates if
-//! it is due (reading every parameter, remotely where needed), and all pass a second barrier.
-//! Evaluation is not part of the epoch's time. A checkpoint due after the epoch
+//! After every epoch all threads pass a barrier; thread 0 then times the epoch, and when an
+//! evaluation is due reads every parameter once (remotely where needed) into a view the
+//! threads share; every thread of the process that reports evaluates its share of the
+//! queries, and thread 0 merges them, prints the figures and appends the epoch's record to
+//! `--metrics` (`harness/epoch.rs`); all pass a second barrier. Evaluation is not part of the epoch's
+//! time. A checkpoint due after the epoch
 //! ([`checkpointing`]) is written by all threads after that barrier, outside the epoch's time;
 //! a resumed run restores the model before its first barrier and starts at the epoch after
 //! the checkpoint's, with the same data order.
 
+mod epoch;
+
 use std::collections::VecDeque;
-use std::sync::Mutex;
 use std::thread;
 use std::time::Instant;
 
-use indicatif::{ProgressBar, ProgressStyle};
+use epoch::{end_epoch, Ctx};
 use parma_core::{Config, Key, Layout, OpError, Technique};
 use parma_runtime::{NodeRuntime, Options, Worker};
 use rand::rngs::StdRng;
@@ -51,8 +55,8 @@ use super::lr::data::LrData;
 use super::lr::{LrOptions, LrTask};
 use super::mf::{MfOptions, MfTask, Ratings};
 use super::params::{HogwildParams, HogwildStore, NegSampler, Params, ParmaParams, ThreadBarrier};
-use super::report::{process_cpu_secs, EpochRecord, RunReport};
-use super::task::{figure, Quality, StepBuffers, Task};
+use super::report::{process_cpu_secs, RunReport};
+use super::task::{StepBuffers, Task};
 use super::{checkpointing, mix, Engine, KgeOptions, TrainError, TrainOptions};
 
 /// Keys per pull when reading the whole model.
@@ -87,53 +91,6 @@ impl<E: Copy> Schedule<E> {
     }
 }
 
-/// What the threads share.
-struct Ctx<'a, T> {
-    task: &'a T,
-    data: &'a str,
-    opts: &'a TrainOptions,
-    /// Loss summed over this process's threads in the current epoch.
-    loss: Mutex<f64>,
-    /// Training examples of this process's threads (all of them unless it is one node of a
-    /// cluster of processes, whose loss is its own threads').
-    local_examples: usize,
-    /// The current epoch's progress bar.
-    bar: Mutex<ProgressBar>,
-    records: Mutex<Vec<EpochRecord>>,
-    eval_secs: Mutex<f64>,
-    checksum: Mutex<u64>,
-    /// Steps whose negatives local sampling could not draw (see [`ParmaParams`]).
-    fallbacks: Mutex<u64>,
-    /// The first epoch to train: 1, or the one after the checkpoint resumed.
-    first_epoch: u32,
-    /// Steps this process's threads took.
-    steps: Mutex<u64>,
-}
-
-impl<T: Task> Ctx<'_, T> {
-    fn new_bar(&self, epoch: u32) -> ProgressBar {
-        if !self.opts.progress {
-            return ProgressBar::hidden();
-        }
-        let bar = ProgressBar::new(self.task.train().len() as u64);
-        let style = ProgressStyle::with_template(
-            "{prefix} [{bar:30}] {pos}/{len} examples, {per_sec}, {elapsed_precise}",
-        )
-        .unwrap_or_else(|_| ProgressStyle::default_bar())
-        .progress_chars("=> ");
-        bar.set_style(style);
-        bar.set_prefix(format!("epoch {epoch:>3}/{}", self.opts.epochs));
-        bar
-    }
-}
-
-/// FNV-1a over the bits of `vals`.
-fn fnv(hash: u64, vals: &[f32]) -> u64 {
-    vals.iter()
-        .flat_map(|v| v.to_bits().to_le_bytes())
-        .fold(hash, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01B3))
-}
-
 /// Reads the whole model through `p` (embeddings and accumulators, key by key).
 fn read_all<P: Params>(p: &mut P, keys: u64, len: usize) -> Result<Vec<f32>, TrainError> {
     let mut all = vec![0.0f32; keys as usize * len];
@@ -143,70 +100,6 @@ fn read_all<P: Params>(p: &mut P, keys: u64, len: usize) -> Result<Vec<f32>, Tra
         p.pull(u64::MAX, chunk, &mut all[at..at + chunk.len() * len])?;
     }
     Ok(all)
-}
-
-/// Thread 0's work between an epoch's two barriers: the epoch's record, evaluation if due.
-fn end_epoch<T: Task, P: Params>(
-    ctx: &Ctx<'_, T>,
-    p: &mut P,
-    epoch: u32,
-    secs: f64,
-    train_secs: f64,
-) -> Result<(), TrainError> {
-    let o = ctx.opts;
-    let last = epoch == o.epochs;
-    let due = last || (o.eval_every > 0 && epoch % o.eval_every == 0);
-    let loss = std::mem::take(&mut *ctx.loss.lock().unwrap_or_else(|e| e.into_inner()));
-    let (mut valid, mut test) = (None, None);
-    if due {
-        let t = Instant::now();
-        let all = read_all(p, ctx.task.keys(), ctx.task.value_len())?;
-        valid = Some(ctx.task.evaluate(&all, false));
-        if last {
-            test = Some(ctx.task.evaluate(&all, true));
-            *ctx.checksum.lock().unwrap_or_else(|e| e.into_inner()) = fnv(0xcbf2_9ce4_8422_2325, &all);
-            ctx.task.finished(&all);
-        }
-        *ctx.eval_secs.lock().unwrap_or_else(|e| e.into_inner()) += t.elapsed().as_secs_f64();
-    }
-    let n = ctx.task.train().len() as f64;
-    let local = ctx.local_examples.max(1) as f64;
-    let rec = EpochRecord {
-        task: ctx.task.name(),
-        data: ctx.data.to_string(),
-        model: ctx.task.model_name(),
-        engine: o.engine.name(),
-        technique: if o.engine == Engine::Parma { o.technique.name() } else { "-" },
-        nodes: o.nodes,
-        workers: o.workers,
-        epoch,
-        epoch_secs: secs,
-        train_secs,
-        examples_per_sec: n / secs.max(1e-9),
-        loss: loss / local,
-        valid,
-        test,
-    };
-    let bar = ctx.bar.lock().unwrap_or_else(|e| e.into_inner()).clone();
-    bar.finish();
-    if o.progress {
-        let v = valid.map_or(String::new(), |v: Quality| {
-            format!(", valid {} {}", v.primary_name(), figure(v.primary(), 3))
-        });
-        let line = format!("epoch {epoch}: loss {:.4}, {:.3} s{v}", rec.loss, secs);
-        // Without a terminal (a log file, a pipe, `parma launch`, a batch job) there is no bar
-        // to print above, and the line would be lost: it goes to stderr as it is.
-        if bar.is_hidden() {
-            eprintln!("{line}");
-        } else {
-            bar.println(line);
-        }
-    }
-    ctx.records.lock().unwrap_or_else(|e| e.into_inner()).push(rec);
-    if !last {
-        *ctx.bar.lock().unwrap_or_else(|e| e.into_inner()) = ctx.new_bar(epoch + 1);
-    }
-    Ok(())
 }
 
 /// One training thread: every epoch's steps, with steps announced `ahead`.
@@ -290,11 +183,9 @@ fn train_thread<T: Task, P: Params>(
         *ctx.loss.lock().unwrap_or_else(|e| e.into_inner()) += loss;
         *ctx.steps.lock().unwrap_or_else(|e| e.into_inner()) += spe;
         p.barrier()?;
-        if g == 0 {
-            let secs = started.elapsed().as_secs_f64();
-            train_secs += secs;
-            end_epoch(ctx, p, epoch, secs, train_secs)?;
-        }
+        let secs = started.elapsed().as_secs_f64();
+        train_secs += secs;
+        end_epoch(ctx, p, g, epoch, secs, train_secs)?;
         p.barrier()?;
         if let Some(dir) = o.checkpoint.due(epoch) {
             let extra = checkpointing::extra(m.name(), m.model_name(), ctx.data, epoch);
@@ -438,20 +329,7 @@ pub fn run<T: Task>(
         None => 1,
     };
     let setup = Instant::now();
-    let mut ctx = Ctx {
-        task,
-        data,
-        opts,
-        loss: Mutex::new(0.0),
-        local_examples: task.train().len(),
-        bar: Mutex::new(ProgressBar::hidden()),
-        records: Mutex::new(Vec::new()),
-        eval_secs: Mutex::new(0.0),
-        checksum: Mutex::new(0),
-        fallbacks: Mutex::new(0),
-        first_epoch,
-        steps: Mutex::new(0),
-    };
+    let mut ctx = Ctx::new(task, data, opts, first_epoch);
     *ctx.bar.lock().unwrap_or_else(|e| e.into_inner()) = ctx.new_bar(first_epoch);
     let parts = partition(task.train(), opts.threads(), opts.seed);
     let keys = task.keys();
@@ -522,6 +400,8 @@ pub fn run<T: Task>(
                 )));
             }
             ctx.local_examples = parts.iter().map(Vec::len).sum();
+            ctx.first_thread = first_thread;
+            ctx.evaluators = if first_node == 0 { local_threads } else { 0 };
             let mut dist = None;
             if task.negatives(1).is_some() {
                 let uniform = sampler

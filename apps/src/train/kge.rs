@@ -19,7 +19,7 @@ use rand::rngs::StdRng;
 use rand::SeedableRng;
 use rand_distr::{Distribution as _, Normal};
 
-use super::eval::{rank, Filter};
+use super::eval::{rank_sums, Filter, RankSums};
 use super::kg::{Kg, Triple};
 use super::task::{Quality, StepBuffers, Task};
 use super::{mix, KgeOptions, TrainOptions};
@@ -109,7 +109,7 @@ impl Model {
     }
 }
 
-/// The regularizer, applied to an embedding each time a score uses it.
+/// The regularizer; [`RegOn`] says which uses of an embedding it is applied on.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Reg {
     /// `weight/2 · ||x||²`.
@@ -182,6 +182,37 @@ impl fmt::Display for Reg {
     }
 }
 
+/// Which embeddings a step regularizes (`--reg-on`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RegOn {
+    /// The three embeddings of each training triple, once per positive score (AdaPM's KGE
+    /// app: the penalty enters the loss with the positive triple's score only).
+    Positives,
+    /// Every embedding each time a score uses it, negatives included: with negatives of each
+    /// triple's own, the triple's embeddings once per score they enter and each negative once;
+    /// with the query step (`--loss softmax`, `--shared-negatives`), the triple's three once
+    /// and each candidate once per query.
+    All,
+}
+
+impl RegOn {
+    /// Both choices.
+    pub const ALL: [RegOn; 2] = [RegOn::Positives, RegOn::All];
+
+    /// The name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            RegOn::Positives => "positives",
+            RegOn::All => "all",
+        }
+    }
+
+    /// The choice called `name`.
+    pub fn from_name(name: &str) -> Option<RegOn> {
+        RegOn::ALL.into_iter().find(|r| r.name() == name)
+    }
+}
+
 /// The loss of a step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Loss {
@@ -228,6 +259,8 @@ pub struct StepModel {
     pub lr: f32,
     /// The regularizer.
     pub reg: Reg,
+    /// Which embeddings it applies to.
+    pub reg_on: RegOn,
     /// Entities (relation `r` is key `entities + r`).
     pub entities: u64,
 }
@@ -329,8 +362,10 @@ impl StepModel {
     }
 
     /// The logistic loss with negatives of each triple's own, as AdaPM's KGE app computes it:
-    /// every score with its three gradients, and the regularizer's gradient for every
-    /// embedding each time a score uses it. Adds the gradients to `b.grads`; returns the loss.
+    /// every score with its three gradients, and the regularizer's gradient for the three
+    /// embeddings of the positive score (`RegOn::Positives`, as AdaPM's app penalizes the
+    /// positive triple only) or of every score (`RegOn::All`). Adds the gradients to
+    /// `b.grads`; returns the loss.
     fn step_bce(&self, triples: &[Triple], b: &mut StepBuffers, neg_rows: &[usize]) -> f64 {
         let (d, len, n) = (self.dim, self.value_len(), self.negatives);
         let mut loss = 0.0f64;
@@ -362,7 +397,7 @@ impl StepModel {
                 gr.fill(0.0);
                 gt.fill(0.0);
                 self.model.add_grad(coef, hv, rv, tv, &mut gh, &mut gr, &mut gt);
-                if self.reg.weight() > 0.0 {
+                if self.reg.weight() > 0.0 && (c == 0 || self.reg_on == RegOn::All) {
                     self.reg.add_grad(self.model, hv, &mut gh);
                     self.reg.add_grad(self.model, rv, &mut gr);
                     self.reg.add_grad(self.model, tv, &mut gt);
@@ -399,9 +434,18 @@ impl<'a> KgeTask<'a> {
             loss: kge.loss,
             lr: opts.lr,
             reg: kge.reg,
+            reg_on: kge.reg_on,
             entities: kg.n_entities().into(),
         };
         KgeTask { kg, model, init_std: kge.init_std, filter: Filter::new(kg), batch: opts.batch }
+    }
+
+    fn split(&self, test: bool) -> &[Triple] {
+        if test {
+            &self.kg.test
+        } else {
+            &self.kg.valid
+        }
     }
 }
 
@@ -451,11 +495,22 @@ impl Task for KgeTask<'_> {
         self.model.step(examples, b)
     }
 
-    fn evaluate(&self, model: &[f32], test: bool) -> Quality {
+    type Partial = RankSums;
+
+    /// A query is a triple of the split (ranked for its tail and for its head).
+    fn eval_len(&self, test: bool) -> usize {
+        self.split(test).len()
+    }
+
+    fn evaluate_part(&self, view: &[f32], test: bool, part: std::ops::Range<usize>) -> RankSums {
         let (len, dim) = (self.model.value_len(), self.model.dim);
-        let emb = |k: u64| &model[k as usize * len..k as usize * len + dim];
-        let split = if test { &self.kg.test } else { &self.kg.valid };
-        Quality::Ranking(rank(self.model.model, self.kg.n_entities(), split, &self.filter, emb))
+        let emb = |k: u64| &view[k as usize * len..k as usize * len + dim];
+        let triples = &self.split(test)[part];
+        rank_sums(self.model.model, self.kg.n_entities(), triples, &self.filter, emb)
+    }
+
+    fn merge(&self, _view: &[f32], _test: bool, parts: Vec<RankSums>) -> Quality {
+        Quality::Ranking(parts.into_iter().fold(RankSums::default(), |a, b| a + b).ranking())
     }
 
     /// Each triple reads its head, tail and relation, and each step its uniform negatives.
@@ -517,6 +572,46 @@ mod tests {
         assert_eq!(Model::DistMult.score(&[1.0, 2.0], &[3.0, -1.0], &[2.0, 1.0]), 4.0);
     }
 
+    /// `--reg-on positives` leaves a negative's update as it is without a regularizer, in both
+    /// step paths; `all` regularizes it too.
+    #[test]
+    fn positives_only_regularization_leaves_negatives_unpenalized() {
+        let triple = [Triple { head: 0, rel: 0, tail: 1 }];
+        let val = |k: u64| -> Vec<f32> {
+            (0..4).map(|i| ((k * 5 + i) % 7) as f32 * 0.1 - 0.25).chain([0.5; 4]).collect()
+        };
+        let negative_delta = |loss, shared, reg, reg_on| {
+            let m = StepModel {
+                model: Model::ComplEx,
+                dim: 4,
+                negatives: 1,
+                shared,
+                loss,
+                lr: 0.1,
+                reg,
+                reg_on,
+                entities: 3,
+            };
+            let mut b = StepBuffers::default();
+            m.keys_of(&triple, &mut b.keys);
+            b.vals = b.keys.iter().flat_map(|k| val(k.0)).collect();
+            b.neg_keys = vec![Key(2); m.negatives_per_step(1)];
+            b.neg_vals = b.neg_keys.iter().flat_map(|k| val(k.0)).collect();
+            m.step(&triple, &mut b);
+            let row = b.touched.iter().position(|k| *k == Key(2)).unwrap();
+            b.deltas[row * 8..row * 8 + 4].to_vec()
+        };
+        for (loss, shared) in [(Loss::Bce, false), (Loss::Softmax, true)] {
+            let none = negative_delta(loss, shared, Reg::L2(0.0), RegOn::All);
+            let pos = negative_delta(loss, shared, Reg::L2(0.5), RegOn::Positives);
+            let all = negative_delta(loss, shared, Reg::L2(0.5), RegOn::All);
+            assert_eq!(pos, none, "{loss:?}");
+            assert!(all.iter().zip(&none).all(|(a, n)| (a - n).abs() > 1e-6), "{loss:?}: {all:?} {none:?}");
+        }
+        assert_eq!(RegOn::from_name("positives"), Some(RegOn::Positives));
+        assert_eq!(RegOn::from_name("negatives"), None);
+    }
+
     #[test]
     fn regularizers_parse() {
         assert_eq!(Reg::parse("l2:1e-3"), Ok(Reg::L2(1e-3)));
@@ -538,6 +633,7 @@ mod tests {
             loss: Loss::Bce,
             lr: 0.1,
             reg: Reg::L2(0.0),
+            reg_on: RegOn::Positives,
             entities: 3,
         };
         let triple = [Triple { head: 0, rel: 0, tail: 1 }];

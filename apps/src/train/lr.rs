@@ -258,11 +258,31 @@ impl Task for LrTask<'_> {
         loss
     }
 
-    fn evaluate(&self, model: &[f32], _test: bool) -> Quality {
+    /// The data sets have no validation split: every evaluation is of the test rows.
+    fn has_validation(&self) -> bool {
+        false
+    }
+
+    /// The scores of the part's test rows, in order.
+    type Partial = Vec<f64>;
+
+    fn eval_len(&self, _test: bool) -> usize {
+        self.data.test.len()
+    }
+
+    /// The weights, one per key.
+    fn eval_view(&self, model: Vec<f32>) -> Vec<f32> {
+        model.chunks_exact(2).map(|v| self.weight(v)).collect()
+    }
+
+    fn evaluate_part(&self, view: &[f32], _test: bool, part: std::ops::Range<usize>) -> Vec<f64> {
         let rows = &self.data.test;
-        let w: Vec<f32> = model.chunks_exact(2).map(|v| self.weight(v)).collect();
-        let scores: Vec<f64> =
-            (0..rows.len()).map(|i| rows.row(i).iter().map(|k| f64::from(w[*k as usize])).sum()).collect();
+        part.map(|i| rows.row(i).iter().map(|k| f64::from(view[*k as usize])).sum()).collect()
+    }
+
+    fn merge(&self, _view: &[f32], _test: bool, parts: Vec<Vec<f64>>) -> Quality {
+        let rows = &self.data.test;
+        let scores = parts.concat();
         let loss: f64 = scores.iter().zip(&rows.labels).map(|(z, l)| logloss(sigmoid(*z), *l)).sum::<f64>();
         Quality::Classification { auc: auc(&scores, &rows.labels), logloss: loss / rows.len().max(1) as f64 }
     }
@@ -335,6 +355,19 @@ mod tests {
         let shared = (0..d.train.len()).filter(|i| users.contains(&d.train.row(*i)[2])).count();
         // 999 users and 999 items in 2^18 keys: a few chance collisions at most.
         assert!(shared < 20, "{shared} items share a key with a user");
+    }
+
+    /// Evaluated in parts and merged, the test rows give the figures of one pass over them.
+    #[test]
+    fn parts_merge_into_the_whole_evaluation() {
+        let d = LrData::hash(&data::planted(200, 3, 4, 2), 8, false);
+        let t = LrTask::new(&d, &TrainOptions::default(), &LrOptions::default());
+        let model: Vec<f32> = (0..d.keys() * 2).map(|k| ((k * 37 % 11) as f32 - 5.0) * 0.1).collect();
+        let view = t.eval_view(model.clone());
+        let n = t.eval_len(true);
+        assert!(n > 10, "{n} test rows");
+        let parts = [0..3, 3..n / 2, n / 2..n].map(|r| t.evaluate_part(&view, true, r)).to_vec();
+        assert_eq!(t.merge(&view, true, parts), t.evaluate(&model, true));
     }
 
     #[test]

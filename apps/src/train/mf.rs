@@ -9,8 +9,9 @@
 //!
 //! Data: RecBole's `.inter` files (`ml-100k.inter`, a header line `user_id:token item_id:token
 //! rating:float timestamp:float` then tab-separated rows) and the original `u.data` layout
-//! (whitespace-separated `user item rating timestamp`, no header). The split is fixed: the rows
-//! are shuffled with a constant seed ([`SPLIT_SEED`]) and the first 80 % train, the rest test.
+//! (whitespace-separated `user item rating timestamp`, no header). The split is fixed by its
+//! seed (`--split-seed`, by default [`SPLIT_SEED`]): the rows are shuffled with it and the
+//! first 80 % train, the rest test.
 //! MovieLens-100k has no validation split; the periodic evaluation reports RMSE on the test
 //! split, and nothing here is tuned on it.
 
@@ -27,7 +28,7 @@ use rand_distr::{Distribution as _, Normal};
 use super::task::{Quality, StepBuffers, Task};
 use super::{mix, TrainError, TrainOptions};
 
-/// The seed of the fixed 80/20 split.
+/// The default seed of the 80/20 split (`--split-seed`).
 pub const SPLIT_SEED: u64 = 0x6d6c_3130_306b;
 
 /// One rating.
@@ -85,14 +86,14 @@ impl fmt::Display for RatingsError {
 impl std::error::Error for RatingsError {}
 
 impl Ratings {
-    /// Loads a `.inter` or `u.data` file and splits it.
-    pub fn load(file: &Path) -> Result<Ratings, RatingsError> {
+    /// Loads a `.inter` or `u.data` file and splits it with `split_seed`.
+    pub fn load(file: &Path, split_seed: u64) -> Result<Ratings, RatingsError> {
         let text = std::fs::read_to_string(file).map_err(|e| RatingsError::Io(file.to_path_buf(), e))?;
-        Ratings::parse(file, &text)
+        Ratings::parse(file, &text, split_seed)
     }
 
-    /// Parses `text` (read from `file`) and splits it.
-    pub fn parse(file: &Path, text: &str) -> Result<Ratings, RatingsError> {
+    /// Parses `text` (read from `file`) and splits it with `split_seed`.
+    pub fn parse(file: &Path, text: &str, split_seed: u64) -> Result<Ratings, RatingsError> {
         let (mut users, mut items) = (HashMap::new(), HashMap::new());
         let mut all = Vec::new();
         for (i, line) in text.lines().enumerate() {
@@ -121,12 +122,12 @@ impl Ratings {
         if all.len() < 2 {
             return Err(RatingsError::TooFew(file.to_path_buf()));
         }
-        Ok(Ratings::split(users.len() as u32, items.len() as u32, all))
+        Ok(Ratings::split(users.len() as u32, items.len() as u32, all, split_seed))
     }
 
-    /// The fixed 80/20 split of `all`.
-    pub fn split(users: u32, items: u32, mut all: Vec<Rating>) -> Ratings {
-        all.shuffle(&mut StdRng::seed_from_u64(SPLIT_SEED));
+    /// The 80/20 split of `all` that `split_seed` shuffles.
+    pub fn split(users: u32, items: u32, mut all: Vec<Rating>, split_seed: u64) -> Ratings {
+        all.shuffle(&mut StdRng::seed_from_u64(split_seed));
         let cut = (all.len() * 4 / 5).max(1);
         let test = all.split_off(cut);
         Ratings { users, items, train: all, test }
@@ -289,15 +290,32 @@ impl Task for MfTask<'_> {
         loss
     }
 
-    fn evaluate(&self, model: &[f32], _test: bool) -> Quality {
+    /// MovieLens has no validation split: every evaluation is of the test ratings.
+    fn has_validation(&self) -> bool {
+        false
+    }
+
+    /// Squared errors summed, and their count.
+    type Partial = (f64, u64);
+
+    fn eval_len(&self, _test: bool) -> usize {
+        self.data.test.len()
+    }
+
+    fn evaluate_part(&self, view: &[f32], _test: bool, part: std::ops::Range<usize>) -> (f64, u64) {
         let len = self.value_len();
-        let row = |k: u64| &model[k as usize * len..(k as usize + 1) * len];
+        let row = |k: u64| &view[k as usize * len..(k as usize + 1) * len];
         let (lo, hi) = self.range;
-        let pairs = self.data.test.iter().map(|r| {
-            let p = self.predict(row(r.user.into()), row(self.item_key(r.item)));
-            (r.value, p.clamp(lo, hi))
-        });
-        Quality::Rmse { rmse: rmse(pairs) }
+        self.data.test[part].iter().fold((0.0, 0), |(sum, n), r| {
+            let p = self.predict(row(r.user.into()), row(self.item_key(r.item))).clamp(lo, hi);
+            let e = f64::from(r.value - p);
+            (sum + e * e, n + 1)
+        })
+    }
+
+    fn merge(&self, _view: &[f32], _test: bool, parts: Vec<(f64, u64)>) -> Quality {
+        let (sum, n) = parts.into_iter().fold((0.0, 0), |(s, n), (a, b)| (s + a, n + b));
+        Quality::Rmse { rmse: if n == 0 { 0.0 } else { (sum / n as f64).sqrt() } }
     }
 
     fn access_counts(&self) -> Vec<(Key, u64)> {
@@ -319,11 +337,37 @@ mod tests {
         let inter = "user_id:token\titem_id:token\trating:float\ttimestamp:float\n\
                      196\t242\t3\t881250949\n186\t302\t3\t891717742\n22\t377\t1\t878887116\n\
                      196\t302\t4\t1\n186\t242\t5\t2\n";
-        let r = Ratings::parse(Path::new("x.inter"), inter).unwrap();
+        let r = Ratings::parse(Path::new("x.inter"), inter, SPLIT_SEED).unwrap();
         assert_eq!((r.users, r.items, r.train.len(), r.test.len()), (3, 3, 4, 1));
         let udata = "1 10 5 0\n2 10 4 0\n1 11 2 0\n";
-        let r = Ratings::parse(Path::new("u.data"), udata).unwrap();
+        let r = Ratings::parse(Path::new("u.data"), udata, SPLIT_SEED).unwrap();
         assert_eq!((r.users, r.items, r.train.len() + r.test.len()), (2, 2, 3));
+    }
+
+    #[test]
+    fn the_split_seed_picks_the_split_and_keeps_every_rating() {
+        let text: String = (0..50).map(|i| format!("{} {} {}\n", i % 7, i % 11, 1 + i % 5)).collect();
+        let split = |seed| {
+            let r = Ratings::parse(Path::new("x"), &text, seed).unwrap();
+            let key = |r: &Rating| (r.user, r.item, r.value as u32);
+            let (mut train, mut test): (Vec<_>, Vec<_>) =
+                (r.train.iter().map(key).collect(), r.test.iter().map(key).collect());
+            train.sort();
+            test.sort();
+            (train, test)
+        };
+        let (a, b, again) = (split(1), split(2), split(1));
+        assert_eq!(a, again);
+        assert_ne!(a.1, b.1);
+        for (train, test) in [&a, &b] {
+            assert_eq!((train.len(), test.len()), (40, 10));
+            let mut all = [train.clone(), test.clone()].concat();
+            all.sort();
+            let mut expect = split(3).0;
+            expect.extend(split(3).1);
+            expect.sort();
+            assert_eq!(all, expect);
+        }
     }
 
     #[test]
@@ -331,10 +375,33 @@ mod tests {
         for (text, expect) in
             [("1 2\n", "x:1: expected `user item rating"), ("1 2 3\n1 2 three\n", "x:2: rating `three`")]
         {
-            let e = Ratings::parse(Path::new("x"), text).unwrap_err().to_string();
+            let e = Ratings::parse(Path::new("x"), text, SPLIT_SEED).unwrap_err().to_string();
             assert!(e.contains(expect), "{e}");
         }
-        assert!(Ratings::parse(Path::new("x"), "1 2 3\n").unwrap_err().to_string().contains("fewer than 2"));
+        assert!(Ratings::parse(Path::new("x"), "1 2 3\n", SPLIT_SEED)
+            .unwrap_err()
+            .to_string()
+            .contains("fewer than 2"));
+    }
+
+    /// Evaluated in parts and merged, the test ratings give the RMSE of one pass over them.
+    #[test]
+    fn parts_merge_into_the_whole_evaluation() {
+        let text: String = (0..60).map(|i| format!("{} {} {}\n", i % 7, i % 11, 1 + i % 5)).collect();
+        let data = Ratings::parse(Path::new("x"), &text, SPLIT_SEED).unwrap();
+        let t =
+            MfTask::new(&data, &TrainOptions { dim: 3, ..TrainOptions::default() }, &MfOptions::default());
+        let model: Vec<f32> = (0..t.keys() as usize * 4).map(|k| ((k * 13 % 7) as f32 - 3.0) * 0.2).collect();
+        let n = t.eval_len(true);
+        assert_eq!(n, 12);
+        let parts = [0..5, 5..5, 5..12].map(|r| t.evaluate_part(&model, true, r)).to_vec();
+        let (Quality::Rmse { rmse: a }, Quality::Rmse { rmse: b }) =
+            (t.merge(&model, true, parts), t.evaluate(&model, true))
+        else {
+            panic!("MF measures RMSE")
+        };
+        assert!((a - b).abs() < 1e-12 && a > 0.0, "{a} {b}");
+        assert!(!t.has_validation());
     }
 
     #[test]

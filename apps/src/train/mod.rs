@@ -35,7 +35,7 @@ use std::fmt;
 
 use parma_core::{Conformity, OpError, Technique};
 
-use kge::{Loss, Model, Reg};
+use kge::{Loss, Model, Reg, RegOn};
 
 /// What runs the model's parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -104,6 +104,8 @@ pub struct TrainOptions {
     pub progress: bool,
     /// Checkpoints written during the run, and the one it resumes from.
     pub checkpoint: checkpointing::CheckpointOptions,
+    /// `--metrics`: where each epoch's record is appended as the epoch ends.
+    pub metrics: Option<report::MetricsFile>,
     /// Run as one node of a cluster of processes (`parma node train ...`): this process starts
     /// one node over the network and runs its `workers` threads; `nodes` is the world size.
     /// `None`: every node in this process.
@@ -137,6 +139,7 @@ impl Default for TrainOptions {
             progress: false,
             cluster: None,
             checkpoint: checkpointing::CheckpointOptions::default(),
+            metrics: None,
             barrier_timeout: None,
             request_timeout: None,
         }
@@ -235,6 +238,9 @@ pub struct KgeOptions {
     pub loss: Loss,
     /// The regularizer.
     pub reg: Reg,
+    /// Which embeddings the regularizer applies to: the positive triples' (AdaPM's app, the
+    /// default) or every score's.
+    pub reg_on: RegOn,
     /// The sampling manager's conformity level for the negatives.
     pub conformity: Conformity,
     /// Standard deviation of the normal initialization.
@@ -249,6 +255,7 @@ impl Default for KgeOptions {
             shared_negatives: false,
             loss: Loss::Bce,
             reg: Reg::L2(1e-3),
+            reg_on: RegOn::Positives,
             conformity: Conformity::Conform,
             init_std: 0.1,
         }

@@ -1,4 +1,5 @@
-//! `--plot FILE.svg`: validation quality over training time and over epochs, one line per run.
+//! `--plot FILE.svg`: validation quality over training time and over epochs, one line per run
+//! (test quality for a task without a validation split: MF, LR, word vectors).
 
 use std::path::Path;
 
@@ -6,7 +7,7 @@ use plotters::prelude::*;
 
 use super::report::RunReport;
 
-/// One evaluated epoch: training time so far, epoch, validation quality (MRR or RMSE).
+/// One evaluated epoch: training time so far, epoch, validation (else test) quality.
 type Point = (f64, u32, f64);
 
 /// A run's label in the legend: engine and technique, and the round under `--repeat`.
@@ -19,7 +20,7 @@ fn label(r: &RunReport, round: Option<usize>) -> String {
     }
 }
 
-/// Draws validation quality (MRR, or RMSE for ratings) against training time (left) and against epochs (right) for every run
+/// Draws validation quality (MRR; test RMSE, AUC or analogy where there is no validation split) against training time (left) and against epochs (right) for every run
 /// that was evaluated at least once, into an SVG file. `per_round` is the number of runs per
 /// `--repeat` round (the rounds are labelled when there are several).
 pub fn plot(path: &Path, reports: &[RunReport], per_round: usize, title: &str) -> Result<(), String> {
@@ -33,7 +34,7 @@ pub fn plot(path: &Path, reports: &[RunReport], per_round: usize, title: &str) -
                 .epochs
                 .iter()
                 .filter_map(|e| {
-                    e.valid.map(|v| (e.train_secs, e.epoch, v.primary())).filter(|p| !p.2.is_nan())
+                    e.valid.or(e.test).map(|v| (e.train_secs, e.epoch, v.primary())).filter(|p| !p.2.is_nan())
                 })
                 .collect();
             (label(r, (rounds > 1).then_some(i / per_round.max(1))), points)
@@ -49,16 +50,18 @@ pub fn plot(path: &Path, reports: &[RunReport], per_round: usize, title: &str) -
     let e_max = series.iter().flat_map(|(_, p)| p.iter().map(|x| x.1)).max().unwrap_or(1).max(1);
     let metric = reports
         .iter()
-        .flat_map(|r| r.epochs.iter().filter_map(|e| e.valid))
+        .flat_map(|r| r.epochs.iter().filter_map(|e| e.valid.or(e.test)))
         .next()
         .map_or("MRR", |q| q.primary_name());
+    let has_valid = reports.iter().any(|r| r.epochs.iter().any(|e| e.valid.is_some()));
+    let split = if has_valid { "validation" } else { "test" };
     let y_max = if metric == "MRR" {
         1.0
     } else {
         1.1 * series.iter().flat_map(|(_, p)| p.iter().map(|x| x.2)).fold(0.0, f64::max).max(1e-3)
     };
     let (cap_time, cap_epochs) =
-        (format!("validation {metric} over training time"), format!("validation {metric} over epochs"));
+        (format!("{split} {metric} over training time"), format!("{split} {metric} over epochs"));
     let y_desc = if metric == "MRR" { "filtered MRR" } else { metric };
     let root = SVGBackend::new(path, (1200, 500)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;

@@ -1,7 +1,11 @@
-//! What a training run reports: one [`EpochRecord`] per epoch (the lines of `--metrics`), a
-//! [`RunReport`] per run, and the summary table over runs.
+//! What a training run reports: one [`EpochRecord`] per epoch (the lines of `--metrics`,
+//! appended to a [`MetricsFile`] as each epoch ends), a [`RunReport`] per run, and the summary
+//! table over runs.
 
+use std::fs::File;
 use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 
@@ -38,6 +42,61 @@ pub struct EpochRecord {
     pub valid: Option<Quality>,
     /// Quality on the test split, after the last epoch.
     pub test: Option<Quality>,
+}
+
+/// `--metrics FILE`: every epoch's record is appended as one JSON line when the epoch ends,
+/// written through to the file at once (the process keeps no buffer), so a run that dies
+/// leaves every epoch it finished. Clones append to the same file (the runs of `--compare`).
+#[derive(Clone)]
+pub struct MetricsFile {
+    path: PathBuf,
+    /// The open file; `None` until the first record when opened lazily.
+    file: Arc<Mutex<Option<File>>>,
+}
+
+impl MetricsFile {
+    /// Creates (or truncates) `path` now.
+    pub fn create(path: &Path) -> std::io::Result<MetricsFile> {
+        let file = File::create(path)?;
+        Ok(MetricsFile { path: path.to_path_buf(), file: Arc::new(Mutex::new(Some(file))) })
+    }
+
+    /// Creates (or truncates) `path` when the first record is appended: for a process of a
+    /// cluster, of which only the one that evaluates writes records.
+    pub fn lazy(path: &Path) -> MetricsFile {
+        MetricsFile { path: path.to_path_buf(), file: Arc::new(Mutex::new(None)) }
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends `rec` as one line.
+    pub fn append(&self, rec: &EpochRecord) -> std::io::Result<()> {
+        let mut line = serde_json::to_vec(rec)?;
+        line.push(b'\n');
+        let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        if file.is_none() {
+            *file = Some(File::create(&self.path)?);
+        }
+        let f = file.as_mut().expect("opened above");
+        f.write_all(&line)?;
+        f.flush()
+    }
+}
+
+impl std::fmt::Debug for MetricsFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "MetricsFile({})", self.path.display())
+    }
+}
+
+/// Two handles are equal when they append to the same open file.
+impl PartialEq for MetricsFile {
+    fn eq(&self, other: &MetricsFile) -> bool {
+        Arc::ptr_eq(&self.file, &other.file)
+    }
 }
 
 /// What one run did.
@@ -187,37 +246,43 @@ fn fmt_test(q: Option<Quality>, ranking: bool) -> String {
 }
 
 /// A markdown table of runs on the same data, with each run's median epoch time over the
-/// first run's.
+/// first run's. A validation column only where a run has a validation figure: a task without
+/// a validation split (MF, LR, word vectors) has one quality column, its test figure.
 pub fn summary(reports: &[RunReport]) -> String {
     // Ratings have one quality column per split, rankings four on test.
     let ranking = reports.iter().filter_map(|r| r.last().test).all(|q| q.ranking().is_some());
-    let mut out = if ranking {
-        String::from(
-            "| engine | technique | nodes x workers | valid MRR | test MRR | H@1 | H@3 | H@10 | epoch (median) | \
-             vs first | examples/s | CPU s | remote share | bytes sent |\n\
-             | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
-        )
-    } else {
-        let name = reports.iter().find_map(|r| r.last().test).map_or("RMSE", |q| q.primary_name());
-        format!(
-            "| engine | technique | nodes x workers | valid {name} | test {name} | epoch (median) | \
-             vs first | examples/s | CPU s | remote share | bytes sent |\n\
-             | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",
-        )
-    };
+    let evaluated = || reports.iter().flat_map(|r| &r.epochs);
+    let has_valid = evaluated().any(|e| e.valid.is_some());
+    let name = evaluated().find_map(|e| e.test.or(e.valid)).map_or("MRR", |q| q.primary_name());
+    let mut head = vec!["engine", "technique", "nodes x workers"];
+    let valid_col = format!("valid {name}");
+    let test_col = format!("test {name}");
+    if has_valid {
+        head.push(&valid_col);
+    }
+    head.push(&test_col);
+    if ranking {
+        head.extend(["H@1", "H@3", "H@10"]);
+    }
+    head.extend(["epoch (median)", "vs first", "examples/s", "CPU s", "remote share", "bytes sent"]);
+    let mut out = format!("| {} |\n|{}\n", head.join(" | "), " --- |".repeat(head.len()));
     let base = reports.first().map(RunReport::median_epoch_secs);
     for r in reports {
         let l = r.last();
         let median = r.median_epoch_secs();
         let examples: f64 = r.epochs.iter().map(|e| e.examples_per_sec * e.epoch_secs).sum();
         let train: f64 = r.epochs.iter().map(|e| e.epoch_secs).sum();
+        let valid = if has_valid {
+            format!("{} | ", l.valid.map_or("-".into(), |v| figure(v.primary(), 3)))
+        } else {
+            String::new()
+        };
         out.push_str(&format!(
-            "| {} | {} | {} x {} | {} | {} | {:.4} s | {} | {:.0} | {} | {:.2}% | {} |\n",
+            "| {} | {} | {} x {} | {valid}{} | {:.4} s | {} | {:.0} | {} | {:.2}% | {} |\n",
             l.engine,
             l.technique,
             l.nodes,
             l.workers,
-            l.valid.map_or("-".into(), |v| figure(v.primary(), 3)),
             fmt_test(l.test, ranking),
             median,
             base.filter(|b| *b > 0.0).map_or("-".into(), |b| format!("{:.3}x", median / b)),
@@ -281,8 +346,47 @@ mod tests {
         assert_eq!(lines[1]["valid"]["mrr"], 0.5);
         assert!(lines[0]["valid"].is_null());
         assert!(
-            summary(&[r]).contains("| parma | adaptive | 1 x 2 | - | - | - | - | - | 0.2000 s | 1.000x |")
+            summary(std::slice::from_ref(&r))
+                .contains("| parma | adaptive | 1 x 2 | - | - | - | - | - | 0.2000 s | 1.000x |"),
+            "{}",
+            summary(std::slice::from_ref(&r))
         );
+        // Test RMSE without a validation split: one quality column, named for the test split.
+        let mut mf = r.clone();
+        for e in &mut mf.epochs {
+            e.valid = None;
+        }
+        mf.epochs[2].test = Some(Quality::Rmse { rmse: 0.93 });
+        let table = summary(&[mf]);
+        assert!(
+            table.starts_with("| engine | technique | nodes x workers | test RMSE | epoch (median) |"),
+            "{table}"
+        );
+        assert!(table.contains("| 1 x 2 | 0.9300 | 0.2000 s |"), "{table}");
+        assert!(!table.contains("valid"), "{table}");
+    }
+
+    #[test]
+    fn metrics_files_append_whole_lines_and_a_lazy_one_starts_at_its_first_record() {
+        let dir = std::env::temp_dir().join(format!("parma-metrics-file-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("m.jsonl");
+        std::fs::write(&path, "from before\n").unwrap();
+        let lazy = MetricsFile::lazy(&path);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "from before\n");
+        lazy.clone().append(&record(1, 0.1, None)).unwrap();
+        lazy.append(&record(2, 0.1, Some(0.5))).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let epochs: Vec<u64> = text
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["epoch"].as_u64().unwrap())
+            .collect();
+        assert_eq!(epochs, [1, 2], "{text}");
+        let eager = MetricsFile::create(&path).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "");
+        assert!(eager == eager.clone() && eager != lazy);
+        assert!(MetricsFile::create(&dir.join("no such dir").join("m.jsonl")).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[cfg(target_os = "linux")]

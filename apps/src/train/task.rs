@@ -1,6 +1,13 @@
 //! What the harness needs from a training task: its examples, the keys each touches, one step's
-//! arithmetic, and its evaluation. KGE ([`super::kge::KgeTask`]) and matrix factorization
-//! ([`super::mf::MfTask`]) implement it.
+//! arithmetic, and its evaluation. KGE ([`super::kge::KgeTask`]), matrix factorization
+//! ([`super::mf::MfTask`]), logistic regression and word vectors implement it.
+//!
+//! Evaluation is split over threads: a split's queries (`0..eval_len`) are cut into parts,
+//! each thread evaluates its parts with [`Task::evaluate_part`], and one thread merges the
+//! partial results into a [`Quality`] with [`Task::merge`]. All of them read one view of the
+//! model ([`Task::eval_view`]), made once per evaluation.
+
+use std::ops::Range;
 
 use parma_core::Key;
 use serde::Serialize;
@@ -34,8 +41,11 @@ pub enum Quality {
         analogy: f64,
         /// Share of all analogy questions answered right, out-of-vocabulary ones counted wrong.
         analogy_all: f64,
-        /// Spearman's ρ between the pairs' human scores and their cosine similarities.
+        /// Spearman's ρ between the pairs' human scores and their cosine similarities
+        /// (WordSim-353, or the `--similarities` file).
         similarity: f64,
+        /// The same on SimLex-999, when it was fetched (NaN without it).
+        simlex: f64,
     },
 }
 
@@ -85,11 +95,12 @@ impl Quality {
             Quality::Ranking(r) => format!("H@1 {:.3}, H@3 {:.3}, H@10 {:.3}", r.hits1, r.hits3, r.hits10),
             Quality::Rmse { .. } => "-".into(),
             Quality::Classification { logloss, .. } => format!("log loss {logloss:.4}"),
-            Quality::Words { analogy_all, similarity, .. } => {
+            Quality::Words { analogy_all, similarity, simlex, .. } => {
                 format!(
-                    "analogy (OOV wrong) {}, similarity rho {}",
+                    "analogy (OOV wrong) {}, similarity rho {}, SimLex-999 rho {}",
                     figure(*analogy_all, 4),
-                    figure(*similarity, 4)
+                    figure(*similarity, 4),
+                    figure(*simlex, 4)
                 )
             }
         }
@@ -126,6 +137,8 @@ pub struct StepBuffers {
 pub trait Task: Sync {
     /// One training example.
     type Example: Copy + Send + Sync;
+    /// What evaluating a part of a split's queries leaves, for [`Task::merge`].
+    type Partial: Send;
     /// The task's name in records (`kge`, `mf`).
     fn name(&self) -> &'static str;
     /// The model's name in records.
@@ -150,9 +163,30 @@ pub trait Task: Sync {
     }
     /// One step on `examples` with the values in `b`; returns the summed loss.
     fn step(&self, examples: &[Self::Example], b: &mut StepBuffers) -> f64;
-    /// Quality on the validation split (`test` false) or the test split, given every key's value
-    /// (`value_len()` each, in key order).
-    fn evaluate(&self, model: &[f32], test: bool) -> Quality;
+    /// Whether the task has a validation split apart from its test split. Without one (MF,
+    /// LR, word vectors) every evaluation is of the test split, recorded as test.
+    fn has_validation(&self) -> bool {
+        true
+    }
+    /// The queries of the validation split (`test` false) or the test split: what evaluation
+    /// is split over.
+    fn eval_len(&self, test: bool) -> usize;
+    /// The model as evaluation reads it, from every key's value (`value_len()` each, in key
+    /// order); by default the values themselves.
+    fn eval_view(&self, model: Vec<f32>) -> Vec<f32> {
+        model
+    }
+    /// Evaluates the queries `part` of a split (within `0..eval_len(test)`) on `view`.
+    fn evaluate_part(&self, view: &[f32], test: bool, part: Range<usize>) -> Self::Partial;
+    /// The split's quality from the partial results of parts that cover its queries once,
+    /// in the order of their queries.
+    fn merge(&self, view: &[f32], test: bool, parts: Vec<Self::Partial>) -> Quality;
+    /// Quality on a split in one thread, given every key's value.
+    fn evaluate(&self, model: &[f32], test: bool) -> Quality {
+        let view = self.eval_view(model.to_vec());
+        let part = self.evaluate_part(&view, test, 0..self.eval_len(test));
+        self.merge(&view, test, vec![part])
+    }
     /// Called once with every key's value after the last epoch (to keep or export the model).
     fn finished(&self, _model: &[f32]) {}
     /// Expected accesses per key in one epoch, for NuPS's hot keys (multi-technique).

@@ -279,13 +279,42 @@ impl Task for WvTask<'_> {
         loss
     }
 
-    fn evaluate(&self, model: &[f32], _test: bool) -> Quality {
-        let input = &model[..self.corpus.vocab() * self.dim];
-        let unit = eval::normalized(input, self.dim);
-        let (analogy, analogy_all) =
-            eval::analogy(self.corpus, &unit, self.dim, self.sets, self.opt.restrict);
-        let (similarity, _) = eval::similarity(self.corpus, &unit, self.dim, self.sets);
-        Quality::Words { analogy, analogy_all, similarity }
+    /// The analogy and similarity sets are one set: every evaluation is of it, recorded as
+    /// test.
+    fn has_validation(&self) -> bool {
+        false
+    }
+
+    /// Analogy questions answered right, and those asked (all four words within the
+    /// restricted vocabulary).
+    type Partial = (u64, u64);
+
+    /// A query is an analogy question (the word pairs, far fewer, are scored in the merge).
+    fn eval_len(&self, _test: bool) -> usize {
+        self.sets.analogies.len()
+    }
+
+    /// The input vectors scaled to unit length.
+    fn eval_view(&self, model: Vec<f32>) -> Vec<f32> {
+        eval::normalized(&model[..self.corpus.vocab() * self.dim], self.dim)
+    }
+
+    fn evaluate_part(&self, view: &[f32], _test: bool, part: std::ops::Range<usize>) -> (u64, u64) {
+        let questions = &self.sets.analogies[part];
+        eval::analogy_counts(self.corpus, view, self.dim, questions, self.opt.restrict)
+    }
+
+    fn merge(&self, view: &[f32], _test: bool, parts: Vec<(u64, u64)>) -> Quality {
+        let (right, asked) = parts.into_iter().fold((0, 0), |(r, a), (x, y)| (r + x, a + y));
+        let share = |n: u64| if n == 0 { f64::NAN } else { right as f64 / n as f64 };
+        let (similarity, _) = eval::similarity(self.corpus, view, self.dim, &self.sets.pairs);
+        let (simlex, _) = eval::similarity(self.corpus, view, self.dim, &self.sets.simlex);
+        Quality::Words {
+            analogy: share(asked),
+            analogy_all: share(self.sets.analogies.len() as u64),
+            similarity,
+            simlex,
+        }
     }
 
     fn finished(&self, model: &[f32]) {

@@ -7,6 +7,7 @@ use parma_apps::node::NetOptions;
 use parma_apps::train::harness::run_lr;
 use parma_apps::train::lr::data::{load_adult, load_ml_clicks, LrData, RawData};
 use parma_apps::train::lr::{check_bits, LrOptions, Optimizer};
+use parma_apps::train::mf::SPLIT_SEED;
 use parma_apps::train::TrainOptions;
 
 use super::{check_common, run_all, CommonArgs, Target};
@@ -41,6 +42,11 @@ pub struct LrArgs {
     /// FTRL's beta.
     #[arg(long, default_value_t = 1.0)]
     pub beta: f32,
+    /// Seed of the 80/20 split of MovieLens clicks (`ml-clicks` or a directory; decimal, or
+    /// hexadecimal after `0x`); default 0x6d6c3130306b, `parma train mf`'s. Adult and other
+    /// Parquet files come with their own split and refuse it.
+    #[arg(long, value_parser = super::parse_split_seed)]
+    pub split_seed: Option<u64>,
     #[command(flatten)]
     pub common: CommonArgs,
 }
@@ -65,14 +71,20 @@ fn fetched(name: &str, flag: &str) -> Result<PathBuf, String> {
     }
 }
 
-fn load(data: &str) -> Result<RawData, String> {
+/// Whether `--data data` is split by `--split-seed` (MovieLens clicks) rather than read with
+/// its own split (Adult's official one, a Parquet file's).
+fn seeded_split(data: &str) -> bool {
+    data == "ml-clicks" || (data != "adult" && Path::new(data).is_dir())
+}
+
+fn load(data: &str, split_seed: u64) -> Result<RawData, String> {
     let raw = match data {
         "adult" => load_adult(&fetched("adult", data)?),
         "ml-clicks" => {
             let inter = fetched("ml-100k", data)?;
-            load_ml_clicks(inter.parent().unwrap_or(Path::new(".")))
+            load_ml_clicks(inter.parent().unwrap_or(Path::new(".")), split_seed)
         }
-        path if Path::new(path).is_dir() => load_ml_clicks(Path::new(path)),
+        path if Path::new(path).is_dir() => load_ml_clicks(Path::new(path), split_seed),
         path => load_adult(Path::new(path)),
     };
     raw.map_err(|e| format!("--data {data}: {e}"))
@@ -84,18 +96,27 @@ pub fn run_lr_cmd(args: &LrArgs, cluster: Option<&NetOptions>) -> Result<(), Str
     let runs = check_common(&args.common, args.common.runs(&opts), cluster)?;
     lr.check().map_err(|e| e.to_string())?;
     check_bits(args.bits).map_err(|e| e.to_string())?;
-    let raw = load(&args.data)?;
+    if args.split_seed.is_some() && !seeded_split(&args.data) {
+        return Err(format!(
+            "bad options: --split-seed: --data {} comes with its own train/test split (Adult's official \
+             one, or the Parquet file's); --split-seed applies to ml-clicks and MovieLens directories",
+            args.data
+        ));
+    }
+    let split_seed = args.split_seed.unwrap_or(SPLIT_SEED);
+    let raw = load(&args.data, split_seed)?;
     let data = LrData::hash(&raw, args.bits, args.crosses);
     if data.train.is_empty() || data.test.is_empty() {
         return Err(format!("--data {}: the training or the test split is empty", args.data));
     }
     eprintln!(
-        "{}: {} fields, {} / {} rows (train / test), {:.1}% positive; 2^{} hashed keys{}; {} lr {}, \
+        "{}: {} fields, {} / {} rows (train / test{}), {:.1}% positive; 2^{} hashed keys{}; {} lr {}, \
          l1 {}, l2 {}, {} epochs, batch {}, seed {}",
         args.data,
         raw.fields.len(),
         data.train.len(),
         data.test.len(),
+        if seeded_split(&args.data) { format!(", split seed {split_seed:#x}") } else { String::new() },
         100.0 * data.base_rate(),
         args.bits,
         if args.crosses { ", pairs of fields crossed" } else { "" },

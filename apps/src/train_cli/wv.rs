@@ -24,7 +24,8 @@ pub struct WvArgs {
     #[arg(long)]
     pub analogies: Option<PathBuf>,
     /// Word pairs with a similarity score (`wordsim353.tsv`); default: the one `parma data
-    /// fetch w2v-eval` cached, if there.
+    /// fetch w2v-eval` cached, if there. SimLex-999 is scored as well whenever that fetch
+    /// cached it.
     #[arg(long)]
     pub similarities: Option<PathBuf>,
     /// Words that occur fewer times are left out.
@@ -91,6 +92,10 @@ fn eval_sets(args: &WvArgs) -> Result<EvalSets, String> {
     if let Some(p) = pairs {
         sets.read_pairs(&p).map_err(|e| format!("--similarities: {e}"))?;
     }
+    // SimLex-999 is scored beside the pairs above whenever `data fetch w2v-eval` fetched it.
+    if let Some(p) = cached_member("w2v-eval", "simlex999.txt")?.filter(|p| p.is_file()) {
+        sets.read_simlex(&p).map_err(|e| format!("SimLex-999 ({}): {e}", p.display()))?;
+    }
     Ok(sets)
 }
 
@@ -122,7 +127,7 @@ pub fn run_wv_cmd(args: &WvArgs, cluster: Option<&NetOptions>) -> Result<(), Str
     let probe = WvTask::new(&corpus, &sets, &opts, &wv);
     eprintln!(
         "{}: {} tokens, {} in the vocabulary (min_count {}), {} words, {} after subsampling ({}); \
-         {} analogy questions, {} word pairs; dim {}, window {}, {} negatives, lr {} falling linearly, \
+         {} analogy questions, {} word pairs, {} SimLex-999 pairs; dim {}, window {}, {} negatives, lr {} falling linearly, \
          {} epochs, batch {}, seed {}",
         args.data,
         corpus.raw_tokens,
@@ -133,6 +138,7 @@ pub fn run_wv_cmd(args: &WvArgs, cluster: Option<&NetOptions>) -> Result<(), Str
         wv.sample,
         sets.analogies.len(),
         sets.pairs.len(),
+        sets.simlex.len(),
         opts.dim,
         wv.window,
         wv.negatives,

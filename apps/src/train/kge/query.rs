@@ -17,9 +17,10 @@
 //! - logistic: `Σ softplus(s(e_i))`, plus `softplus(-s(a))` once per triple (on its tail query).
 //!
 //! The regularizer's gradient is added once per triple for each of its three embeddings (the
-//! per-triple weighting of Lacroix et al.'s N3), not for each score.
+//! per-triple weighting of Lacroix et al.'s N3), not for each score; with `--reg-on all`, also
+//! once for each candidate of each query.
 
-use super::{sigmoid, softplus, Loss, Model, StepModel};
+use super::{sigmoid, softplus, Loss, Model, RegOn, StepModel};
 use crate::train::kg::Triple;
 use crate::train::task::StepBuffers;
 
@@ -218,6 +219,13 @@ impl StepModel {
                 let (a, bb) = if side == Side::Tail { (rh, rr) } else { (rr, rt) };
                 axpy(1.0, &ga, &mut b.grads[a * d..(a + 1) * d]);
                 axpy(1.0, &gb, &mut b.grads[bb * d..(bb + 1) * d]);
+                if self.reg_on == RegOn::All && self.reg.weight() > 0.0 {
+                    for &k in cands {
+                        ga.fill(0.0);
+                        self.reg.add_grad(self.model, &b.row_vals[emb(k)], &mut ga);
+                        axpy(1.0, &ga, &mut b.grads[k * d..(k + 1) * d]);
+                    }
+                }
             }
             if self.reg.weight() > 0.0 {
                 for row in [rh, rr, rt] {

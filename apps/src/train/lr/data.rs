@@ -14,7 +14,8 @@
 //!   LIBSVM's a9a uses). Label: income `>50K`.
 //! - MovieLens-100k as clicks, from RecBole's `ml-100k.inter`, `.user` and `.item`: label
 //!   rating ≥ 4; fields user, item, age decade, gender, occupation, genres (several per item).
-//!   Split: the same fixed 80/20 shuffle as `parma train mf` ([`crate::train::mf::SPLIT_SEED`]).
+//!   Split: the 80/20 shuffle of `parma train mf`, by the same seed (`--split-seed`, by default
+//!   [`crate::train::mf::SPLIT_SEED`]).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -24,7 +25,6 @@ use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 
-use crate::train::mf::SPLIT_SEED;
 use crate::train::mix;
 
 /// One value of a row: a category, or a number to be binned.
@@ -183,8 +183,8 @@ fn column(file: &Path, names: &[String], name: &str) -> Result<usize, DataError>
 }
 
 /// Loads MovieLens-100k as clicks from a directory with RecBole's `ml-100k.inter`,
-/// `ml-100k.user` and `ml-100k.item`.
-pub fn load_ml_clicks(dir: &Path) -> Result<RawData, DataError> {
+/// `ml-100k.user` and `ml-100k.item`, split 80/20 by `split_seed`.
+pub fn load_ml_clicks(dir: &Path, split_seed: u64) -> Result<RawData, DataError> {
     let (inter, user, item) = (dir.join("ml-100k.inter"), dir.join("ml-100k.user"), dir.join("ml-100k.item"));
     let mut users: HashMap<String, Vec<(u16, Value)>> = HashMap::new();
     let (names, rows) = read_atomic(&user)?;
@@ -236,7 +236,7 @@ pub fn load_ml_clicks(dir: &Path) -> Result<RawData, DataError> {
     if all.len() < 2 {
         return Err(DataError::File(inter, "fewer than 2 ratings".into()));
     }
-    all.shuffle(&mut StdRng::seed_from_u64(SPLIT_SEED));
+    all.shuffle(&mut StdRng::seed_from_u64(split_seed));
     let test = all.split_off(all.len() * 4 / 5);
     let fields = ["user", "item", "age", "gender", "occupation", "genre"].map(String::from).to_vec();
     Ok(RawData { fields, train: all, test })

@@ -96,8 +96,10 @@ impl Corpus {
 pub struct EvalSets {
     /// Analogy questions.
     pub analogies: Vec<[String; 4]>,
-    /// Word pairs and scores.
+    /// Word pairs and scores (WordSim-353, or the `--similarities` file).
     pub pairs: Vec<(String, String, f64)>,
+    /// SimLex-999's pairs and scores, when fetched.
+    pub simlex: Vec<(String, String, f64)>,
 }
 
 impl EvalSets {
@@ -122,30 +124,43 @@ impl EvalSets {
     /// words then a number, tab- or space-separated; `#` comment lines and a header whose third
     /// field is not a number are skipped).
     pub fn read_pairs(&mut self, file: &Path) -> Result<(), TextError> {
-        let text = std::fs::read_to_string(file).map_err(|e| TextError::Io(file.to_path_buf(), e))?;
-        for (i, line) in text.lines().enumerate() {
-            let line = line.trim();
-            if line.is_empty() || line.starts_with('#') {
-                continue;
-            }
-            let f: Vec<&str> = line.split_whitespace().collect();
-            if f.len() < 3 {
-                return Err(TextError::At(file.to_path_buf(), i + 1, "expected `word word score`".into()));
-            }
-            match f[2].parse::<f64>() {
-                Ok(s) if s.is_finite() => self.pairs.push((f[0].to_lowercase(), f[1].to_lowercase(), s)),
-                _ if i == 0 || self.pairs.is_empty() => {}
-                _ => {
-                    return Err(TextError::At(
-                        file.to_path_buf(),
-                        i + 1,
-                        format!("score `{}` is not a number", f[2]),
-                    ))
-                }
-            }
-        }
+        self.pairs.extend(pairs_of(file)?);
         Ok(())
     }
+
+    /// Reads SimLex-999's pairs (`simlex999.txt`, the layout of [`EvalSets::read_pairs`]).
+    pub fn read_simlex(&mut self, file: &Path) -> Result<(), TextError> {
+        self.simlex.extend(pairs_of(file)?);
+        Ok(())
+    }
+}
+
+/// The word pairs of `file` (see [`EvalSets::read_pairs`]).
+fn pairs_of(file: &Path) -> Result<Vec<(String, String, f64)>, TextError> {
+    let mut pairs = Vec::new();
+    let text = std::fs::read_to_string(file).map_err(|e| TextError::Io(file.to_path_buf(), e))?;
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 3 {
+            return Err(TextError::At(file.to_path_buf(), i + 1, "expected `word word score`".into()));
+        }
+        match f[2].parse::<f64>() {
+            Ok(s) if s.is_finite() => pairs.push((f[0].to_lowercase(), f[1].to_lowercase(), s)),
+            _ if i == 0 || pairs.is_empty() => {}
+            _ => {
+                return Err(TextError::At(
+                    file.to_path_buf(),
+                    i + 1,
+                    format!("score `{}` is not a number", f[2]),
+                ))
+            }
+        }
+    }
+    Ok(pairs)
 }
 
 /// A corpus with planted structure, for tests: `groups` groups of `per_group` words (word `j`

@@ -29,11 +29,25 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
 /// `restrict` most frequent, `a`, `b` and `c` excluded. NaN where there is no question to
 /// count (shown as n/a).
 pub fn analogy(corpus: &Corpus, unit: &[f32], dim: usize, sets: &EvalSets, restrict: usize) -> (f64, f64) {
+    let (right, asked) = analogy_counts(corpus, unit, dim, &sets.analogies, restrict);
+    let share = |n: u64| if n == 0 { f64::NAN } else { right as f64 / n as f64 };
+    (share(asked), share(sets.analogies.len() as u64))
+}
+
+/// Of `questions`: (answered right, asked), where a question is asked when its four words are
+/// among the `restrict` most frequent; answered as [`analogy`] says.
+pub fn analogy_counts(
+    corpus: &Corpus,
+    unit: &[f32],
+    dim: usize,
+    questions: &[[String; 4]],
+    restrict: usize,
+) -> (u64, u64) {
     let index = corpus.index();
     let n = restrict.min(corpus.vocab());
     let (mut right, mut asked) = (0u64, 0u64);
     let mut target = vec![0.0f32; dim];
-    for q in &sets.analogies {
+    for q in questions {
         let ids: Option<Vec<usize>> =
             q.iter().map(|w| index.get(w.as_str()).map(|i| *i as usize).filter(|i| *i < n)).collect();
         let Some(ids) = ids else { continue };
@@ -54,16 +68,20 @@ pub fn analogy(corpus: &Corpus, unit: &[f32], dim: usize, sets: &EvalSets, restr
         }
         right += u64::from(best == ids[3]);
     }
-    let share = |n: u64| if n == 0 { f64::NAN } else { right as f64 / n as f64 };
-    (share(asked), share(sets.analogies.len() as u64))
+    (right, asked)
 }
 
-/// Spearman's ρ between the pairs' scores and their cosine similarity, over the pairs whose
+/// Spearman's ρ between the `pairs`' scores and their cosine similarity, over the pairs whose
 /// words are both in the vocabulary; with the number of pairs used. NaN for fewer than 2.
-pub fn similarity(corpus: &Corpus, unit: &[f32], dim: usize, sets: &EvalSets) -> (f64, usize) {
+pub fn similarity(
+    corpus: &Corpus,
+    unit: &[f32],
+    dim: usize,
+    pairs: &[(String, String, f64)],
+) -> (f64, usize) {
     let index: HashMap<&str, u32> = corpus.index();
     let (mut human, mut model) = (Vec::new(), Vec::new());
-    for (a, b, s) in &sets.pairs {
+    for (a, b, s) in pairs {
         if let (Some(i), Some(j)) = (index.get(a.as_str()), index.get(b.as_str())) {
             let (i, j) = (*i as usize, *j as usize);
             human.push(*s);
@@ -144,14 +162,19 @@ mod tests {
         let sets = EvalSets {
             analogies: vec![["a", "b", "c", "d"].map(String::from), ["a", "b", "c", "zz"].map(String::from)],
             pairs: vec![],
+            simlex: vec![],
         };
         assert_eq!(analogy(&corpus, &unit, 2, &sets, 30_000), (1.0, 0.5));
         // No question with its four words in the vocabulary: nothing measured, not 0 %.
-        let oov = EvalSets { analogies: vec![["a", "b", "c", "zz"].map(String::from)], pairs: vec![] };
+        let oov = EvalSets {
+            analogies: vec![["a", "b", "c", "zz"].map(String::from)],
+            pairs: vec![],
+            simlex: vec![],
+        };
         let (within, all) = analogy(&corpus, &unit, 2, &oov, 30_000);
         assert!(within.is_nan());
         assert_eq!(all, 0.0);
-        let none = EvalSets { analogies: vec![], pairs: vec![] };
+        let none = EvalSets { analogies: vec![], pairs: vec![], simlex: vec![] };
         let (within, all) = analogy(&corpus, &unit, 2, &none, 30_000);
         assert!(within.is_nan() && all.is_nan());
         assert_eq!(crate::train::task::figure(within, 4), "n/a");

@@ -128,7 +128,7 @@ impl fmt::Display for OpError {
             OpError::DuplicateKey { key } => write!(f, "key {key} appears twice in one call"),
             OpError::Busy => f.write_str("a bounded queue is full; wait for earlier operations"),
             OpError::StoreFull => f.write_str("this node's store is full"),
-            OpError::Timeout => f.write_str("no answer within the request timeout"),
+            OpError::Timeout => f.write_str("no answer within the request timeout (Config::request_timeout)"),
             OpError::PeerFailed { node } => write!(f, "node {node} failed"),
             OpError::RoutingLoop => f.write_str("request exceeded the hop limit (a parma bug)"),
             OpError::Unreachable { node } => write!(f, "node {node} failed (a node on the way knew)"),

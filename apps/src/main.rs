@@ -736,6 +736,9 @@ mod tests {
         let (t, _) = kge_args(&["--barrier-timeout", "2.5", "--request-timeout", "0.2"]).unwrap().options();
         assert_eq!(t.barrier_timeout, Some(std::time::Duration::from_millis(2500)));
         assert_eq!(t.request_timeout, Some(std::time::Duration::from_millis(200)));
+        assert_eq!(kge_args(&[]).unwrap().options().0.sync_rounds_per_sec, None);
+        let paced = kge_args(&["--sync-rounds-per-sec", "1000"]).unwrap().options().0;
+        assert_eq!(paced.sync_rounds_per_sec, Some(1000));
         for bad in ["0", "-1", "soon", "nan"] {
             assert!(kge_args(&["--barrier-timeout", bad]).is_err(), "{bad}");
         }

@@ -125,6 +125,10 @@ pub struct CommonArgs {
     /// Most seconds a node waits for the answer to a remote request (default 60).
     #[arg(long, value_parser = parse_secs)]
     pub request_timeout: Option<Duration>,
+    /// Most sync rounds a node starts per second (0: back to back, the default). On a machine
+    /// whose cores the workers fill, fewer rounds leave the workers more CPU (AdaPM: 1,000).
+    #[arg(long, default_value_t = 0)]
+    pub sync_rounds_per_sec: u32,
     /// The directory of `--checkpoint-every`'s checkpoints.
     #[arg(long)]
     pub checkpoint_dir: Option<PathBuf>,
@@ -257,6 +261,7 @@ impl CommonArgs {
             metrics: None,
             barrier_timeout: self.barrier_timeout,
             request_timeout: self.request_timeout,
+            sync_rounds_per_sec: (self.sync_rounds_per_sec > 0).then_some(self.sync_rounds_per_sec),
             checkpoint: CheckpointOptions {
                 every: self.checkpoint_every,
                 dir: self.checkpoint_dir.clone(),

@@ -373,6 +373,7 @@ pub fn run<T: Task>(
             let layout =
                 Layout::uniform(keys, len as u32).map_err(|e| TrainError::Options(format!("layout: {e}")))?;
             let mut cfg = Config::new(opts.nodes, opts.workers, layout);
+            cfg.sync_rounds_per_sec_max = opts.sync_rounds_per_sec;
             if let Some(t) = opts.request_timeout {
                 cfg.request_timeout = parma_core::Duration(u64::try_from(t.as_micros()).unwrap_or(u64::MAX));
             }

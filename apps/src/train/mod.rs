@@ -116,6 +116,9 @@ pub struct TrainOptions {
     /// Most time a node waits for the answer to a remote request (`None`: the default of
     /// `parma_core::Config::request_timeout`).
     pub request_timeout: Option<std::time::Duration>,
+    /// Most sync rounds a parma node starts per second (`parma_core::Config::
+    /// sync_rounds_per_sec_max`; `None`: back to back, as soon as the last one was answered).
+    pub sync_rounds_per_sec: Option<u32>,
 }
 
 impl Default for TrainOptions {
@@ -142,6 +145,7 @@ impl Default for TrainOptions {
             metrics: None,
             barrier_timeout: None,
             request_timeout: None,
+            sync_rounds_per_sec: None,
         }
     }
 }

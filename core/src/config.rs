@@ -391,6 +391,17 @@ impl Config {
         self.keeps_intents() || self.gate.speculation() > 0
     }
 
+    /// What announcing the keys a worker will use in a clock window means under this
+    /// configuration ([`Announcement`]): an intent under the techniques with sync rounds (and
+    /// under SparseSSP, whose gate reads the declared keys, under every technique), a
+    /// `localize` under relocation, nothing under static partitioning.
+    pub fn announcement(&self) -> Announcement {
+        Announcement {
+            intent: self.technique.uses_rounds() || self.gate.speculation() > 0,
+            localize: !self.technique.uses_rounds() && self.technique.uses_localize(),
+        }
+    }
+
     /// The cluster id this node's frames carry, and the only one it accepts: `cluster_id`
     /// combined with a digest of what all nodes of a cluster must agree on (the node count,
     /// the layout, the placement, the technique, the gate and, under [`Technique::MultiTechnique`], the
@@ -515,6 +526,27 @@ mod tests {
     }
 
     #[test]
+    fn announcing_is_an_intent_a_localize_or_nothing_by_technique() {
+        let mut cfg = Config::new(2, 1, Layout::uniform(100, 4).unwrap());
+        let plan = |c: &Config| (c.announcement().intent(), c.announcement().localize());
+        for t in Technique::ALL {
+            cfg.technique = t;
+            let expected = match t {
+                Technique::StaticPartitioning => (false, false),
+                Technique::Relocation => (false, true),
+                _ => (true, false),
+            };
+            assert_eq!(plan(&cfg), expected, "{}", t.name());
+        }
+        // SparseSSP reads the declared keys under every technique; relocation still localizes.
+        cfg.gate = Gate::SparseSsp { staleness: 1, speculation: 2 };
+        for t in [Technique::StaticPartitioning, Technique::Relocation] {
+            cfg.technique = t;
+            assert_eq!(plan(&cfg), (true, t == Technique::Relocation), "{} under SparseSSP", t.name());
+        }
+    }
+
+    #[test]
     fn gates_have_names_that_parse_back_and_enter_the_digest() {
         for g in [
             Gate::Async,
@@ -548,5 +580,27 @@ mod tests {
         let ssp = Config { gate: Gate::Ssp { staleness: 0 }, ..base.clone() };
         assert_ne!(base.wire_cluster(), bsp.wire_cluster());
         assert_ne!(bsp.wire_cluster(), ssp.wire_cluster());
+    }
+}
+
+/// What a worker's announcement of keys for a clock window does under a configuration
+/// ([`Config::announcement`]). Runtimes and drivers carry it out; the decision is core's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Announcement {
+    intent: bool,
+    localize: bool,
+}
+
+impl Announcement {
+    /// Whether the keys become an intent for the window (the node's action timing then
+    /// decides when to relocate or replicate them; SparseSSP's gate reads them).
+    pub const fn intent(self) -> bool {
+        self.intent
+    }
+
+    /// Whether the keys are localized (moved to the worker's node) at once, to be waited for
+    /// before the window's first access.
+    pub const fn localize(self) -> bool {
+        self.localize
     }
 }

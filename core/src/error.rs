@@ -100,6 +100,9 @@ pub enum OpError {
     /// The node's waits were aborted (the runtime's `abort`, e.g. because another worker of the
     /// job failed); nothing more is done for this worker.
     Aborted,
+    /// An intent (or an announcement, or a prepared sample) for the clock window
+    /// `[start, end)` whose start is not before its end: such a window holds no clock.
+    IntentWindow { start: crate::Clock, end: crate::Clock },
 }
 
 impl From<crate::sampling::SampleError> for OpError {
@@ -158,6 +161,11 @@ impl fmt::Display for OpError {
                 worker.0
             ),
             OpError::Aborted => f.write_str("aborted: another worker of the job failed"),
+            OpError::IntentWindow { start, end } => write!(
+                f,
+                "empty clock window [{}, {}): an intent's start must be before its end (end is exclusive)",
+                start.0, end.0
+            ),
         }
     }
 }

@@ -188,7 +188,7 @@ pub mod transport;
 pub mod wire;
 
 pub use access::{AccessKind, Hold, Issue, WorkerAccess};
-pub use config::{Config, Gate, Init, Placement, Technique};
+pub use config::{Announcement, Config, Gate, Init, Placement, Technique};
 pub use error::{ConfigError, OpError, WireError};
 pub use ids::*;
 pub use layout::Layout;

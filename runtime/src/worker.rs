@@ -32,6 +32,7 @@
 //! `WorkerStats::commands_waited`. So a worker that steps faster than its node's driver takes
 //! commands (small steps, a driver thread short of a core) slows down instead of failing.
 
+mod announce;
 mod sample;
 mod wait;
 
@@ -52,6 +53,7 @@ use parma_core::{
 use crate::driver::Command;
 use crate::shared::{Shared, LAZY_QUEUED_MAX};
 use crate::stats::WorkerStats;
+use announce::check_window;
 
 /// Looks at a full command queue between yields this many times before sleeping between looks.
 const SEND_YIELDS: u32 = 64;
@@ -325,7 +327,7 @@ impl Worker {
     }
 
     /// Signals that this worker will access `keys` while its clock is in `[start, end)`
-    /// (start inclusive, end exclusive). Cheap and never blocks: the node acts on it in a
+    /// (start inclusive, end exclusive; an empty window is `OpError::IntentWindow`). Cheap and never blocks: the node acts on it in a
     /// later sync round, as early as action timing says it must (the driver thread is not
     /// even woken for it: it takes the intent when the next round is due). Where the node
     /// would not act on it (`Config::acts_on_intents`: one node, or a technique without sync
@@ -345,6 +347,7 @@ impl Worker {
         end: Clock,
         kind: IntentKind,
     ) -> Result<(), OpError> {
+        check_window(start, end)?;
         self.validate_keys(keys)?;
         if !self.shared.cfg.acts_on_intents() {
             // The node would only count it (one node, or a technique without sync rounds):

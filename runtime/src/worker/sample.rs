@@ -40,6 +40,7 @@ impl Worker {
         end: Clock,
     ) -> Result<SampleHandle, OpError> {
         self.check_open()?;
+        super::check_window(start, end)?;
         let (handle, keys) = self.sampler.prepare(dist, n)?;
         if !keys.is_empty() {
             if let Err(e) = self.send(Command::SampleIntent { worker: self.id, keys, start, end }) {

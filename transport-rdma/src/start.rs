@@ -269,3 +269,24 @@ pub fn local_cluster_with(
             .collect()
     })
 }
+
+/// The start-up's view of a bound RDMA transport: `parma_runtime::startup::start_node`
+/// starts a node over RDMA with it.
+impl parma_runtime::startup::BoundTransport for Bound {
+    type Transport = RdmaTransport;
+    type Error = RdmaError;
+
+    fn endpoint(&self) -> &str {
+        Bound::endpoint(self)
+    }
+
+    fn start(
+        self,
+        me: NodeId,
+        peers: Vec<String>,
+        digest: u64,
+        token: Arc<dyn Token + Send + Sync>,
+    ) -> Result<RdmaTransport, RdmaError> {
+        Bound::start(self, me, peers, digest, token)
+    }
+}

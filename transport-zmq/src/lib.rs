@@ -437,3 +437,33 @@ impl Drop for ZmqTransport {
 
 #[cfg(test)]
 mod tests;
+
+/// The start-up's view of a bound ZeroMQ transport: `parma_runtime::startup::start_node`
+/// starts a node over ZeroMQ with it, the driver on the I/O thread.
+impl parma_runtime::startup::BoundTransport for Bound {
+    type Transport = ZmqTransport;
+    type Error = ZmqError;
+
+    fn endpoint(&self) -> &str {
+        Bound::endpoint(self)
+    }
+
+    fn start(
+        self,
+        me: NodeId,
+        peers: Vec<String>,
+        digest: u64,
+        token: Arc<dyn Token + Send + Sync>,
+    ) -> Result<ZmqTransport, ZmqError> {
+        Bound::start(self, me, peers, digest, token)
+    }
+
+    fn start_runtime(
+        transport: ZmqTransport,
+        _me: NodeId,
+        cfg: Config,
+        opts: Options,
+    ) -> Result<(NodeRuntime, Vec<Worker>), RuntimeError> {
+        transport.start_node(cfg, opts)
+    }
+}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks that the deterministic figures quoted in docs/performance.md and docs/verification.md
+# Checks that the deterministic figures quoted in docs/performance*.md and docs/verification.md
 # are what their commands print today.
 #
 #   docs/check-figures.sh           run the quick commands (about a minute of CPU) and check
@@ -52,7 +52,7 @@ for arg in "$@"; do
     esac
 done
 
-docs=(docs/performance.md docs/verification.md)
+docs=(docs/performance.md docs/performance-simulated.md docs/performance-transports.md docs/verification.md)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -134,7 +134,7 @@ block_not_run() {
 
 touch "$tmp/blocks" "$tmp/figures" "$tmp/figures_skipped" "$tmp/blocks_skipped"
 
-# --- parma sampling (docs/performance.md)
+# --- parma sampling (docs/performance-simulated.md)
 run sampling "$PARMA" sampling
 rows "$tmp/sampling.out" | block sampling
 bounded=$(rows "$tmp/sampling.out" | row_named bounded)
@@ -145,7 +145,7 @@ figure "sampling: bytes for negatives, independent / local" "$(echo "$local_row"
 figure "sampling: remote accesses to sampled keys, independent / pool reuse / local" \
     "$(echo "$conform" | cell 4) / $(echo "$bounded" | cell 4) / $(echo "$local_row" | cell 4)"
 
-# --- parma techniques (docs/performance.md)
+# --- parma techniques (docs/performance-simulated.md)
 if [ "$full" = 1 ]; then
     run techniques "$PARMA" techniques
     skip=
@@ -194,7 +194,7 @@ figure "memory per key: a key moved in (either placement)" "$(mem "owned, moved 
 figure "memory per key: a replica, its value and unsent delta counted (either placement)" "$(mem "replica (value and delta)" dense)"
 figure "memory per key: a key at its home (hashed placement, 1 M keys)" "$(mem "owned, homed here" hashed)"
 
-# --- parma gates (docs/performance.md): the straggler experiment
+# --- parma gates (docs/performance-simulated.md): the straggler experiment
 gates_args=(gates --task mf --nodes 4 --steps 200 --gates async,bounded-delay:1,ssp:3,ssp:1,bsp)
 for t in adaptive static; do
     run "gates-$t" "$PARMA" "${gates_args[@]}" --technique "$t"

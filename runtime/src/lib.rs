@@ -61,7 +61,7 @@
 //! [`HostedDriver::turn`] as one more task of its event loop, sleeping when a turn answers
 //! [`HostTurn::Idle`] until the driver's waker fires. Frames then pass between the node and
 //! the sockets without waking another thread, which halves the thread wakes of a remote pull
-//! (`docs/performance.md`, "ZeroMQ transport"). The ZeroMQ transport does this
+//! (`docs/performance-transports.md`, "ZeroMQ transport"). The ZeroMQ transport does this
 //! (`ZmqTransport::start_node`).
 //!
 //! ## Shutdown

@@ -1,5 +1,5 @@
 //! The RDMA transport's benchmark, for the VM (or a host with an RDMA device); its numbers
-//! are read by people (`docs/performance.md`), never asserted.
+//! are read by people (`docs/performance-transports.md`), never asserted.
 //!
 //! - `rbench oneway <rdma|zmq> <frame bytes> <frames>`: node 0 sends frames to node 1 as fast
 //!   as back-pressure lets it, node 1 takes them; MB/s (10^6 bytes per second, as perftest

@@ -71,8 +71,8 @@
 //! ## Choices, and what they rest on
 //!
 //! - **[`Wire::Ring`] by default, [`Wire::Send`] kept as an option: measured.** In one boot
-//!   of the VM, four rounds each between two `ib_send_bw` runs (`docs/performance.md`, "RDMA
-//!   transport"): at 1 KiB the ring reached 0.51 to 0.89 of `ib_send_bw` against 0.20 to
+//!   of the VM, four rounds each between two `ib_send_bw` runs (`docs/performance-transports.md`,
+//!   "RDMA transport"): at 1 KiB the ring reached 0.51 to 0.89 of `ib_send_bw` against 0.20 to
 //!   0.44 for SEND/RECV, ahead in every round by 1.8 to 3.4 times (1.7 to 2.1 in another
 //!   boot); at 64 KiB the two were within the VM's noise (0.43 to 1.13 against 0.44 to
 //!   1.27, while the same SEND/RECV code swung from 0.41 to 1.75 in that boot); both before
@@ -93,7 +93,7 @@
 //!   4 measured level with 8, one of 16 behind both at 64 KiB.
 //! - **Packed writes, measured:** frames that wait for the same post (the batching above)
 //!   and lie end to end share one WRITE. In one boot, four rounds alternating with the
-//!   build before (`docs/performance.md`, "RDMA transport"), one-way 1 KiB frames went
+//!   build before (`docs/performance-transports.md`, "RDMA transport"), one-way 1 KiB frames went
 //!   2.4 to 3.8 times as fast (16 to 23 MB/s against 5.5 to 6.6), 1.4 to 3.2 times
 //!   `ib_send_bw`; 64 KiB frames, which never share a WRITE, within the noise. Each frame
 //!   costs a 4-byte head in the ring. A lone frame still leaves at once, so latency does
@@ -105,8 +105,8 @@
 //!   completion and per poll was a quarter of a 64 KiB run's samples (549 samples instead
 //!   of 2,817 after). The timers it serves count in hundreds of milliseconds.
 //! - **Polling by default** ([`Completion::Poll`]), measured in the VM against the completion
-//!   channel ([`Completion::Channel`]) in the same boots (`docs/performance.md`, "RDMA
-//!   transport"): in the latest boot the one-key pull's median round trip was 0.79 and 0.70
+//!   channel ([`Completion::Channel`]) in the same boots (`docs/performance-transports.md`,
+//!   "RDMA transport"): in the latest boot the one-key pull's median round trip was 0.79 and 0.70
 //!   ms polling against 2.5 and 1.2 ms with the channel (two rounds), in earlier ones 0.43
 //!   and 2.5 ms against 0.91 and 0.74 ms, and 1.3 to 2.9 ms against 1.3 to 5.7 ms; one-way
 //!   1 KiB throughput with the channel was about three quarters of polling's. The

@@ -46,7 +46,7 @@
 //! task ([`ZmqTransport::driver_host`], `parma_runtime::host`), instead of a thread of its
 //! own: a frame the node sends and a frame it receives then cross no thread boundary. A
 //! one-key remote pull wakes four threads instead of eight and takes about half the time
-//! (`docs/performance.md`, "ZeroMQ transport"). `NodeRuntime::start` with this transport
+//! (`docs/performance-transports.md`, "ZeroMQ transport"). `NodeRuntime::start` with this transport
 //! still works, with a driver thread.
 //!
 //! ## Use

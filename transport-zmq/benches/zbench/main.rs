@@ -1,6 +1,6 @@
 //! `cargo bench -p parma-transport-zmq`: the ZeroMQ transport against plain `zeromq` and plain
 //! tokio TCP doing the same work, every figure a ratio measured in the same run
-//! (`docs/performance.md`, "ZeroMQ transport").
+//! (`docs/performance-transports.md`, "ZeroMQ transport").
 //!
 //! 1. **One-way throughput** (`oneway`): frames of 1 KiB and 64 KiB from node 0 to node 1
 //!    through `ZmqTransport`, through a plain `zeromq` DEALER → ROUTER and through one plain

@@ -31,7 +31,8 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use parma_core::{Clock, Config, Key, Layout, NodeId, OpError, Technique};
+use parma::Prefetch;
+use parma_core::{Config, Key, Layout, NodeId, OpError, Technique};
 use parma_runtime::{Options, Stats, Ticket, Worker};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -498,33 +499,16 @@ fn work(
     let (node, worker) = (w.node(), w.id().0);
     let fail =
         |batch: u64, op: &'static str| move |error| DemoError::Worker { node, worker, batch, op, error };
-    let relocate = opts.technique.uses_localize();
-    let intents = opts.technique.uses_rounds();
-    let ahead = opts.ahead as u64;
     let len = opts.len as usize;
-    // Batches drawn but not yet worked on, with their localize tickets; batch `i` is first.
-    let mut queue: VecDeque<(Vec<Key>, Option<Ticket>)> = VecDeque::new();
-    let mut drawn = 0u64;
+    // Batch i + ahead is announced (an intent, or a localize under relocation) while batch i
+    // runs, so that its keys travel meanwhile; each batch is one clock.
+    let mut source = (0..opts.batches).map(|_| sampler.batch(rng, opts.batch_keys));
+    let mut steps = Prefetch::new(opts.ahead).map_err(|e| DemoError::Options(e.to_string()))?;
     let mut pushes: VecDeque<(u64, Ticket)> = VecDeque::new();
     let (mut vals, mut grad) = (Vec::new(), Vec::new());
     let mut done = Done::default();
-    for i in 0..opts.batches {
-        // Draw (and localize) up to batch i + ahead, so that its keys travel while we work.
-        while drawn < opts.batches && drawn <= i + ahead {
-            let keys = sampler.batch(rng, opts.batch_keys);
-            if intents {
-                let (start, end) = (Clock(drawn), Clock(drawn + 1));
-                w.intent(&keys, start, end).map_err(fail(drawn, "intent"))?;
-            }
-            let ticket =
-                if relocate { Some(w.localize(&keys).map_err(fail(drawn, "localize"))?) } else { None };
-            queue.push_back((keys, ticket));
-            drawn += 1;
-        }
-        let (keys, ticket) = queue.pop_front().expect("batch i was drawn");
-        if let Some(t) = ticket {
-            w.wait(t).map_err(fail(i, "localize"))?;
-        }
+    for i in 0.. {
+        let Some(keys) = steps.next_step(w, &mut source).map_err(fail(i, "step"))? else { break };
         vals.clear();
         vals.resize(keys.len() * len, 0.0);
         w.pull(&keys, &mut vals).map_err(fail(i, "pull"))?;
@@ -534,7 +518,6 @@ fn work(
             let (b, t) = pushes.pop_front().expect("not empty");
             w.wait(t).map_err(fail(b, "push"))?;
         }
-        w.advance_clock().map_err(fail(i, "advance"))?;
         done.batches += 1;
         done.keys += keys.len() as u64;
     }

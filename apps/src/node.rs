@@ -20,7 +20,8 @@ use std::sync::OnceLock;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use parma_core::{Clock, Config, Key, Layout, NodeId, OpError, Technique};
+use parma::Prefetch;
+use parma_core::{Config, Key, Layout, NodeId, OpError, Technique};
 use parma_runtime::startup::{Launch, Role, StartupError};
 use parma_runtime::{Stats, Ticket, Worker};
 use rand::rngs::StdRng;
@@ -118,12 +119,8 @@ pub enum NodeError {
     Options(String),
     /// The start-up (launcher environment, token, rendezvous) failed.
     Startup(StartupError),
-    /// The transport could not be set up.
-    Transport(parma_transport_zmq::ZmqError),
-    /// The RDMA transport could not be set up (or this `parma` was built without it).
-    Rdma(String),
-    /// The runtime did not start.
-    Start(parma_runtime::Error),
+    /// The node did not start: its transport, or its runtime.
+    Start(parma::Error),
     /// A worker operation failed: worker `worker` of node `node`, in batch `batch`, doing `op`.
     #[allow(missing_docs)]
     Worker { node: NodeId, worker: u16, batch: u64, op: &'static str, error: OpError },
@@ -145,9 +142,7 @@ impl fmt::Display for NodeError {
         match self {
             NodeError::Options(s) => write!(f, "bad options: {s}"),
             NodeError::Startup(e) => write!(f, "start-up failed: {e}"),
-            NodeError::Transport(e) => write!(f, "transport: {e}"),
-            NodeError::Rdma(e) => write!(f, "RDMA transport: {e}"),
-            NodeError::Start(e) => write!(f, "the node did not start: {e}"),
+            NodeError::Start(e) => write!(f, "{e}"),
             NodeError::Worker { node, worker, batch, op, error } => {
                 write!(f, "worker {worker} of node {}: {op} of batch {batch} failed: {error}", node.0)
             }
@@ -289,28 +284,17 @@ fn work(
     let fail =
         |batch: u64, op: &'static str| move |error| NodeError::Worker { node, worker, batch, op, error };
     let mut rng = worker_rng(opts.seed, g);
-    let (intents, relocate) = (opts.technique.uses_rounds(), opts.technique.uses_localize());
     let len = opts.len as usize;
-    let mut queue: std::collections::VecDeque<(Vec<Key>, Option<Ticket>)> = Default::default();
+    // Batch i + ahead is announced while batch i runs; each batch is one clock.
+    let mut source = (0..opts.batches).map(|_| sampler.batch(&mut rng, opts.batch_keys));
+    let mut steps = Prefetch::new(opts.ahead as usize).map_err(|e| NodeError::Options(e.to_string()))?;
     let mut pushes: std::collections::VecDeque<(u64, Ticket)> = Default::default();
-    let (mut drawn, mut vals, mut ones) = (0u64, Vec::new(), Vec::new());
-    for i in 0..opts.batches {
+    let (mut i, mut vals, mut ones) = (0u64, Vec::new(), Vec::new());
+    loop {
         if let Some(peer) = failed() {
             return Err(NodeError::PeerFailed { peer });
         }
-        while drawn < opts.batches && drawn <= i + opts.ahead {
-            let keys = sampler.batch(&mut rng, opts.batch_keys);
-            if intents {
-                w.intent(&keys, Clock(drawn), Clock(drawn + 1)).map_err(fail(drawn, "intent"))?;
-            }
-            let t = if relocate { Some(w.localize(&keys).map_err(fail(drawn, "localize"))?) } else { None };
-            queue.push_back((keys, t));
-            drawn += 1;
-        }
-        let (keys, t) = queue.pop_front().expect("batch i was drawn");
-        if let Some(t) = t {
-            w.wait(t).map_err(fail(i, "localize"))?;
-        }
+        let Some(keys) = steps.next_step(w, &mut source).map_err(fail(i, "step"))? else { break };
         vals.resize(keys.len() * len, 0.0);
         w.pull(&keys, &mut vals).map_err(fail(i, "pull"))?;
         ones.resize(keys.len() * len, 1.0);
@@ -319,7 +303,7 @@ fn work(
             let (b, t) = pushes.pop_front().expect("not empty");
             w.wait(t).map_err(fail(b, "push"))?;
         }
-        w.advance_clock().map_err(fail(i, "advance"))?;
+        i += 1;
     }
     for (b, t) in pushes {
         w.wait(t).map_err(fail(b, "push"))?;
@@ -508,17 +492,6 @@ impl fmt::Display for NodeReport {
             t.session_refusals + t.strangers_refused
         )
     }
-}
-
-/// The address of this machine that reaches `host` (no packet is sent: a UDP socket is only
-/// connected, so the kernel picks the route).
-pub(crate) fn local_address_towards(host: &str, port: u16) -> Option<std::net::IpAddr> {
-    use std::net::{ToSocketAddrs, UdpSocket};
-    let target = (host, port).to_socket_addrs().ok()?.next()?;
-    let any = if target.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" };
-    let s = UdpSocket::bind(any).ok()?;
-    s.connect(target).ok()?;
-    Some(s.local_addr().ok()?.ip())
 }
 
 /// Runs one node: start-up, the workload, shutdown. `Ok(None)` for a process that is not a

@@ -453,14 +453,7 @@ pub fn run<T: Task>(
                     let spawned = thread::Builder::new().name(name).spawn_scoped(s, move || {
                         let result = {
                             let rng = StdRng::seed_from_u64(mix(opts.seed ^ mix(0xfa11 ^ g as u64)));
-                            let mut p = ParmaParams::new(
-                                &mut w,
-                                opts.technique,
-                                opts.gate,
-                                dist,
-                                sampler.clone(),
-                                rng,
-                            );
+                            let mut p = ParmaParams::new(&mut w, dist, sampler.clone(), rng);
                             let r = guarded(|| train_thread(ctx, &mut p, g, part));
                             *ctx.fallbacks.lock().unwrap_or_else(|e| e.into_inner()) += p.fallbacks;
                             r

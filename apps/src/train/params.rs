@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-use parma_core::{Clock, DistId, Distribution, Key, OpError, SampleError, SampleHandle, Technique};
+use parma_core::{Clock, DistId, Distribution, Key, OpError, SampleError, SampleHandle};
 use parma_runtime::{Ticket, Worker};
 use rand::rngs::StdRng;
 use rand::Rng;
@@ -124,9 +124,6 @@ const PUSHES_IN_FLIGHT: usize = 8;
 /// counts those steps.
 pub struct ParmaParams<'w> {
     w: &'w mut Worker,
-    technique: Technique,
-    /// Intents are signaled under every technique (SparseSSP: they declare a step's keys).
-    declare: bool,
     dist: Option<DistId>,
     /// The negatives' distribution, for the fallback draws.
     sampler: NegSampler,
@@ -143,18 +140,9 @@ pub struct ParmaParams<'w> {
 impl<'w> ParmaParams<'w> {
     /// Wraps `w`; negatives are drawn from `dist` (registered on every node as `sampler`'s
     /// distribution; `None` for tasks without negatives); `rng` serves the fallback draws.
-    pub fn new(
-        w: &'w mut Worker,
-        technique: Technique,
-        gate: parma_core::Gate,
-        dist: Option<DistId>,
-        sampler: NegSampler,
-        rng: StdRng,
-    ) -> Self {
+    pub fn new(w: &'w mut Worker, dist: Option<DistId>, sampler: NegSampler, rng: StdRng) -> Self {
         ParmaParams {
             w,
-            technique,
-            declare: gate.speculation() > 0,
             dist,
             sampler,
             rng,
@@ -192,13 +180,9 @@ impl<'w> ParmaParams<'w> {
 impl Params for ParmaParams<'_> {
     fn announce(&mut self, step: u64, keys: &[Key], negatives: u64) -> Result<(), TrainError> {
         let window = (Clock(step + self.padded), Clock(step + self.padded + 1));
-        let mut ticket = None;
-        if self.technique.uses_localize() {
-            ticket = Some(self.w.localize(keys).map_err(self.fail(step, "localize"))?);
-        }
-        if self.technique.uses_rounds() || self.declare {
-            self.w.intent(keys, window.0, window.1).map_err(self.fail(step, "intent"))?;
-        }
+        // An intent, a localize (whose ticket the step's first pull waits for) or nothing, as
+        // the configuration says (under SparseSSP an intent under every technique).
+        let ticket = self.w.announce(keys, window.0, window.1).map_err(self.fail(step, "announce"))?;
         let handle = match (negatives, self.dist) {
             (0, _) => None,
             (n, Some(dist)) => Some(

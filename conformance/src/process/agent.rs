@@ -2,11 +2,10 @@
 //! executor's calls on its stdin and stdout.
 
 use std::io::{BufRead, Write};
-use std::sync::Arc;
 use std::time::Duration;
 
 use parma_core::{Clock, Config, DistId, NodeId, SampleHandle, WorkerId};
-use parma_runtime::startup::{establish, ClusterToken, Launch};
+use parma_runtime::startup::{connect, ClusterToken, Launch};
 use parma_transport_zmq::Bound;
 
 use super::wire::{
@@ -98,11 +97,9 @@ pub fn start_zmq(
     token: ClusterToken,
 ) -> Result<HostedNode, String> {
     let bound = Bound::bind(crate::zmq::options()).map_err(|e| e.to_string())?;
-    let table =
-        establish(launch, bound.endpoint(), digest, &token, STARTUP_TIMEOUT).map_err(|e| e.to_string())?;
-    let me = table.me().ok_or("the start-up made this agent no node")?;
-    let endpoints: Vec<String> = table.iter().map(|(_, e)| e.to_string()).collect();
-    let mut transport = bound.start(me, endpoints, digest, Arc::new(token)).map_err(|e| e.to_string())?;
+    let (me, mut transport) = connect(launch, bound, digest, token, STARTUP_TIMEOUT)
+        .map_err(|e| e.to_string())?
+        .ok_or("the start-up made this agent no node")?;
     let host = transport.driver_host().ok_or("a transport without its host")?;
     HostedNode::start_on(cfg, me, transport, host)
 }

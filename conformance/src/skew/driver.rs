@@ -6,8 +6,8 @@ use std::sync::Arc;
 use parma_core::access::PullMisses;
 use parma_core::wire::WriteKind;
 use parma_core::{
-    Clock, Completion, Config, DistId, Distribution, Duration, Gate, Instant, Key, Layout, NodeId, OpError,
-    SampleHandle, Technique, Ticket, WorkerId,
+    Announcement, Clock, Completion, Config, DistId, Distribution, Duration, Gate, Instant, Key, Layout,
+    NodeId, OpError, SampleHandle, Technique, Ticket, WorkerId,
 };
 use parma_transport_loopback::sim::{Faults, SimNet};
 
@@ -94,7 +94,7 @@ pub(super) fn run(opts: &SkewOptions, technique: Technique) -> Result<SkewReport
     let mut checker = Checker { every: opts.check_every, since: 0, keys: plan.keys, moves: 0 };
     let mut driver = Driver {
         opts,
-        technique,
+        announcement: cfg.announcement(),
         plan: &plan,
         pushes: &mut pushes,
         sampling,
@@ -178,7 +178,8 @@ fn config(opts: &SkewOptions, technique: Technique, plan: &Plan) -> Result<Confi
 
 struct Driver<'a> {
     opts: &'a SkewOptions,
-    technique: Technique,
+    /// What announcing a step's keys does under the configuration.
+    announcement: Announcement,
     plan: &'a Plan,
     /// Pushes issued, per key.
     pushes: &'a mut [u32],
@@ -266,12 +267,15 @@ impl Driver<'_> {
                 .map_err(|e| format!("{who}: prepare sample: {e}"))?;
             w.handles.push_back(h);
         }
-        // Under SparseSSP every technique signals intents: they declare a step's keys.
-        if self.technique.uses_rounds() || self.opts.gate.speculation() > 0 {
+        // What announcing a step's keys means is core's decision (`Config::announcement`):
+        // an intent under the techniques with rounds and under SparseSSP, a localize under
+        // relocation.
+        let plan = self.announcement;
+        if plan.intent() {
             let (start, end) = (Clock(u64::from(step)), Clock(u64::from(step) + 1));
             cluster.intent(w.node, w.id, &keys, start, end).map_err(|e| format!("{who}: intent: {e}"))?;
         }
-        if !self.technique.uses_rounds() && self.technique.uses_localize() {
+        if plan.localize() {
             let t = cluster.localize(w.node, w.id, &keys).map_err(|e| format!("{who}: localize: {e}"))?;
             w.pending.push_back(t);
         }

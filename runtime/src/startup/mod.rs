@@ -87,7 +87,7 @@ use parma_core::NodeId;
 pub use error::StartupError;
 pub use join::join;
 pub use launch::{Launch, Launcher, RendezvousAddr, Role, SLURM_PORT_BASE, SLURM_PORT_SPREAD};
-pub use node::{connect, start_node, BoundTransport, NodeStartError, StartedNode};
+pub use node::{cluster_digest, connect, fnv1a, start_node, BoundTransport, NodeStartError, StartedNode};
 pub use port::free_rendezvous_port;
 pub use rendezvous::{serve, Refusals, Rendezvous, RendezvousOptions, ServeReport};
 pub use table::PeerTable;

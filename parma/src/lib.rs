@@ -47,6 +47,9 @@ mod error;
 mod local;
 pub mod node;
 
+#[doc = include_str!("../../docs/guide.md")]
+pub mod guide {}
+
 pub use error::Error;
 pub use local::LocalCluster;
 

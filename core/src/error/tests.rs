@@ -84,4 +84,5 @@ fn install_and_packet_errors_name_the_bound() {
     says(InstallError::AlreadyOwned, &["main copy"]);
     says(PacketError::Version { version: 42 }, &["version 42"]);
     says(PacketError::TooLong { len: 99999 }, &["99999 bytes"]);
+    says(crate::node::InvariantViolation("more waiting operations than the bound", 9), &["bound", "(9)"]);
 }

@@ -9,6 +9,7 @@
 //!
 //! [`skew`] runs skewed, training-like workloads on the simulator to compare the techniques on
 //! the same accesses (`parma techniques` prints its tables).
+#![forbid(unsafe_code)]
 
 pub mod kit;
 pub mod process;

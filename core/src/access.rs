@@ -183,11 +183,38 @@ impl PullMisses {
 #[derive(Debug, Default)]
 pub struct WriteMisses {
     /// The keys for the node.
-    pub keys: Vec<Key>,
+    keys: Vec<Key>,
     /// Their values, concatenated.
-    pub values: Vec<f32>,
+    values: Vec<f32>,
     /// Positions of the call applied in the store.
-    pub local: usize,
+    local: usize,
+}
+
+impl WriteMisses {
+    /// The distinct keys left to the node.
+    pub fn keys(&self) -> &[Key] {
+        &self.keys
+    }
+
+    /// Their values, concatenated in the order of [`WriteMisses::keys`].
+    pub fn values(&self) -> &[f32] {
+        &self.values
+    }
+
+    /// Whether the store applied every position.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// Positions of the call applied in the store.
+    pub fn local(&self) -> usize {
+        self.local
+    }
+
+    /// The keys and their values, for the node's command.
+    pub fn into_parts(self) -> (Vec<Key>, Vec<f32>) {
+        (self.keys, self.values)
+    }
 }
 
 /// What became of a valid access started through [`WorkerAccess::pull_via`],

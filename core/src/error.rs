@@ -111,14 +111,78 @@ impl From<crate::sampling::SampleError> for OpError {
     }
 }
 
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(self, f)
+/// What a valid value of the bound `name` (as [`ConfigError::Bound`] names it) looks like.
+fn bound_rule(name: &str) -> &'static str {
+    match name {
+        "store_shards" => "a power of two from 1 to config::STORE_SHARDS_MAX",
+        "location_cache_slots" => "a power of two",
+        "frame_len_max" => {
+            "at least a header plus one key with the longest value (4 bytes a float), and at most u32::MAX"
+        }
+        "request_timeout" | "sync_idle_interval" => {
+            "a positive duration (and sync_rounds_per_sec_max, if set, positive)"
+        }
+        "gate speculation" => "Gate::SparseSsp's speculation of at least 1",
+        "timing" => "alpha in (0, 1], p in (0, 1) and lambda0 at least 0",
+        "sampling" => "every SamplingOptions bound positive and pool_size at most sample_size_max",
+        "replicas_max" => {
+            "full replication needs replicas_max and intent_keys_max at least the number of keys"
+        }
+        "hot_keys" => "at most replicas_max hot keys, each inside the layout",
+        _ => "a positive value",
     }
 }
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use crate::config::NODES_MAX;
+        use crate::layout::VALUE_LEN_MAX;
+        match self {
+            ConfigError::EmptyKeySpace => f.write_str("the key space has no keys: give at least one key"),
+            ConfigError::ValueLen { len } => {
+                write!(f, "value length {len} is not valid: it must be from 1 to {VALUE_LEN_MAX} floats")
+            }
+            ConfigError::RangesMustStartAtZero => {
+                f.write_str("the first range of per-range value lengths must start at key 0")
+            }
+            ConfigError::RangesNotIncreasing => {
+                f.write_str("range starts must increase strictly and stay below the end of the key space")
+            }
+            ConfigError::NodeCount { nodes } => {
+                write!(f, "a cluster of {nodes} nodes is not valid: it needs from 1 to {NODES_MAX}")
+            }
+            ConfigError::NodeOutOfRange { node } => {
+                write!(f, "node id {node} is out of range: it must be below the configuration's node count")
+            }
+            ConfigError::NoWorkers => f.write_str("workers_per_node is 0: a node needs at least one worker"),
+            ConfigError::Bound { name } => write!(f, "bad {name}: it must be {}", bound_rule(name)),
+        }
+    }
+}
+
 impl fmt::Display for WireError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(self, f)
+        use crate::wire::FORMAT_VERSION;
+        match self {
+            WireError::Truncated => f.write_str("frame truncated: a field runs past its end"),
+            WireError::Oversized { len } => {
+                write!(f, "frame of {len} bytes is longer than the configured frame_len_max")
+            }
+            WireError::BadMagic => f.write_str("not a parma frame (it does not start with the magic bytes)"),
+            WireError::UnsupportedVersion { version } => {
+                write!(f, "frame format version {version}, this node reads version {FORMAT_VERSION}")
+            }
+            WireError::ForeignCluster { cluster } => write!(
+                f,
+                "frame from cluster {cluster:#010x}, not this node's: check that every node has the same configuration"
+            ),
+            WireError::UnknownKind { kind } => write!(f, "unknown message kind {kind} in a frame"),
+            WireError::BadField => f.write_str("frame with a nonzero reserved field or an enum field out of range"),
+            WireError::CountTooLarge => f.write_str("frame with a count larger than the bytes that follow it"),
+            WireError::TrailingBytes => f.write_str("frame with bytes left over after its last field"),
+            WireError::LengthMismatch => f.write_str("frame whose header body length disagrees with its length"),
+            WireError::BufferTooSmall => f.write_str("encode buffer smaller than the message's encoded_len()"),
+        }
     }
 }
 impl fmt::Display for OpError {
@@ -170,10 +234,9 @@ impl fmt::Display for OpError {
     }
 }
 
-#[cfg(feature = "std")]
-mod std_impls {
-    extern crate std;
-    impl std::error::Error for super::ConfigError {}
-    impl std::error::Error for super::WireError {}
-    impl std::error::Error for super::OpError {}
-}
+impl core::error::Error for ConfigError {}
+impl core::error::Error for WireError {}
+impl core::error::Error for OpError {}
+
+#[cfg(test)]
+mod tests;

@@ -155,6 +155,7 @@
 //!    ([`wire::size`]). Checked: the `wire_decode` and `wire_round_trip` fuzz targets, whose
 //!    corpora run in `cargo test`.
 #![no_std]
+#![deny(unsafe_code)]
 extern crate alloc;
 #[cfg(any(test, feature = "std"))]
 extern crate std;

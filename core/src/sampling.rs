@@ -193,13 +193,42 @@ impl fmt::Display for SampleError {
                 "distribution {dist} differs on node {node}: every node must register the same \
                  distributions, levels and options in the same order"
             ),
-            other => fmt::Debug::fmt(other, f),
+            SampleError::BadDistribution => f.write_str(
+                "bad distribution: it needs a nonempty range, or distinct keys inside the layout \
+                 with finite, nonnegative weights not all zero",
+            ),
+            SampleError::TooManyDistributions => {
+                f.write_str("this node already has SamplingOptions::distributions_max distributions")
+            }
+            SampleError::UnknownDistribution { dist } => {
+                write!(f, "no distribution {dist} was registered on this node")
+            }
+            SampleError::UnknownHandle { handle } => {
+                write!(f, "no open sample handle {}: never prepared, or already finished", handle.0)
+            }
+            SampleError::TooManyHandles => f.write_str(
+                "the worker already has SamplingOptions::handles_max open sample handles; finish one first",
+            ),
+            SampleError::BadSize { n } => write!(
+                f,
+                "sample size {n} is not valid: it must be from 1 to SamplingOptions::sample_size_max, \
+                 and without replacement at most the keys the distribution can draw"
+            ),
+            SampleError::CountBeyondSample { count, left } => {
+                write!(f, "{count} samples asked for, the handle has {left} left")
+            }
+            SampleError::BufferLength { expected, got } => write!(
+                f,
+                "sample buffer holds {got} entries, the count and the keys' value lengths need {expected}"
+            ),
+            SampleError::NoLocalKey => {
+                f.write_str("local sampling found no key of the distribution held on this node now")
+            }
         }
     }
 }
 
-#[cfg(feature = "std")]
-impl std::error::Error for SampleError {}
+impl core::error::Error for SampleError {}
 
 #[cfg(test)]
 mod tests;

@@ -255,8 +255,7 @@ impl fmt::Display for Refusal {
     }
 }
 
-#[cfg(feature = "std")]
-impl std::error::Error for Refusal {}
+impl core::error::Error for Refusal {}
 
 /// Counters of one session.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -169,6 +169,19 @@ pub enum InstallError {
     ArenaFull,
 }
 
+impl core::fmt::Display for InstallError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            InstallError::Full => "the store already holds Config::store_keys_max keys",
+            InstallError::AlreadyOwned => "the key's main copy is already here: a second would be created",
+            InstallError::Length => "the values' length does not match the key's value length in the layout",
+            InstallError::ArenaFull => "the shard's value arena cannot grow further",
+        })
+    }
+}
+
+impl core::error::Error for InstallError {}
+
 /// The values this node holds. See the module docs.
 pub struct Store {
     shards: Box<[Latched]>,

@@ -62,6 +62,32 @@ pub enum RecvError {
     Closed,
 }
 
+impl core::fmt::Display for SendError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            SendError::WouldBlock => {
+                "the transport's buffers toward the peer are full; send again after its waker fires"
+            }
+            SendError::TooLarge => "the frame is larger than the transport's frame_len_max",
+            SendError::UnknownPeer => "the peer is not one this transport knows",
+            SendError::PeerFailed => "the peer has failed; frames to it are no longer delivered",
+            SendError::Closed => "the transport is closed",
+        })
+    }
+}
+
+impl core::error::Error for SendError {}
+
+impl core::fmt::Display for RecvError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            RecvError::Closed => f.write_str("the transport is closed; no more frames will arrive"),
+        }
+    }
+}
+
+impl core::error::Error for RecvError {}
+
 /// Something the transport observed about the cluster.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]

@@ -263,14 +263,14 @@ impl Worker {
         self.prepare(keys, vals.len(), kind)?;
         let (store, layout) = (&self.shared.store, &self.shared.cfg.layout);
         let misses = self.access.split_write(store, layout, keys, vals, write, true);
-        self.stats.keys_pushed_local += misses.local as u64;
-        self.stats.keys_pushed_remote += misses.keys.len() as u64;
+        self.stats.keys_pushed_local += misses.local() as u64;
+        self.stats.keys_pushed_remote += misses.keys().len() as u64;
         self.publish();
-        if misses.keys.is_empty() {
+        if misses.is_empty() {
             return Ok(self.local_ticket());
         }
-        let values = misses.values;
-        self.submit(misses.keys, kind, move |worker, ticket, keys| Command::Write {
+        let (keys, values) = misses.into_parts();
+        self.submit(keys, kind, move |worker, ticket, keys| Command::Write {
             worker,
             ticket,
             write,

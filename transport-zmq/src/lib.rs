@@ -70,6 +70,7 @@
 //! // The node, its driver on the transport's I/O thread, and its workers.
 //! let (node, workers) = transport.start_node(cfg, parma_runtime::Options::default()).unwrap();
 //! ```
+#![forbid(unsafe_code)]
 
 mod host;
 mod io;

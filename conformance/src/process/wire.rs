@@ -456,6 +456,28 @@ impl WireSampleError {
     }
 }
 
+impl std::fmt::Display for WireError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.to_op() {
+            Ok(op) => op.fmt(f),
+            Err(what) => f.write_str(&what),
+        }
+    }
+}
+
+impl std::error::Error for WireError {}
+
+impl std::fmt::Display for WireSampleError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.to_sample() {
+            Ok(e) => e.fmt(f),
+            Err(what) => f.write_str(&what),
+        }
+    }
+}
+
+impl std::error::Error for WireSampleError {}
+
 /// A conformity level by name, as it crosses.
 pub fn level_named(name: &str) -> Result<Conformity, WireError> {
     Conformity::from_name(name).ok_or_else(|| WireError::Agent(format!("unknown conformity level `{name}`")))

@@ -133,3 +133,17 @@ fn a_garbled_response_is_an_error_not_a_panic() {
         assert!(serde_json::from_str::<Response>(line).is_err(), "{line}");
     }
 }
+
+#[test]
+fn wire_errors_print_what_they_carry() {
+    let e = WireError::from(OpError::KeyOutsideLayout { key: Key(77) });
+    assert_eq!(e.to_string(), OpError::KeyOutsideLayout { key: Key(77) }.to_string());
+    assert!(e.to_string().contains("key 77"), "{e}");
+    let s = WireSampleError::from(SampleError::BadSize { n: 0 });
+    assert!(s.to_string().contains("sample size 0"), "{s}");
+    assert!(WireError::Sampling(s).to_string().contains("sample size 0"));
+    let agent = WireError::Agent("node 3 did not start: port 9 in use".into());
+    assert_eq!(agent.to_string(), "node 3 did not start: port 9 in use");
+    let newer = WireError::Unnamed("a future error".into());
+    assert!(newer.to_string().contains("cannot name: a future error"), "{newer}");
+}

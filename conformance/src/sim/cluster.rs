@@ -192,8 +192,8 @@ impl Cluster {
         let misses = self.access(node, worker, ticket, |path, n, now| {
             path.write_via(n, now, worker, ticket, write, keys, vals, true)
         })?;
-        self.accesses.write_remote += misses.keys.len() as u64;
-        self.accesses.write_local += misses.local as u64;
+        self.accesses.write_remote += misses.keys().len() as u64;
+        self.accesses.write_local += misses.local() as u64;
         Ok(ticket)
     }
 

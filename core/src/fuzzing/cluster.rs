@@ -577,7 +577,7 @@ impl Cluster {
         };
         // The keys the store took, and (if the node took the rest) the keys sent.
         for (k, v) in keys.iter().zip(values.chunks(LEN)) {
-            let sent = misses.keys.contains(k);
+            let sent = misses.keys().contains(k);
             let m = &mut self.keys[k.0 as usize];
             match write {
                 WriteKind::Set if !sent || r.is_ok() => m.sets += 1,
@@ -594,10 +594,11 @@ impl Cluster {
                 }
             }
         }
-        if misses.keys.is_empty() {
+        if misses.is_empty() {
             return;
         }
-        let kind = OpKind::Write { write, keys: misses.keys, values: misses.values };
+        let (keys, values) = misses.into_parts();
+        let kind = OpKind::Write { write, keys, values };
         self.issued(i, worker, ticket, r, kind);
     }
 

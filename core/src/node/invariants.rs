@@ -21,6 +21,8 @@ impl fmt::Display for InvariantViolation {
     }
 }
 
+impl core::error::Error for InvariantViolation {}
+
 impl Node {
     /// Checks this node's internal consistency. Cost grows with the tables; for tests.
     pub fn check_invariants(&self) -> Result<(), InvariantViolation> {

@@ -48,7 +48,7 @@ use round::SyncState;
 
 /// Most hops a request may travel before it is failed as a routing loop. Correct routing needs
 /// far fewer (cache, home, owner, and one pointer per move that raced the request).
-pub const HOPS_MAX: u8 = 64;
+pub(crate) const HOPS_MAX: u8 = 64;
 
 /// Most self-addressed messages processed after one input (each produces at most a few more).
 const LOOPBACK_STEPS_MAX: usize = 1 << 16;

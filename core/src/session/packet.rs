@@ -96,6 +96,8 @@ impl core::fmt::Display for PacketError {
     }
 }
 
+impl core::error::Error for PacketError {}
+
 const HELLO: u8 = 1;
 const WELCOME: u8 = 2;
 const PROOF: u8 = 3;

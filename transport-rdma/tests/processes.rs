@@ -121,6 +121,9 @@ fn a_killed_node_process_is_named_by_every_other_within_the_peer_timeout() {
     eprintln!("survivors named node 2 after {named:?} (peer timeout {peer_timeout:?})");
     for (rank, t) in named.iter().enumerate() {
         let t = t.unwrap_or_else(|| panic!("node {rank} never named node 2: {lines:#?}"));
-        assert!(t <= peer_timeout + Duration::from_secs(1), "node {rank} named node 2 after {t:?}");
+        // Well under the start-up and request timeouts (which would also end the run) but not
+        // a tight wall-clock bound: in the CI's VM on a shared machine, 2.02-2.05 s were seen
+        // against a 1 s peer timeout.
+        assert!(t <= peer_timeout + Duration::from_secs(3), "node {rank} named node 2 after {t:?}");
     }
 }

@@ -272,6 +272,32 @@ pub fn run_sums(
     Ok(out)
 }
 
+/// A worker operation's failure, named by its root cause: when the operation failed because a
+/// peer did (or a request timed out) and this node's transport has seen a peer fail, the first
+/// peer that failed is the cause. Once one survivor stops, the others see it go too; without
+/// this, a node that saw node 2 die first could report "node 0 failed", the node that stopped
+/// because of node 2.
+fn worker_failed(
+    node: NodeId,
+    worker: u16,
+    batch: u64,
+    op: &'static str,
+    error: OpError,
+    failed: FailedPeer<'_>,
+) -> NodeError {
+    let peer_shaped = matches!(
+        error,
+        OpError::PeerFailed { .. }
+            | OpError::Unreachable { .. }
+            | OpError::FrameRefused { .. }
+            | OpError::Timeout
+    );
+    match failed() {
+        Some(peer) if peer_shaped => NodeError::PeerFailed { peer },
+        _ => NodeError::Worker { node, worker, batch, op, error },
+    }
+}
+
 /// One worker's batches; returns how many ran.
 fn work(
     w: &mut Worker,
@@ -282,7 +308,7 @@ fn work(
 ) -> Result<u64, NodeError> {
     let (node, worker) = (w.node(), w.id().0);
     let fail =
-        |batch: u64, op: &'static str| move |error| NodeError::Worker { node, worker, batch, op, error };
+        |batch: u64, op: &'static str| move |error| worker_failed(node, worker, batch, op, error, failed);
     let mut rng = worker_rng(opts.seed, g);
     let len = opts.len as usize;
     // Batch i + ahead is announced while batch i runs; each batch is one clock.
@@ -345,13 +371,8 @@ fn check(
             return Err(NodeError::PeerFailed { peer });
         }
         vals.resize(chunk.len() * len, 0.0);
-        w.pull(chunk, &mut vals).map_err(|error| NodeError::Worker {
-            node,
-            worker,
-            batch: opts.batches,
-            op: "check pull",
-            error,
-        })?;
+        w.pull(chunk, &mut vals)
+            .map_err(|error| worker_failed(node, worker, opts.batches, "check pull", error, failed))?;
         for (j, k) in chunk.iter().enumerate() {
             let want = counts[k.0 as usize] as f32;
             for (e, v) in vals[j * len..(j + 1) * len].iter().enumerate() {

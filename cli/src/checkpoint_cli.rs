@@ -4,7 +4,7 @@ use std::ops::Range;
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
-use parma_apps::export::{export, parse_key_range};
+use parma_cli::export::{export, parse_key_range};
 use parma_runtime::checkpoint::Checkpoint;
 
 /// What `parma checkpoint` does.

@@ -41,7 +41,6 @@ use rand_distr::{Distribution, Zipf};
 
 mod transports;
 
-pub(crate) use transports::start_nodes;
 pub use transports::{transport_comparison, DemoTransport};
 
 /// Pushes one worker keeps in flight before it waits for the oldest.

@@ -8,8 +8,8 @@ mod node_cli;
 mod train_cli;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use parma_apps::demo::{self, DemoOptions, DemoTransport};
-use parma_apps::{sampling, techniques, verify};
+use parma_cli::demo::{self, DemoOptions, DemoTransport};
+use parma_cli::{sampling, techniques, verify};
 use parma_conformance::skew::{Kge, Mf, SkewOptions, Task};
 use parma_core::{Gate, Technique};
 
@@ -76,8 +76,8 @@ enum Command {
 #[derive(clap::Args, Debug)]
 struct ConformanceAgentArgs {
     /// zmq (the `zmq-processes` transport), or rdma (a `parma` built with `--features rdma`).
-    #[arg(long, value_parser = parma_apps::node_transport::parse_node_transport, default_value = "zmq")]
-    transport: parma_apps::node_transport::NodeTransport,
+    #[arg(long, value_parser = parma_cli::node_transport::parse_node_transport, default_value = "zmq")]
+    transport: parma_cli::node_transport::NodeTransport,
 }
 
 #[derive(Subcommand, Debug)]
@@ -100,8 +100,8 @@ enum DataCommand {
 fn run_data(cmd: &DataCommand) -> Result<(), String> {
     match cmd {
         DataCommand::Fetch { name, dir } => {
-            let dir = dir.clone().unwrap_or_else(parma_apps::fetch::default_cache_dir);
-            let (path, fresh) = parma_apps::fetch::fetch(&dir, name).map_err(|e| e.to_string())?;
+            let dir = dir.clone().unwrap_or_else(parma_train::fetch::default_cache_dir);
+            let (path, fresh) = parma_train::fetch::fetch(&dir, name).map_err(|e| e.to_string())?;
             eprintln!("{} {name}, sha256 checked", if fresh { "fetched" } else { "already cached:" });
             println!("{}", path.display());
             Ok(())
@@ -315,7 +315,7 @@ fn run_gates(args: &GatesArgs) -> Result<(), String> {
             r.sim_steps
         );
     };
-    let out = parma_apps::gates::run(&opts, &techniques, &args.gates, args.straggler, &mut progress)?;
+    let out = parma_cli::gates::run(&opts, &techniques, &args.gates, args.straggler, &mut progress)?;
     println!("{out}");
     Ok(())
 }
@@ -553,11 +553,11 @@ fn run_conformance(args: &ConformanceArgs) -> Result<bool, String> {
 }
 
 fn conformance_agent(args: &ConformanceAgentArgs) -> ExitCode {
-    use parma_apps::node_transport::{start_agent_node_rdma, NodeTransport};
+    use parma_cli::node_transport::{start_agent_node_rdma, NodeTransport};
     use parma_conformance::process::agent;
     let (input, output) = (std::io::stdin().lock(), std::io::stdout().lock());
     let served = match args.transport {
-        NodeTransport::Zmq => agent::serve(input, output),
+        NodeTransport::Zmq => agent::serve_with(input, output, &mut parma_cli::conformance_zmq::start_agent_node),
         NodeTransport::Rdma => agent::serve_with(input, output, &mut start_agent_node_rdma),
     };
     match served {
@@ -718,7 +718,7 @@ mod tests {
 
     #[test]
     fn train_kge_defaults_match_the_library() {
-        use parma_apps::train::{KgeOptions, TrainOptions};
+        use parma_train::{KgeOptions, TrainOptions};
         let (t, k) = kge_args(&[]).unwrap().options();
         assert_eq!(t, TrainOptions { progress: true, ..TrainOptions::default() });
         assert_eq!(k, KgeOptions::default());
@@ -746,7 +746,7 @@ mod tests {
 
     #[test]
     fn train_kge_compare_lists_runs() {
-        use parma_apps::train::Engine;
+        use parma_train::Engine;
         let a = kge_args(&["--compare", "adaptive,static,hogwild", "--nodes", "2"]).unwrap();
         let runs = a.runs();
         assert_eq!(runs.len(), 3);
@@ -805,7 +805,7 @@ mod tests {
     fn train_mf_has_its_own_defaults_and_refuses_bad_arguments() {
         let (t, m) = mf_args(&[]).unwrap().options();
         assert_eq!((t.epochs, t.lr, t.dim), (20, 0.005, 100));
-        assert_eq!(m, parma_apps::train::mf::MfOptions::default());
+        assert_eq!(m, parma_train::mf::MfOptions::default());
         let (t, _) = mf_args(&["--lr", "0.01", "--epochs", "3"]).unwrap().options();
         assert_eq!((t.epochs, t.lr), (3, 0.01));
         assert!(mf_args(&["--reg", "much"]).is_err());

@@ -22,12 +22,14 @@ use std::time::{Duration, Instant};
 
 use parma::Prefetch;
 use parma_core::{Config, Key, Layout, NodeId, OpError, Technique};
-use parma_runtime::startup::{Launch, Role, StartupError};
+use parma_runtime::startup::Role;
 use parma_runtime::{Stats, Ticket, Worker};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 
 use crate::demo::{mix, KeySampler};
+
+pub use parma_train::nodes::{job_digest, NetOptions, NodeError};
 
 /// Pushes one worker keeps in flight before it waits for the oldest.
 const PUSHES_IN_FLIGHT: usize = 8;
@@ -111,54 +113,6 @@ impl SumsOptions {
     }
 }
 
-/// Why a node failed.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum NodeError {
-    /// The options cannot work.
-    Options(String),
-    /// The start-up (launcher environment, token, rendezvous) failed.
-    Startup(StartupError),
-    /// The node did not start: its transport, or its runtime.
-    Start(parma::Error),
-    /// A worker operation failed: worker `worker` of node `node`, in batch `batch`, doing `op`.
-    #[allow(missing_docs)]
-    Worker { node: NodeId, worker: u16, batch: u64, op: &'static str, error: OpError },
-    /// A worker thread could not be spawned or panicked.
-    Thread(String),
-    /// A peer failed (crashed, or silent for longer than the peer timeout): the job stops,
-    /// as there is no failover yet.
-    #[allow(missing_docs)]
-    PeerFailed { peer: NodeId },
-    /// Sums differ from what every worker pushed.
-    #[allow(missing_docs)]
-    Sums { wrong: u64, checked: u64, first: Vec<String> },
-    /// The node did not stop cleanly.
-    Shutdown(parma_runtime::Error),
-}
-
-impl fmt::Display for NodeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            NodeError::Options(s) => write!(f, "bad options: {s}"),
-            NodeError::Startup(e) => write!(f, "start-up failed: {e}"),
-            NodeError::Start(e) => write!(f, "{e}"),
-            NodeError::Worker { node, worker, batch, op, error } => {
-                write!(f, "worker {worker} of node {}: {op} of batch {batch} failed: {error}", node.0)
-            }
-            NodeError::Thread(s) => f.write_str(s),
-            NodeError::PeerFailed { peer } => {
-                write!(f, "node {} failed (crashed, or silent past the peer timeout); the job stops", peer.0)
-            }
-            NodeError::Sums { wrong, checked, first } => {
-                write!(f, "{wrong} of {checked} values are wrong: {}", first.join("; "))
-            }
-            NodeError::Shutdown(e) => write!(f, "the node did not stop cleanly: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for NodeError {}
 
 /// What one node's share of the workload did.
 #[derive(Clone, Debug, Default)]
@@ -406,65 +360,6 @@ pub struct NodeOptions {
     pub net: NetOptions,
 }
 
-/// How a node process meets the others and which transport carries its frames: what
-/// `parma node` runs, the sums workload or a training task, does not change it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct NetOptions {
-    /// Rank, world size and rendezvous given explicitly (else from the launcher's environment).
-    pub explicit: Option<(u16, u16, String)>,
-    /// Which transport carries the frames.
-    pub transport: crate::node_transport::NodeTransport,
-    /// Where the transport listens; `None`: 127.0.0.1 when the rendezvous is on this machine's
-    /// loopback, every address otherwise.
-    pub bind: Option<String>,
-    /// What peers connect to; `None`: the bound address, or the address this machine reaches
-    /// the rendezvous from.
-    pub advertise: Option<String>,
-    /// A peer silent this long has failed.
-    pub peer_timeout: Duration,
-    /// Longest wait for every node at the rendezvous.
-    pub startup_timeout: Duration,
-    /// Serve the counters in Prometheus's text format here.
-    pub metrics_addr: Option<String>,
-    /// A digest of what the job runs beyond the node's configuration (a training task's
-    /// command line), folded into the digest every node brings to the rendezvous: a node
-    /// started with other options is refused there. 0: nothing beyond the configuration.
-    pub job_digest: u64,
-}
-
-impl Default for NetOptions {
-    fn default() -> NetOptions {
-        NetOptions {
-            explicit: None,
-            transport: crate::node_transport::NodeTransport::Zmq,
-            bind: None,
-            advertise: None,
-            peer_timeout: Duration::from_secs(5),
-            startup_timeout: Duration::from_secs(60),
-            metrics_addr: None,
-            job_digest: 0,
-        }
-    }
-}
-
-/// [`NetOptions::job_digest`] of a job described by `text` (e.g. its options' `Debug` form):
-/// FNV-1a of its bytes.
-pub fn job_digest(text: &str) -> u64 {
-    text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3))
-}
-
-impl NetOptions {
-    /// Where this process's rank, the world size and the rendezvous come from: the explicit
-    /// options, else the launcher's environment.
-    pub fn launch(&self) -> Result<Launch, NodeError> {
-        match &self.explicit {
-            Some((rank, world, rendezvous)) => Launch::explicit(NodeId(*rank), *world, rendezvous),
-            None => Launch::from_process_env(),
-        }
-        .map_err(NodeError::Startup)
-    }
-}
-
 /// What a node process did.
 #[derive(Clone, Debug)]
 pub struct NodeReport {
@@ -543,7 +438,7 @@ pub fn run_node(opts: &NodeOptions) -> Result<Option<NodeReport>, NodeError> {
         if let Some(addr) = &opts.net.metrics_addr {
             let (node, stop) = (&node, &stop);
             let addr = addr.clone();
-            s.spawn(move || crate::metrics::serve(&addr, node, stop));
+            s.spawn(move || parma_train::metrics::serve(&addr, node, stop));
         }
         let failed = || node.failed_peers().first().copied();
         let r = run_sums(workers, world, &opts.sums, &failed);

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use parma_apps::node::{run_node, NetOptions, NodeOptions, SumsOptions};
+use parma_cli::node::{run_node, NetOptions, NodeOptions, SumsOptions};
 use parma_core::Technique;
 
 /// Run one node of a cluster of processes over ZeroMQ (start it with `parma launch`, torchrun,
@@ -77,8 +77,8 @@ struct NetArgs {
     #[arg(long, requires_all = ["rank", "world"])]
     rendezvous: Option<String>,
     /// The transport: zmq, or rdma (a `parma` built with `--features rdma`; docs/deploy.md).
-    #[arg(long, value_parser = parma_apps::node_transport::parse_node_transport, default_value = "zmq")]
-    transport: parma_apps::node_transport::NodeTransport,
+    #[arg(long, value_parser = parma_cli::node_transport::parse_node_transport, default_value = "zmq")]
+    transport: parma_cli::node_transport::NodeTransport,
     /// Where the transport listens, tcp://host:port (rdma: host:port) (default: 127.0.0.1 with a free port when
     /// the rendezvous is on loopback, every address otherwise).
     #[arg(long)]

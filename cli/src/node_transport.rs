@@ -1,11 +1,8 @@
 //! `parma node`'s start-up: the façade's (`parma::node`), with the command line's options.
 //! ZeroMQ over TCP, or RDMA verbs when `parma` was built with the `rdma` feature.
 
-use parma_core::{Config, NodeId};
+use parma_core::Config;
 use parma_runtime::startup::{ClusterToken, Launch};
-use parma_runtime::{NodeRuntime, Options, Worker};
-
-use crate::node::{NetOptions, NodeError};
 
 pub use parma::node::NodeTransport;
 
@@ -14,32 +11,9 @@ pub fn parse_node_transport(name: &str) -> Result<NodeTransport, String> {
     NodeTransport::from_name(name).map_err(|e| e.to_string())
 }
 
-/// A started node: its id, runtime and workers.
-type Started = (NodeId, NodeRuntime, Vec<Worker>);
-
-/// Binds the transport `opts` names, meets the others, starts the node's runtime with `run`.
-/// `None`: not a node (ps-lite's scheduler). The digest it brings to the rendezvous is
-/// `parma_runtime::startup::cluster_digest` of the configuration, `opts.job_digest` and the
-/// peer timeout; the cluster token comes from the environment.
-pub(crate) fn start(
-    opts: &NetOptions,
-    launch: &Launch,
-    cfg: Config,
-    run: Options,
-) -> Result<Option<Started>, NodeError> {
-    if opts.peer_timeout.as_micros() < 100_000 {
-        return Err(NodeError::Options("--peer-timeout-ms must be at least 100".into()));
-    }
-    let mut n = parma::node::NodeOptions::default();
-    n.transport = opts.transport;
-    n.bind = opts.bind.clone();
-    n.advertise = opts.advertise.clone();
-    n.peer_timeout = opts.peer_timeout;
-    n.startup_timeout = opts.startup_timeout;
-    n.job_digest = opts.job_digest;
-    let node = parma::node::start_with_launch(launch, cfg, &n, run).map_err(NodeError::Start)?;
-    Ok(node.map(|c| (c.me, c.runtime, c.workers)))
-}
+/// Binds the transport `opts` names, meets the others, starts the node's runtime with `run`
+/// ([`parma_train::nodes::start_node`]). `None`: not a node (ps-lite's scheduler).
+pub(crate) use parma_train::nodes::start_node as start;
 
 /// A conformance agent's node over RDMA (`parma conformance-agent --transport rdma`), with
 /// the suite's timers: a `kill` is noticed within about a second.
@@ -74,5 +48,5 @@ pub fn start_agent_node_rdma(
     _digest: u64,
     _token: ClusterToken,
 ) -> Result<parma_conformance::trace::HostedNode, String> {
-    Err("this parma was built without RDMA: cargo build --release -p parma-apps --features rdma".into())
+    Err("this parma was built without RDMA: cargo build --release -p parma-cli --features rdma".into())
 }

@@ -4,15 +4,15 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use parma_apps::node::NetOptions;
-use parma_apps::train::checkpointing::CheckpointOptions;
-use parma_apps::train::harness::{run_kge, run_mf};
-use parma_apps::train::kg::Kg;
-use parma_apps::train::kge::{Loss, Model, Reg, RegOn};
-use parma_apps::train::mf::{MfOptions, MfTask, Ratings, SPLIT_SEED};
-use parma_apps::train::report::{summary, MetricsFile, RunReport};
-use parma_apps::train::task::{figure, Quality};
-use parma_apps::train::{Engine, KgeOptions, TrainError, TrainOptions};
+use parma_cli::node::NetOptions;
+use parma_train::checkpointing::CheckpointOptions;
+use parma_train::harness::{run_kge, run_mf};
+use parma_train::kg::Kg;
+use parma_train::kge::{Loss, Model, Reg, RegOn};
+use parma_train::mf::{MfOptions, MfTask, Ratings, SPLIT_SEED};
+use parma_train::report::{summary, MetricsFile, RunReport};
+use parma_train::task::{figure, Quality};
+use parma_train::{Engine, KgeOptions, TrainError, TrainOptions};
 use parma_core::{Conformity, Technique};
 
 mod lr;
@@ -356,7 +356,7 @@ pub fn run(cmd: &TrainCommand) -> Result<(), String> {
 /// node must run the same task with the same options: their digest (FNV-1a of the parsed
 /// command) joins the configuration's at the rendezvous.
 pub fn run_node(cmd: &TrainCommand, net: &NetOptions) -> Result<(), String> {
-    let job = parma_apps::node::job_digest(&format!("{cmd:?}"));
+    let job = parma_cli::node::job_digest(&format!("{cmd:?}"));
     run_with(cmd, Some(&NetOptions { job_digest: job, ..net.clone() }))
 }
 
@@ -395,7 +395,7 @@ pub(crate) fn check_common(
             if r.engine != Engine::Parma {
                 return bad("--engine hogwild runs in one process, not under `parma node`");
             }
-            if r.transport != parma_apps::demo::DemoTransport::Threaded {
+            if r.transport != parma_cli::demo::DemoTransport::Threaded {
                 return bad("--transport picks the transport between in-process nodes; under `parma node` \
                      the node's own --transport (before `train`) carries the frames");
             }
@@ -504,7 +504,7 @@ pub(crate) fn run_all(
             r.nodes
         );
         if let Some(p) = &common.plot {
-            parma_apps::train::plot::plot(p, std::slice::from_ref(&rep), 1, title)?;
+            parma_train::plot::plot(p, std::slice::from_ref(&rep), 1, title)?;
             eprintln!("plot written to {}", p.display());
         }
         return Ok(());
@@ -536,7 +536,7 @@ pub(crate) fn run_all(
     }
     print!("{}", summary(&reports));
     if let Some(p) = &common.plot {
-        parma_apps::train::plot::plot(p, &reports, runs.len(), title)?;
+        parma_train::plot::plot(p, &reports, runs.len(), title)?;
         eprintln!("plot written to {}", p.display());
     }
     if common.repeat > 1 {
@@ -619,8 +619,8 @@ fn run_mf_cmd(args: &MfArgs, cluster: Option<&NetOptions>) -> Result<(), String>
     let runs = check_common(&args.common, args.common.runs(&opts), cluster)?;
     mf.check().map_err(|e| e.to_string())?;
     let file = if args.data == "ml-100k" {
-        let dir = parma_apps::fetch::default_cache_dir();
-        match parma_apps::fetch::cached(&dir, "ml-100k").map_err(|e| format!("--data ml-100k: {e}"))? {
+        let dir = parma_train::fetch::default_cache_dir();
+        match parma_train::fetch::cached(&dir, "ml-100k").map_err(|e| format!("--data ml-100k: {e}"))? {
             Some(p) => p,
             None => {
                 return Err(format!(

@@ -190,7 +190,7 @@ pub fn conformance(transports: &[String], dir: &Path, seeds: u64, rewrite: bool)
                 std::env::current_exe().map_err(|e| format!("cannot find the parma executable: {e}"))?;
             suite::run_processes(dir, &AgentCommand::parma(exe), rewrite)?
         } else {
-            suite::run_transport(t, dir, 0..seeds, rewrite)?
+            crate::conformance_zmq::run_transport(t, dir, 0..seeds, rewrite)?
         };
         ok &= suite::all_passed(&results);
         println!("{}", suite::table(t, &results));

@@ -1,6 +1,6 @@
 //! The demo on a tiny cluster, under every technique, on the same seed.
 
-use parma_apps::demo::{self, DemoOptions, DemoReport, DemoTransport};
+use parma_cli::demo::{self, DemoOptions, DemoReport, DemoTransport};
 use parma_core::Technique;
 
 fn tiny(technique: Technique) -> DemoOptions {

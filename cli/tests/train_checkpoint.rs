@@ -6,11 +6,11 @@
 use std::fs;
 use std::path::PathBuf;
 
-use parma_apps::train::checkpointing::CheckpointOptions;
-use parma_apps::train::harness::{run_kge, run_mf};
-use parma_apps::train::kg::Kg;
-use parma_apps::train::mf::{MfOptions, Rating, Ratings};
-use parma_apps::train::{KgeOptions, TrainOptions};
+use parma_train::checkpointing::CheckpointOptions;
+use parma_train::harness::{run_kge, run_mf};
+use parma_train::kg::Kg;
+use parma_train::mf::{MfOptions, Rating, Ratings};
+use parma_train::{KgeOptions, TrainOptions};
 use parma_core::Technique;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -34,7 +34,7 @@ fn ratings() -> Ratings {
             Rating { user: u, item: i, value: 3.0 + a[0] * b[0] + a[1] * b[1] }
         })
         .collect();
-    Ratings::split(60, 50, all, parma_apps::train::mf::SPLIT_SEED)
+    Ratings::split(60, 50, all, parma_train::mf::SPLIT_SEED)
 }
 
 fn with_checkpoints(
@@ -108,7 +108,7 @@ fn kge_on_umls_resumed_after_epoch_5_reaches_the_uninterrupted_quality() {
     let first = TrainOptions { epochs: 5, ..with_checkpoints(&o, 5, Some(&dir), None) };
     let half = run_kge(&kg, "umls", &first, &kge).unwrap();
     let resumed = run_kge(&kg, "umls", &with_checkpoints(&o, 0, None, Some(&dir)), &kge).unwrap();
-    let mrr = |r: &parma_apps::train::report::RunReport| r.last().test.unwrap().primary();
+    let mrr = |r: &parma_train::report::RunReport| r.last().test.unwrap().primary();
     let (a, b, h) = (mrr(&resumed), mrr(&whole), mrr(&half));
     eprintln!("UMLS test MRR: uninterrupted {b:.4}, resumed {a:.4}, at the checkpoint {h:.4}");
     // On two nodes the uninterrupted run is not reproducible either (the threads' interleaving):

@@ -5,7 +5,9 @@
 //! that runs them. This crate depends on no particular real transport; the simulator uses the
 //! loopback crate's simulated network, which is part of the test bench, not a product.
 //! [`process`] runs the traces with one process per node over ZeroMQ; the program those
-//! processes run is the `parma` binary's, which this crate is told where to find.
+//! processes run is the `parma` binary's, which this crate is told where to find. The traces
+//! over ZeroMQ in one process run in parma-cli too (`parma_cli::conformance_zmq`), which names
+//! the transport.
 //!
 //! [`skew`] runs skewed, training-like workloads on the simulator to compare the techniques on
 //! the same accesses (`parma techniques` prints its tables).
@@ -18,4 +20,3 @@ pub mod sim;
 pub mod skew;
 pub mod suite;
 pub mod trace;
-pub mod zmq;

@@ -233,8 +233,9 @@ impl Executor for Unstarted {
 /// The transports of this repository the suite runs on by name: nodes in this process on the
 /// simulated network (one run per fault seed), on the threaded in-process transport, on the
 /// threaded transport with one frame in flight per pair (every send meets back-pressure), and
-/// on ZeroMQ over TCP on 127.0.0.1; and one process per node over ZeroMQ on 127.0.0.1
-/// (`zmq-processes`, see [`run_processes`]).
+/// on ZeroMQ over TCP on 127.0.0.1 (`zmq`: run by parma-cli, which names the ZeroMQ
+/// transport; [`run_transport`] refuses it); and one process per node over ZeroMQ on
+/// 127.0.0.1 (`zmq-processes`, see [`run_processes`]).
 pub const TRANSPORTS: [&str; 5] = ["sim", "threaded", "threaded-1frame", "zmq", "zmq-processes"];
 
 /// Runs the suite in `dir` with one agent process per node, each started with `agent`, over
@@ -252,7 +253,7 @@ pub fn run_processes(
 }
 
 /// Runs the suite in `dir` on the transport called `transport` (see [`TRANSPORTS`]) with its
-/// shipped skip list. On `sim`, each trace runs once per seed in `seeds` and passes if it
+/// shipped skip list (every one but `zmq`, which parma-cli runs). On `sim`, each trace runs once per seed in `seeds` and passes if it
 /// passed on all; a failure names the first failing seed. `zmq-processes` finds the `parma`
 /// binary through `PARMA_BIN` ([`crate::process::AgentCommand::from_env`]).
 pub fn run_transport(
@@ -313,24 +314,9 @@ pub fn run_transport(
             };
             run_suite(dir, &skips, &mut make, rewrite)
         }
-        "zmq" => {
-            let mut make = |s: &Setup| -> Result<Box<dyn Executor>, String> {
-                let ends = crate::zmq::cluster(s)?;
-                let switches: Vec<_> = ends.iter().map(|e| e.kill_switch()).collect();
-                // Each node's driver on its transport's I/O thread, as parma's commands run it.
-                let ends = ends
-                    .into_iter()
-                    .map(|mut t| t.driver_host().map(|h| (t, h)).ok_or("a transport without its host"))
-                    .collect::<Result<Vec<_>, _>>()?;
-                let exec = RuntimeExecutor::new_hosted(s, ends)?;
-                Ok(Box::new(exec.with_kill(move |n| {
-                    if let Some(k) = switches.get(n.index()) {
-                        k.kill();
-                    }
-                })))
-            };
-            run_suite(dir, &skips, &mut make, rewrite)
-        }
+        "zmq" => Err("the `zmq` transport names parma-transport-zmq, which this crate does not: it runs in \
+                      parma-cli (`parma_cli::conformance_zmq::run_transport`, `parma conformance`)"
+            .into()),
         "zmq-processes" => run_processes(dir, &crate::process::AgentCommand::from_env()?, rewrite),
         other => Err(format!("unknown transport `{other}`; one of: {}", TRANSPORTS.join(", "))),
     }

@@ -1,5 +1,6 @@
 //! Every conformance trace on the simulated network (32 fault seeds) and on the threaded
-//! in-process transport through the runtime, each with its shipped skip list.
+//! in-process transport through the runtime, each with its shipped skip list. (Over ZeroMQ in
+//! one process: `cli/tests/conformance_zmq.rs`, as this crate names no transport.)
 //! `PARMA_REWRITE=1` regenerates expected outputs (review the diff before committing).
 
 use parma_conformance::suite::{all_passed, default_dir, run_transport, table, trace_files};
@@ -28,11 +29,4 @@ fn traces_on_threaded_transport() {
 fn traces_on_threaded_transport_with_back_pressure() {
     // One frame per pair in flight: every send meets back-pressure.
     check("threaded-1frame", 0..1);
-}
-
-#[test]
-fn traces_on_zeromq_in_one_process() {
-    // Every node's transport on 127.0.0.1 in this process: real TCP connections, sessions,
-    // handshakes; a `kill` stops a node's sockets without a goodbye.
-    check("zmq", 0..1);
 }

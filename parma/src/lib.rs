@@ -57,6 +57,9 @@ pub use parma_core::{
     Announcement, Clock, Config, ConfigError, Conformity, DistId, Distribution, Gate, Init, IntentKind, Key,
     Layout, NodeId, OpError, Placement, SampleError, SampleHandle, SamplingOptions, Technique, WorkerId,
 };
+/// Why a node's runtime did not start or stop cleanly ([`NodeRuntime::start_with`],
+/// [`NodeRuntime::shutdown`]); [`Error`] wraps it for the façade's own functions.
+pub use parma_runtime::Error as RuntimeError;
 pub use parma_runtime::{
     default_lookahead, DriverStats, NodeRuntime, Options, Prefetch, PullTicket, Stats, Ticket, Worker,
     WorkerStats, LOOKAHEAD_EXAMPLES, LOOKAHEAD_MAX,
@@ -66,6 +69,10 @@ pub use parma_runtime::{
 /// [`Worker::restore`] loads one onto a cluster of any size; reading one offline.
 pub mod checkpoint {
     pub use parma_runtime::checkpoint::{Checkpoint, CheckpointError, Manifest, PartRecord, Values};
+
+    /// The SHA-256 of some bytes in lower-case hex, as a checkpoint's manifest records its
+    /// parts' (and as `parma data fetch` checks a download).
+    pub use parma_runtime::checkpoint::format::sha256_hex;
 }
 
 /// What a multi-process node needs before it starts: the launcher's environment, the cluster
@@ -76,4 +83,23 @@ pub mod startup {
         cluster_digest, connect, fnv1a, free_rendezvous_port, start_node, BoundTransport, ClusterToken,
         Launch, Launcher, NodeStartError, PeerTable, RendezvousAddr, Role, StartedNode, StartupError,
     };
+}
+
+/// Time as the protocol counts it: [`time::Duration`], whole microseconds, the unit of
+/// [`Config`]'s timeouts (`Config::request_timeout`).
+pub mod time {
+    pub use parma_core::Duration;
+}
+
+/// Transports for a cluster whose every node runs in this process, for a program that wants
+/// to choose (as `parma train --transport` and `parma demo --transport` do): the threaded
+/// loopback ([`LocalCluster`](crate::LocalCluster)'s), and ZeroMQ over TCP on 127.0.0.1, every
+/// node's transport with an I/O thread of its own. Start each node on its transport with
+/// [`NodeRuntime::start_with`](crate::NodeRuntime::start_with) (threaded) or the ZeroMQ
+/// transport's `start_node` (its driver on the transport's I/O thread).
+pub mod local_transports {
+    #[doc(no_inline)]
+    pub use parma_transport_loopback::threaded::{cluster as threaded_cluster, ThreadedOptions};
+    #[doc(no_inline)]
+    pub use parma_transport_zmq::{local_cluster as zmq_local_cluster, ZmqOptions};
 }

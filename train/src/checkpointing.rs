@@ -1,9 +1,9 @@
 //! Checkpoints of a training run (`--checkpoint-every N --checkpoint-dir DIR`, `--resume DIR`).
 //!
 //! At epoch granularity: after every N-th epoch (its evaluation included) all threads write a
-//! checkpoint of the whole model ([`parma_runtime::Worker::checkpoint`]), recording the epoch,
+//! checkpoint of the whole model ([`parma::Worker::checkpoint`]), recording the epoch,
 //! the task, the model and the data in the manifest; each one replaces the one before in DIR.
-//! A resumed run restores the model ([`parma_runtime::Worker::restore`]) and trains epochs
+//! A resumed run restores the model ([`parma::Worker::restore`]) and trains epochs
 //! `k + 1 ..= --epochs` of the schedule the options give, where `k` is the checkpoint's epoch.
 //! The data order of an epoch is a function of the seed, the thread and the epoch, so a resumed
 //! run reads the data in the same order as an uninterrupted one. What is not in a checkpoint is
@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use parma_runtime::checkpoint::Checkpoint;
+use parma::checkpoint::Checkpoint;
 
 use super::{Engine, TrainError};
 

@@ -143,7 +143,7 @@ impl fmt::Display for FetchError {
 impl std::error::Error for FetchError {}
 
 /// The hex sha256 of `bytes` (the one the checkpoints' manifests use).
-pub use parma_runtime::checkpoint::format::sha256_hex;
+pub use parma::checkpoint::sha256_hex;
 
 /// Checks `bytes` against `m`'s pinned hash.
 pub fn verify(m: &Member, what: &str, bytes: &[u8]) -> Result<(), FetchError> {

@@ -41,13 +41,13 @@ use std::thread;
 use std::time::Instant;
 
 use epoch::{end_epoch, Ctx};
-use parma_core::{Config, Key, Layout, OpError, Technique};
-use parma_runtime::{NodeRuntime, Options, Worker};
+use parma::{Config, Key, Layout, OpError, Technique};
+use parma::{NodeRuntime, Options, Worker};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 
-use parma_core::Conformity;
+use parma::Conformity;
 
 use super::kg::Kg;
 use super::kge::KgeTask;
@@ -118,7 +118,7 @@ fn train_thread<T: Task, P: Params>(
     // The steps per epoch of the largest part (the first), which every thread passes in lockstep
     // (and, under a clock gate, as clocks: a thread with a smaller part advances its clock for
     // the steps it lacks, so that every thread ends an epoch at the same clock).
-    let gated = o.engine == Engine::Parma && o.gate != parma_core::Gate::Async;
+    let gated = o.engine == Engine::Parma && o.gate != parma::Gate::Async;
     let lockstep_spe = if o.lockstep || gated {
         m.train().len().div_ceil(o.threads()).div_ceil(o.batch) as u64
     } else {
@@ -204,14 +204,14 @@ fn start_parma(opts: &TrainOptions, cfg: Config) -> Result<(Vec<NodeRuntime>, Ve
     ropts.barrier_timeout = opts.barrier_timeout;
     let Some(net) = &opts.cluster else {
         let (nodes, workers) =
-            crate::demo::start_nodes(opts.transport, &cfg, &ropts).map_err(|e| match e {
-                crate::demo::DemoError::Start(e) => TrainError::Start(e),
+            crate::nodes::start_local(opts.transport, &cfg, &ropts).map_err(|e| match e {
+                crate::nodes::StartError::Start(e) => TrainError::Start(e),
                 e => TrainError::Options(format!("the {} transport: {e}", opts.transport)),
             })?;
         return Ok((nodes, workers, 0));
     };
     let launch = net.launch().map_err(TrainError::Node)?;
-    if launch.role() == parma_runtime::startup::Role::Worker {
+    if launch.role() == parma::startup::Role::Worker {
         return Err(TrainError::NotANode);
     }
     if launch.world() != opts.nodes {
@@ -221,7 +221,7 @@ fn start_parma(opts: &TrainOptions, cfg: Config) -> Result<(Vec<NodeRuntime>, Ve
             launch.world()
         )));
     }
-    match crate::node_transport::start(net, &launch, cfg, ropts).map_err(TrainError::Node)? {
+    match crate::nodes::start_node(net, &launch, cfg, ropts).map_err(TrainError::Node)? {
         Some((me, node, workers)) => {
             eprintln!(
                 "node {} of {} ({}): up, training with {} worker{}",
@@ -375,7 +375,7 @@ pub fn run<T: Task>(
             let mut cfg = Config::new(opts.nodes, opts.workers, layout);
             cfg.sync_rounds_per_sec_max = opts.sync_rounds_per_sec;
             if let Some(t) = opts.request_timeout {
-                cfg.request_timeout = parma_core::Duration(u64::try_from(t.as_micros()).unwrap_or(u64::MAX));
+                cfg.request_timeout = parma::time::Duration(u64::try_from(t.as_micros()).unwrap_or(u64::MAX));
             }
             cfg.technique = opts.technique;
             cfg.gate = opts.gate;
@@ -521,7 +521,7 @@ pub fn run<T: Task>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::train::kg::Triple;
+    use crate::kg::Triple;
 
     #[test]
     fn partition_covers_the_data_once() {

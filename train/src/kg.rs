@@ -126,7 +126,7 @@ impl Kg {
     /// that it works from any directory; `None` for another name.
     pub fn shipped(name: &str) -> Option<Kg> {
         let texts = SHIPPED.iter().find(|(n, _)| *n == name)?.1;
-        let dir = Path::new("apps/data/kg").join(name);
+        let dir = Path::new("train/data/kg").join(name);
         let files: Vec<PathBuf> =
             ["train.txt", "valid.txt", "test.txt"].iter().map(|f| dir.join(f)).collect();
         let kg = Kg::parse_splits(&dir, files.iter().map(PathBuf::as_path).zip(texts));
@@ -208,30 +208,30 @@ fn parse(file: &Path, text: &str, ents: &mut Names, rels: &mut Names) -> Result<
     Ok(out)
 }
 
-/// The shipped data sets' splits (train, valid, test), from `apps/data/kg/`.
+/// The shipped data sets' splits (train, valid, test), from `train/data/kg/`.
 const SHIPPED: [(&str, [&str; 3]); 3] = [
     (
         "umls",
         [
-            include_str!("../../data/kg/umls/train.txt"),
-            include_str!("../../data/kg/umls/valid.txt"),
-            include_str!("../../data/kg/umls/test.txt"),
+            include_str!("../data/kg/umls/train.txt"),
+            include_str!("../data/kg/umls/valid.txt"),
+            include_str!("../data/kg/umls/test.txt"),
         ],
     ),
     (
         "kinships",
         [
-            include_str!("../../data/kg/kinships/train.txt"),
-            include_str!("../../data/kg/kinships/valid.txt"),
-            include_str!("../../data/kg/kinships/test.txt"),
+            include_str!("../data/kg/kinships/train.txt"),
+            include_str!("../data/kg/kinships/valid.txt"),
+            include_str!("../data/kg/kinships/test.txt"),
         ],
     ),
     (
         "nations",
         [
-            include_str!("../../data/kg/nations/train.txt"),
-            include_str!("../../data/kg/nations/valid.txt"),
-            include_str!("../../data/kg/nations/test.txt"),
+            include_str!("../data/kg/nations/train.txt"),
+            include_str!("../data/kg/nations/valid.txt"),
+            include_str!("../data/kg/nations/test.txt"),
         ],
     ),
 ];

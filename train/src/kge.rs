@@ -14,7 +14,7 @@
 
 use std::fmt;
 
-use parma_core::Key;
+use parma::Key;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use rand_distr::{Distribution as _, Normal};

@@ -1,5 +1,13 @@
-//! Training real models on an in-process parma cluster (`parma train`), and the same models on a
-//! shared-memory baseline without parma.
+//! # parma-train: the training tasks
+//!
+//! ## Room
+//!
+//! Training real models on a parma cluster (`parma train`; every node in this process, or this
+//! process as one node of a cluster of processes, `parma node train`), and the same models on a
+//! shared-memory baseline without parma; their data sets, the shipped ones and those fetched
+//! into a cache (`parma data fetch`). This crate uses only the public API of the façade,
+//! `parma`: it never names parma-core, parma-runtime or a transport crate, and it parses no
+//! command line (`parma-cli` does, over this crate).
 //!
 //! - [`kg`]: knowledge graphs in the LibKGE layout, and the ones shipped with parma;
 //! - [`task`]: what the harness needs from a task ([`task::Task`]);
@@ -16,15 +24,25 @@
 //!   evaluation and timing;
 //! - [`checkpointing`]: `--checkpoint-every`, `--checkpoint-dir` and `--resume`;
 //! - [`report`]: one record per epoch (`--metrics`), the summary table;
-//! - [`plot`]: validation quality over time and epochs as SVG (`--plot`).
+//! - [`plot`]: validation quality over time and epochs as SVG (`--plot`);
+//! - [`nodes`]: the run's parma nodes, in this process or as one node of a cluster of
+//!   processes (through the façade's [`parma::node`]);
+//! - [`metrics`]: a node's counters served to Prometheus (`--metrics-addr`);
+//! - [`fetch`]: data sets that may not be redistributed, fetched with pip into a cache and
+//!   checked against a pinned sha256 (`parma data fetch`).
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 pub mod checkpointing;
 pub mod eval;
+pub mod fetch;
 pub mod harness;
 pub mod kg;
 pub mod kge;
 pub mod lr;
+pub mod metrics;
 pub mod mf;
+pub mod nodes;
 pub mod params;
 pub mod plot;
 pub mod report;
@@ -33,7 +51,7 @@ pub mod wv;
 
 use std::fmt;
 
-use parma_core::{Conformity, OpError, Technique};
+use parma::{Conformity, OpError, Technique};
 
 use kge::{Loss, Model, Reg, RegOn};
 
@@ -68,7 +86,7 @@ pub struct TrainOptions {
     pub nodes: u16,
     /// What carries the frames between the in-process nodes: the threaded loopback, or
     /// ZeroMQ over TCP on 127.0.0.1 (each node's driver on its transport's I/O thread).
-    pub transport: crate::demo::DemoTransport,
+    pub transport: crate::nodes::LocalTransport,
     /// Worker threads per node.
     pub workers: u16,
     /// Passes over the training data.
@@ -97,7 +115,7 @@ pub struct TrainOptions {
     /// How parma manages the parameters.
     pub technique: Technique,
     /// The clock gate (consistency model) of parma's workers: each step is a clock.
-    pub gate: parma_core::Gate,
+    pub gate: parma::Gate,
     /// parma, or the baseline.
     pub engine: Engine,
     /// Draw a progress bar per epoch on the terminal.
@@ -109,14 +127,14 @@ pub struct TrainOptions {
     /// Run as one node of a cluster of processes (`parma node train ...`): this process starts
     /// one node over the network and runs its `workers` threads; `nodes` is the world size.
     /// `None`: every node in this process.
-    pub cluster: Option<crate::node::NetOptions>,
+    pub cluster: Option<crate::nodes::NetOptions>,
     /// Most time a parma worker waits in a barrier or at a clock gate (`None`: as long as
     /// every peer is alive; another thread may evaluate for minutes).
     pub barrier_timeout: Option<std::time::Duration>,
     /// Most time a node waits for the answer to a remote request (`None`: the default of
-    /// `parma_core::Config::request_timeout`).
+    /// `parma::Config::request_timeout`).
     pub request_timeout: Option<std::time::Duration>,
-    /// Most sync rounds a parma node starts per second (`parma_core::Config::
+    /// Most sync rounds a parma node starts per second (`parma::Config::
     /// sync_rounds_per_sec_max`; `None`: back to back, as soon as the last one was answered).
     pub sync_rounds_per_sec: Option<u32>,
 }
@@ -125,7 +143,7 @@ impl Default for TrainOptions {
     fn default() -> TrainOptions {
         TrainOptions {
             nodes: 1,
-            transport: crate::demo::DemoTransport::Threaded,
+            transport: crate::nodes::LocalTransport::Threaded,
             workers: 2,
             epochs: 30,
             dim: 100,
@@ -137,7 +155,7 @@ impl Default for TrainOptions {
             sync_every: 0,
             lockstep: false,
             technique: Technique::Adaptive,
-            gate: parma_core::Gate::Async,
+            gate: parma::Gate::Async,
             engine: Engine::Parma,
             progress: false,
             cluster: None,
@@ -304,7 +322,7 @@ pub enum TrainError {
     /// The data could not be loaded or does not fit the options.
     Data(String),
     /// A node did not start.
-    Start(parma_runtime::Error),
+    Start(parma::RuntimeError),
     /// A worker operation failed.
     Worker {
         /// The worker's node.
@@ -323,13 +341,13 @@ pub enum TrainError {
     /// A baseline thread stopped because another one failed (that one's error is the cause).
     Aborted,
     /// A node did not stop cleanly.
-    Shutdown(parma_runtime::Error),
+    Shutdown(parma::RuntimeError),
     /// The `--metrics` file could not be written.
     Metrics(std::io::Error),
     /// A checkpoint could not be written or restored.
-    Checkpoint(parma_runtime::checkpoint::CheckpointError),
+    Checkpoint(parma::checkpoint::CheckpointError),
     /// This process's node could not join its cluster of processes (start-up, transport).
-    Node(crate::node::NodeError),
+    Node(crate::nodes::NodeError),
     /// The launcher's environment makes this process no node (ps-lite's scheduler, after the
     /// rendezvous, or its workers): it has nothing to train.
     NotANode,

@@ -18,7 +18,7 @@ pub mod data;
 
 use std::fmt;
 
-use parma_core::Key;
+use parma::Key;
 
 use self::data::LrData;
 use super::task::{Quality, StepBuffers, Task};

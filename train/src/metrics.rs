@@ -7,7 +7,7 @@ use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use parma_runtime::{NodeRuntime, Stats};
+use parma::{NodeRuntime, Stats};
 
 /// Most bytes of a request read before answering.
 const REQUEST_MAX: usize = 8192;
@@ -120,7 +120,7 @@ pub fn serve_on(listener: TcpListener, node: &NodeRuntime, stop: &AtomicBool) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use parma_core::{Config, Key, Layout, NodeId};
+    use parma::{Config, Key, Layout, NodeId};
     use parma_transport_loopback::threaded::{cluster, ThreadedOptions};
 
     #[test]

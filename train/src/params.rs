@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-use parma_core::{Clock, DistId, Distribution, Key, OpError, SampleError, SampleHandle};
-use parma_runtime::{Ticket, Worker};
+use parma::{Clock, DistId, Distribution, Key, OpError, SampleError, SampleHandle};
+use parma::{Ticket, Worker};
 use rand::rngs::StdRng;
 use rand::Rng;
 

@@ -119,9 +119,9 @@ pub fn plot(path: &Path, reports: &[RunReport], per_round: usize, title: &str) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::train::eval::Ranking;
-    use crate::train::report::EpochRecord;
-    use crate::train::task::Quality;
+    use crate::eval::Ranking;
+    use crate::report::EpochRecord;
+    use crate::task::Quality;
 
     fn run(technique: &'static str, mrrs: &[f64]) -> RunReport {
         let epochs = mrrs

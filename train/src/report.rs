@@ -298,7 +298,7 @@ pub fn summary(reports: &[RunReport]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::train::eval::Ranking;
+    use crate::eval::Ranking;
 
     fn record(epoch: u32, secs: f64, valid: Option<f64>) -> EpochRecord {
         EpochRecord {

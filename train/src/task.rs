@@ -9,7 +9,7 @@
 
 use std::ops::Range;
 
-use parma_core::Key;
+use parma::Key;
 use serde::Serialize;
 
 use super::eval::Ranking;

@@ -27,7 +27,7 @@ pub mod eval;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use parma_core::Key;
+use parma::Key;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 

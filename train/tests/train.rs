@@ -3,12 +3,12 @@
 //! above a random model's, RMSE far below the mean's) on parma and on the baseline, a one-node
 //! one-worker run is reproducible bit for bit, and bad options are refused.
 
-use parma_apps::demo::DemoTransport;
-use parma_apps::train::harness::{run_kge, run_mf};
-use parma_apps::train::kg::{Kg, Triple};
-use parma_apps::train::kge::{Loss, Model, Reg, RegOn};
-use parma_apps::train::mf::{MfOptions, MfTask, Rating, Ratings};
-use parma_apps::train::{Engine, KgeOptions, TrainError, TrainOptions};
+use parma_cli::demo::DemoTransport;
+use parma_train::harness::{run_kge, run_mf};
+use parma_train::kg::{Kg, Triple};
+use parma_train::kge::{Loss, Model, Reg, RegOn};
+use parma_train::mf::{MfOptions, MfTask, Rating, Ratings};
+use parma_train::{Engine, KgeOptions, TrainError, TrainOptions};
 use parma_core::{Conformity, Technique};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -186,7 +186,7 @@ fn one_node_one_worker_is_reproducible_bit_for_bit() {
     let run = |o: &TrainOptions| run_kge(&kg, "planted", o, &kge()).unwrap();
     let (a, b) = (run(&o), run(&o));
     assert_eq!(a.checksum, b.checksum);
-    let bits = |r: &parma_apps::train::report::RunReport| -> Vec<(u64, Option<u64>)> {
+    let bits = |r: &parma_train::report::RunReport| -> Vec<(u64, Option<u64>)> {
         r.epochs.iter().map(|e| (e.loss.to_bits(), e.valid.map(|v| v.primary().to_bits()))).collect()
     };
     assert_eq!(bits(&a), bits(&b));
@@ -249,7 +249,7 @@ fn low_rank() -> Ratings {
             Rating { user: u, item: i, value: ((r * 2.0).round() / 2.0).clamp(1.0, 5.0) }
         })
         .collect();
-    Ratings::split(users, items, all, parma_apps::train::mf::SPLIT_SEED)
+    Ratings::split(users, items, all, parma_train::mf::SPLIT_SEED)
 }
 
 fn mf_opts() -> TrainOptions {

@@ -3,11 +3,11 @@
 //! with crosses) and on the baseline; a one-node one-worker run is reproducible bit for bit; bad
 //! options are refused.
 
-use parma_apps::train::harness::run_lr;
-use parma_apps::train::lr::data::{planted, LrData};
-use parma_apps::train::lr::{LrOptions, Optimizer};
-use parma_apps::train::task::Quality;
-use parma_apps::train::{Engine, TrainError, TrainOptions};
+use parma_train::harness::run_lr;
+use parma_train::lr::data::{planted, LrData};
+use parma_train::lr::{LrOptions, Optimizer};
+use parma_train::task::Quality;
+use parma_train::{Engine, TrainError, TrainOptions};
 use parma_core::Technique;
 
 fn opts() -> TrainOptions {

@@ -4,11 +4,11 @@
 //! with negatives drawn by the sampling manager under each conformity level, on two nodes, and
 //! on the baseline; bad options are refused.
 
-use parma_apps::train::harness::run;
-use parma_apps::train::task::Quality;
-use parma_apps::train::wv::corpus::{planted, Corpus};
-use parma_apps::train::wv::{WvOptions, WvTask};
-use parma_apps::train::{Engine, TrainOptions};
+use parma_train::harness::run;
+use parma_train::task::Quality;
+use parma_train::wv::corpus::{planted, Corpus};
+use parma_train::wv::{WvOptions, WvTask};
+use parma_train::{Engine, TrainOptions};
 use parma_core::{Conformity, Technique};
 
 fn opts() -> TrainOptions {

@@ -11,7 +11,7 @@ use parma_conformance::trace::{Executor, Setup};
 #[test]
 fn every_conformance_trace_passes_over_rdma_with_one_process_per_node() {
     let program = std::env::var("PARMA_BIN").unwrap_or_else(|_| {
-        panic!("set PARMA_BIN to a parma built with --features rdma (cargo build --release -p parma-apps --features rdma)")
+        panic!("set PARMA_BIN to a parma built with --features rdma (cargo build --release -p parma-cli --features rdma)")
     });
     let agent = AgentCommand {
         program: program.into(),

@@ -9,8 +9,8 @@
 use std::thread;
 use std::time::{Duration, Instant};
 
-/// Node processes with a launcher's environment, shared with `parma-apps`' tests.
-#[path = "../../apps/tests/common/nodes.rs"]
+/// Node processes with a launcher's environment, shared with `parma-cli`' tests.
+#[path = "../../cli/tests/common/nodes.rs"]
 mod nodes;
 
 /// Longest any process of these tests may run.
@@ -18,7 +18,7 @@ const DEADLINE: Duration = Duration::from_secs(240);
 
 fn parma() -> String {
     std::env::var("PARMA_BIN").unwrap_or_else(|_| {
-        panic!("set PARMA_BIN to a parma built with --features rdma (cargo build --release -p parma-apps --features rdma)")
+        panic!("set PARMA_BIN to a parma built with --features rdma (cargo build --release -p parma-cli --features rdma)")
     })
 }
 

@@ -3,58 +3,15 @@
 //! of its own. The demo starts the same nodes on either and reads the same counters; over
 //! ZeroMQ it also reads the bytes the transport put on the wire.
 
-use std::fmt;
-use std::sync::Arc;
-
-use parma_core::{Config, NodeId};
-use parma_runtime::startup::ClusterToken;
+use parma_core::Config;
 use parma_runtime::{NodeRuntime, Options, Worker};
-use parma_transport_loopback::threaded::{cluster, ThreadedOptions};
-use parma_transport_zmq::{local_cluster, ZmqOptions};
+use parma_train::nodes::{start_local, StartError};
 
 use super::{fmt_bytes, DemoError, DemoReport};
 
-/// Which transport carries the demo's frames.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum DemoTransport {
-    /// The threaded loopback: frames move between threads through queues in memory.
-    #[default]
-    Threaded,
-    /// ZeroMQ over TCP on 127.0.0.1 (`parma-transport-zmq`), every node in this process.
-    Zmq,
-}
-
-impl DemoTransport {
-    /// Every transport, in the order of the CLI's help.
-    pub const ALL: [DemoTransport; 2] = [DemoTransport::Threaded, DemoTransport::Zmq];
-
-    /// The name `--transport` takes.
-    pub fn name(self) -> &'static str {
-        match self {
-            DemoTransport::Threaded => "threaded",
-            DemoTransport::Zmq => "zmq",
-        }
-    }
-
-    /// The transport called `name`.
-    pub fn from_name(name: &str) -> Option<DemoTransport> {
-        DemoTransport::ALL.into_iter().find(|t| t.name() == name)
-    }
-
-    /// The transport called `name`, or an error that lists the names (for `--transport`).
-    pub fn parse(name: &str) -> Result<DemoTransport, String> {
-        DemoTransport::from_name(name).ok_or_else(|| {
-            let names: Vec<&str> = DemoTransport::ALL.iter().map(|t| t.name()).collect();
-            format!("unknown transport `{name}`; one of: {}", names.join(", "))
-        })
-    }
-}
-
-impl fmt::Display for DemoTransport {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+/// Which transport carries the demo's frames: the threaded loopback, or ZeroMQ over TCP on
+/// 127.0.0.1 (`parma-transport-zmq`), every node in this process.
+pub use parma_train::nodes::LocalTransport as DemoTransport;
 
 /// A markdown table of the same workload on several transports: `rounds[r]` holds round
 /// `r`'s runs, one per transport in the same order every round. Every column is the median over
@@ -95,40 +52,16 @@ pub fn transport_comparison(rounds: &[Vec<DemoReport>]) -> String {
 }
 
 /// Starts the cluster's nodes on `transport`, with `cfg` and `ropts`: the nodes and every
-/// node's workers. The transport's counters (bytes on the wire) come with each node's
-/// `Stats::transport`.
+/// node's workers ([`parma_train::nodes::start_local`]). The transport's counters (bytes on
+/// the wire) come with each node's `Stats::transport`.
 pub(crate) fn start_nodes(
     transport: DemoTransport,
     cfg: &Config,
     ropts: &Options,
 ) -> Result<(Vec<NodeRuntime>, Vec<Worker>), DemoError> {
-    match transport {
-        DemoTransport::Threaded => start_all(cluster(cfg.nodes, ThreadedOptions::default()), |i, t| {
-            NodeRuntime::start_with(cfg.clone(), NodeId(i as u16), t, ropts.clone())
-        }),
-        DemoTransport::Zmq => {
-            let digest = u64::from(cfg.wire_cluster().0);
-            let token = Arc::new(ClusterToken::generate());
-            let ts = local_cluster(cfg.nodes, &ZmqOptions::loopback(), digest, token)
-                .map_err(|e| DemoError::Transport(e.to_string()))?;
-            // Each node's driver on its transport's I/O thread.
-            start_all(ts, |_, t| t.start_node(cfg.clone(), ropts.clone()))
-        }
-    }
-}
-
-/// Starts node `i` on `transports[i]` with `start`.
-fn start_all<T>(
-    transports: Vec<T>,
-    start: impl Fn(usize, T) -> Result<(NodeRuntime, Vec<Worker>), parma_runtime::Error>,
-) -> Result<(Vec<NodeRuntime>, Vec<Worker>), DemoError> {
-    // Declared before the workers, so that on an early return the workers are dropped first.
-    let mut nodes = Vec::new();
-    let mut workers = Vec::new();
-    for (i, t) in transports.into_iter().enumerate() {
-        let (node, handles) = start(i, t).map_err(DemoError::Start)?;
-        nodes.push(node);
-        workers.extend(handles);
-    }
-    Ok((nodes, workers))
+    start_local(transport, cfg, ropts).map_err(|e| match e {
+        StartError::Start(e) => DemoError::Start(e),
+        StartError::Transport(s) => DemoError::Transport(s),
+        e => DemoError::Transport(e.to_string()),
+    })
 }

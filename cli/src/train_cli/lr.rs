@@ -3,12 +3,12 @@
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use parma_apps::node::NetOptions;
-use parma_apps::train::harness::run_lr;
-use parma_apps::train::lr::data::{load_adult, load_ml_clicks, LrData, RawData};
-use parma_apps::train::lr::{check_bits, LrOptions, Optimizer};
-use parma_apps::train::mf::SPLIT_SEED;
-use parma_apps::train::TrainOptions;
+use parma_cli::node::NetOptions;
+use parma_train::harness::run_lr;
+use parma_train::lr::data::{load_adult, load_ml_clicks, LrData, RawData};
+use parma_train::lr::{check_bits, LrOptions, Optimizer};
+use parma_train::mf::SPLIT_SEED;
+use parma_train::TrainOptions;
 
 use super::{check_common, run_all, CommonArgs, Target};
 
@@ -61,8 +61,8 @@ impl LrArgs {
 
 /// The cached file of a fetched data set, or an error that says how to fetch it.
 fn fetched(name: &str, flag: &str) -> Result<PathBuf, String> {
-    let dir = parma_apps::fetch::default_cache_dir();
-    match parma_apps::fetch::cached(&dir, name).map_err(|e| format!("--data {flag}: {e}"))? {
+    let dir = parma_train::fetch::default_cache_dir();
+    match parma_train::fetch::cached(&dir, name).map_err(|e| format!("--data {flag}: {e}"))? {
         Some(p) => Ok(p),
         None => Err(format!(
             "--data {flag}: not in {}; fetch it first with `parma data fetch {name}`",

@@ -3,11 +3,11 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use parma_apps::node::NetOptions;
-use parma_apps::train::harness::run;
-use parma_apps::train::wv::corpus::{Corpus, EvalSets};
-use parma_apps::train::wv::{eval, WvOptions, WvTask};
-use parma_apps::train::TrainOptions;
+use parma_cli::node::NetOptions;
+use parma_train::harness::run;
+use parma_train::wv::corpus::{Corpus, EvalSets};
+use parma_train::wv::{eval, WvOptions, WvTask};
+use parma_train::TrainOptions;
 use parma_core::Conformity;
 
 use super::{check_common, parse_conformity, run_all, CommonArgs, Target};
@@ -68,8 +68,8 @@ impl WvArgs {
 
 /// The cached file `file` of the fetched data set `name`, if it is there.
 fn cached_member(name: &str, file: &str) -> Result<Option<PathBuf>, String> {
-    let dir = parma_apps::fetch::default_cache_dir();
-    let first = parma_apps::fetch::cached(&dir, name).map_err(|e| e.to_string())?;
+    let dir = parma_train::fetch::default_cache_dir();
+    let first = parma_train::fetch::cached(&dir, name).map_err(|e| e.to_string())?;
     Ok(first.and_then(|p| p.parent().map(|d| d.join(file))))
 }
 

@@ -5,8 +5,7 @@ use std::io::{BufRead, Write};
 use std::time::Duration;
 
 use parma_core::{Clock, Config, DistId, NodeId, SampleHandle, WorkerId};
-use parma_runtime::startup::{connect, ClusterToken, Launch};
-use parma_transport_zmq::Bound;
+use parma_runtime::startup::{ClusterToken, Launch};
 
 use super::wire::{
     from_bits, key_numbers, level_named, read_line, to_bits, to_keys, Reply, Request, Response, WireError,
@@ -18,22 +17,18 @@ use crate::trace::{GatedSteps, HostedNode};
 pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// Starts an agent's node on some transport: the launch, the trace's configuration, its
-/// digest and the cluster token in; the node out. [`serve`] uses ZeroMQ ([`start_zmq`]);
-/// another transport's crate (RDMA, outside this workspace) passes its own to [`serve_with`].
+/// digest and the cluster token in; the node out. This crate names no transport: the `parma`
+/// binary passes its ZeroMQ one (or its RDMA one) to [`serve_with`].
 pub type StartNode<'a> = dyn FnMut(&Launch, Config, u64, ClusterToken) -> Result<HostedNode, String> + 'a;
 
 /// Runs one agent: reads the trace's setup (the first line of `input`), meets the other
 /// agents (rank, world size, rendezvous and token from the environment, as `parma launch`
-/// sets them), starts its node over ZeroMQ on 127.0.0.1 with the suite's timers
-/// ([`crate::zmq::options`]), answers `Ready`, then one response per request until
-/// `Shutdown` (the node shuts down cleanly) or the end of `input` (the executor is gone:
-/// the node stops at once). Errs if the node could not start (after answering why) or a
-/// line could not be read or written.
-pub fn serve(input: impl BufRead, output: impl Write) -> Result<(), String> {
-    serve_with(input, output, &mut start_zmq)
-}
-
-/// [`serve`], with the node started by `start_node`.
+/// sets them), starts its node with `start_node` (the `parma` binary's: over ZeroMQ on
+/// 127.0.0.1 with the suite's timers, `parma_cli::conformance_zmq::start_agent_node`, or
+/// over RDMA), answers `Ready`, then one response per request until `Shutdown` (the node
+/// shuts down cleanly) or the end of `input` (the executor is gone: the node stops at once).
+/// Errs if the node could not start (after answering why) or a line could not be read or
+/// written.
 pub fn serve_with(
     mut input: impl BufRead,
     mut output: impl Write,
@@ -87,21 +82,6 @@ fn start(
     let digest = u64::from(cfg.wire_cluster().0);
     let node = start_node(&launch, cfg, digest, token)?;
     Ok((node, WireSetup::from_setup(&setup)?))
-}
-
-/// An agent's node over ZeroMQ on 127.0.0.1 with the suite's timers.
-pub fn start_zmq(
-    launch: &Launch,
-    cfg: Config,
-    digest: u64,
-    token: ClusterToken,
-) -> Result<HostedNode, String> {
-    let bound = Bound::bind(crate::zmq::options()).map_err(|e| e.to_string())?;
-    let (me, mut transport) = connect(launch, bound, digest, token, STARTUP_TIMEOUT)
-        .map_err(|e| e.to_string())?
-        .ok_or("the start-up made this agent no node")?;
-    let host = transport.driver_host().ok_or("a transport without its host")?;
-    HostedNode::start_on(cfg, me, transport, host)
 }
 
 fn answer(output: &mut impl Write, r: &Response) -> Result<(), String> {

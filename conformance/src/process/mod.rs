@@ -6,14 +6,15 @@
 //! 127.0.0.1, over ZeroMQ, started the way a deployment starts nodes: each agent gets
 //! `PARMA_RANK`, `PARMA_WORLD_SIZE`, `PARMA_RENDEZVOUS` and a fresh `PARMA_TOKEN` in its
 //! environment, meets the others at the start-up's rendezvous (`parma_runtime::startup`) and
-//! starts its node over `parma-transport-zmq` with the suite's timers ([`crate::zmq::options`]).
+//! starts its node over ZeroMQ with the suite's timers (the `parma` binary's
+//! `parma_cli::conformance_zmq`: this crate names no transport).
 //! What a node does for a trace command is the same code as in one process
 //! ([`crate::trace::HostedNode`]); only the way the calls reach it differs. A `kill` is a
 //! SIGKILL of the node's process.
 //!
 //! This crate does not build the agent's program: the `parma` binary serves as one
 //! (`parma conformance-agent`, hidden), and the executor is told where it is
-//! ([`AgentCommand`]). The agent's side is [`agent::serve`].
+//! ([`AgentCommand`]). The agent's side is [`agent::serve_with`].
 //!
 //! ## The conversation
 //!

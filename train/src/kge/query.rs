@@ -21,8 +21,8 @@
 //! once for each candidate of each query.
 
 use super::{sigmoid, softplus, Loss, Model, RegOn, StepModel};
-use crate::train::kg::Triple;
-use crate::train::task::StepBuffers;
+use crate::kg::Triple;
+use crate::task::StepBuffers;
 
 /// Which side of a triple a query asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -15,7 +15,7 @@
 //! - MovieLens-100k as clicks, from RecBole's `ml-100k.inter`, `.user` and `.item`: label
 //!   rating ≥ 4; fields user, item, age decade, gender, occupation, genres (several per item).
 //!   Split: the 80/20 shuffle of `parma train mf`, by the same seed (`--split-seed`, by default
-//!   [`crate::train::mf::SPLIT_SEED`]).
+//!   [`crate::mf::SPLIT_SEED`]).
 
 use std::collections::HashMap;
 use std::fmt;
@@ -25,7 +25,7 @@ use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 
-use crate::train::mix;
+use crate::mix;
 
 /// One value of a row: a category, or a number to be binned.
 #[derive(Clone, Debug, PartialEq)]

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use crate::train::mix;
+use crate::mix;
 
 /// Why a corpus or an evaluation set could not be loaded.
 #[derive(Debug)]

@@ -177,7 +177,7 @@ mod tests {
         let none = EvalSets { analogies: vec![], pairs: vec![], simlex: vec![] };
         let (within, all) = analogy(&corpus, &unit, 2, &none, 30_000);
         assert!(within.is_nan() && all.is_nan());
-        assert_eq!(crate::train::task::figure(within, 4), "n/a");
-        assert_eq!(crate::train::task::figure(0.25, 4), "0.2500");
+        assert_eq!(crate::task::figure(within, 4), "n/a");
+        assert_eq!(crate::task::figure(0.25, 4), "0.2500");
     }
 }

@@ -557,7 +557,9 @@ fn conformance_agent(args: &ConformanceAgentArgs) -> ExitCode {
     use parma_conformance::process::agent;
     let (input, output) = (std::io::stdin().lock(), std::io::stdout().lock());
     let served = match args.transport {
-        NodeTransport::Zmq => agent::serve_with(input, output, &mut parma_cli::conformance_zmq::start_agent_node),
+        NodeTransport::Zmq => {
+            agent::serve_with(input, output, &mut parma_cli::conformance_zmq::start_agent_node)
+        }
         NodeTransport::Rdma => agent::serve_with(input, output, &mut start_agent_node_rdma),
     };
     match served {

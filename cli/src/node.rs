@@ -113,7 +113,6 @@ impl SumsOptions {
     }
 }
 
-
 /// What one node's share of the workload did.
 #[derive(Clone, Debug, Default)]
 pub struct SumsOutcome {

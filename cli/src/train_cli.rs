@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use parma_cli::node::NetOptions;
+use parma_core::{Conformity, Technique};
 use parma_train::checkpointing::CheckpointOptions;
 use parma_train::harness::{run_kge, run_mf};
 use parma_train::kg::Kg;
@@ -13,7 +14,6 @@ use parma_train::mf::{MfOptions, MfTask, Ratings, SPLIT_SEED};
 use parma_train::report::{summary, MetricsFile, RunReport};
 use parma_train::task::{figure, Quality};
 use parma_train::{Engine, KgeOptions, TrainError, TrainOptions};
-use parma_core::{Conformity, Technique};
 
 mod lr;
 mod wv;

@@ -6,12 +6,12 @@
 use std::fs;
 use std::path::PathBuf;
 
+use parma_core::Technique;
 use parma_train::checkpointing::CheckpointOptions;
 use parma_train::harness::{run_kge, run_mf};
 use parma_train::kg::Kg;
 use parma_train::mf::{MfOptions, Rating, Ratings};
 use parma_train::{KgeOptions, TrainOptions};
-use parma_core::Technique;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 

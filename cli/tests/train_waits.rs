@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use parma_core::{Conformity, Key, OpError};
 use parma_train::eval::RankSums;
 use parma_train::harness::{run, run_kge};
 use parma_train::kg::{Kg, Triple};
@@ -15,7 +16,6 @@ use parma_train::kge::KgeTask;
 use parma_train::params::NegSampler;
 use parma_train::task::{Quality, StepBuffers, Task};
 use parma_train::{KgeOptions, TrainError, TrainOptions};
-use parma_core::{Conformity, Key, OpError};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 

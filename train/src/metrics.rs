@@ -120,8 +120,8 @@ pub fn serve_on(listener: TcpListener, node: &NodeRuntime, stop: &AtomicBool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use parma::local_transports::{threaded_cluster as cluster, ThreadedOptions};
     use parma::{Config, Key, Layout, NodeId};
-    use parma_transport_loopback::threaded::{cluster, ThreadedOptions};
 
     #[test]
     fn a_scrape_gets_the_node_counters_in_the_text_format() {

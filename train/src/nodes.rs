@@ -8,7 +8,9 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use parma::local_transports::{threaded_cluster as cluster, zmq_local_cluster as local_cluster, ThreadedOptions, ZmqOptions};
+use parma::local_transports::{
+    threaded_cluster as cluster, zmq_local_cluster as local_cluster, ThreadedOptions, ZmqOptions,
+};
 use parma::node::NodeTransport;
 use parma::startup::{ClusterToken, Launch, StartupError};
 use parma::{Config, NodeId, NodeRuntime, OpError, Options, RuntimeError, Worker};
@@ -54,7 +56,6 @@ impl fmt::Display for LocalTransport {
         f.write_str(self.name())
     }
 }
-
 
 /// Why [`start_local`] could not start the nodes.
 #[derive(Debug)]
@@ -231,7 +232,12 @@ pub type Started = (NodeId, NodeRuntime, Vec<Worker>);
 /// `None`: not a node (ps-lite's scheduler). The digest it brings to the rendezvous is
 /// `parma::startup::cluster_digest` of the configuration, `opts.job_digest` and the
 /// peer timeout; the cluster token comes from the environment.
-pub fn start_node(opts: &NetOptions, launch: &Launch, cfg: Config, run: Options) -> Result<Option<Started>, NodeError> {
+pub fn start_node(
+    opts: &NetOptions,
+    launch: &Launch,
+    cfg: Config,
+    run: Options,
+) -> Result<Option<Started>, NodeError> {
     if opts.peer_timeout.as_micros() < 100_000 {
         return Err(NodeError::Options("--peer-timeout-ms must be at least 100".into()));
     }

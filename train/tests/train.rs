@@ -3,13 +3,13 @@
 //! above a random model's, RMSE far below the mean's) on parma and on the baseline, a one-node
 //! one-worker run is reproducible bit for bit, and bad options are refused.
 
-use parma_cli::demo::DemoTransport;
+use parma::{Conformity, Technique};
 use parma_train::harness::{run_kge, run_mf};
 use parma_train::kg::{Kg, Triple};
 use parma_train::kge::{Loss, Model, Reg, RegOn};
 use parma_train::mf::{MfOptions, MfTask, Rating, Ratings};
+use parma_train::nodes::LocalTransport;
 use parma_train::{Engine, KgeOptions, TrainError, TrainOptions};
-use parma_core::{Conformity, Technique};
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
@@ -50,7 +50,7 @@ fn random_mrr(n: u32) -> f64 {
 fn opts() -> TrainOptions {
     TrainOptions {
         nodes: 2,
-        transport: DemoTransport::Threaded,
+        transport: LocalTransport::Threaded,
         workers: 1,
         epochs: 20,
         dim: 32,
@@ -62,7 +62,7 @@ fn opts() -> TrainOptions {
         sync_every: 0,
         lockstep: false,
         technique: Technique::Adaptive,
-        gate: parma_core::Gate::Async,
+        gate: parma::Gate::Async,
         engine: Engine::Parma,
         progress: false,
         cluster: None,
@@ -115,7 +115,7 @@ fn complex_learns_on_two_nodes() {
 /// The same over ZeroMQ on 127.0.0.1: each node's driver on its transport's I/O thread.
 #[test]
 fn complex_learns_on_two_nodes_over_zeromq() {
-    learns(&TrainOptions { transport: DemoTransport::Zmq, ..opts() }, &kge(), 3.5);
+    learns(&TrainOptions { transport: LocalTransport::Zmq, ..opts() }, &kge(), 3.5);
 }
 
 #[test]
@@ -162,10 +162,10 @@ fn training_under_clock_gates_learns() {
     // to 0.37 (3.5 × random is 0.374); with twenty, the worst of 108 runs (36 seeds × 3 gates)
     // was 0.445.
     let uneven = TrainOptions { nodes: 7, workers: 1, batch: 3, ..opts() };
-    learns(&TrainOptions { gate: parma_core::Gate::Bsp, ..uneven.clone() }, &kge(), 3.5);
-    learns(&TrainOptions { gate: parma_core::Gate::Ssp { staleness: 2 }, ..uneven.clone() }, &kge(), 3.5);
+    learns(&TrainOptions { gate: parma::Gate::Bsp, ..uneven.clone() }, &kge(), 3.5);
+    learns(&TrainOptions { gate: parma::Gate::Ssp { staleness: 2 }, ..uneven.clone() }, &kge(), 3.5);
     let static_bd = TrainOptions { technique: Technique::StaticPartitioning, ..uneven };
-    learns(&TrainOptions { gate: parma_core::Gate::BoundedDelay { delay: 0 }, ..static_bd }, &kge(), 3.5);
+    learns(&TrainOptions { gate: parma::Gate::BoundedDelay { delay: 0 }, ..static_bd }, &kge(), 3.5);
 }
 
 #[test]

@@ -3,12 +3,12 @@
 //! with crosses) and on the baseline; a one-node one-worker run is reproducible bit for bit; bad
 //! options are refused.
 
+use parma::Technique;
 use parma_train::harness::run_lr;
 use parma_train::lr::data::{planted, LrData};
 use parma_train::lr::{LrOptions, Optimizer};
 use parma_train::task::Quality;
 use parma_train::{Engine, TrainError, TrainOptions};
-use parma_core::Technique;
 
 fn opts() -> TrainOptions {
     TrainOptions {
@@ -21,7 +21,7 @@ fn opts() -> TrainOptions {
         ahead: 4,
         batch: 16,
         technique: Technique::Adaptive,
-        gate: parma_core::Gate::Async,
+        gate: parma::Gate::Async,
         engine: Engine::Parma,
         progress: false,
         cluster: None,

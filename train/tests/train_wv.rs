@@ -4,12 +4,12 @@
 //! with negatives drawn by the sampling manager under each conformity level, on two nodes, and
 //! on the baseline; bad options are refused.
 
+use parma::{Conformity, Technique};
 use parma_train::harness::run;
 use parma_train::task::Quality;
 use parma_train::wv::corpus::{planted, Corpus};
 use parma_train::wv::{WvOptions, WvTask};
 use parma_train::{Engine, TrainOptions};
-use parma_core::{Conformity, Technique};
 
 fn opts() -> TrainOptions {
     TrainOptions {
@@ -23,7 +23,7 @@ fn opts() -> TrainOptions {
         ahead: 4,
         batch: 32,
         technique: Technique::Adaptive,
-        gate: parma_core::Gate::Async,
+        gate: parma::Gate::Async,
         engine: Engine::Parma,
         progress: false,
         cluster: None,

@@ -4,11 +4,11 @@ use std::path::PathBuf;
 
 use clap::Args;
 use parma_cli::node::NetOptions;
+use parma_core::Conformity;
 use parma_train::harness::run;
 use parma_train::wv::corpus::{Corpus, EvalSets};
 use parma_train::wv::{eval, WvOptions, WvTask};
 use parma_train::TrainOptions;
-use parma_core::Conformity;
 
 use super::{check_common, parse_conformity, run_all, CommonArgs, Target};
 

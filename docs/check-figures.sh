@@ -57,7 +57,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 if [ -z "${PARMA:-}" ]; then
-    cargo build --release -q -p parma-apps
+    cargo build --release -q -p parma-cli
     PARMA=target/release/parma
 fi
 

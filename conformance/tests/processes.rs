@@ -1,7 +1,7 @@
 //! The process executor against agents that misbehave, played by `sh`: a start-up that
 //! fails, nonsense on stdout, an agent that dies, answers that do not fit; and every agent
 //! killed and reaped when the executor goes. (The real agents run in
-//! `apps/tests/conformance_processes.rs`, which can see the `parma` binary.)
+//! `cli/tests/conformance_processes.rs`, which can see the `parma` binary.)
 #![cfg(target_os = "linux")]
 
 use std::path::PathBuf;

@@ -6,12 +6,16 @@ mod checkpoint_cli;
 mod launch;
 mod node_cli;
 mod train_cli;
+mod verify_cli;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use parma_cli::demo::{self, DemoOptions, DemoTransport};
-use parma_cli::{sampling, techniques, verify};
+use parma_cli::{sampling, techniques};
 use parma_conformance::skew::{Kge, Mf, SkewOptions, Task};
 use parma_core::{Gate, Technique};
+use verify_cli::{
+    conformance_agent, run_conformance, run_sim, ConformanceAgentArgs, ConformanceArgs, SimArgs,
+};
 
 #[derive(Parser, Debug)]
 #[command(name = "parma", version, about = "parma, a parameter manager for sparse, skewed training")]
@@ -70,14 +74,6 @@ enum Command {
     /// it: the trace's setup and the calls on stdin, the answers on stdout, one JSON line each.
     #[command(hide = true)]
     ConformanceAgent(ConformanceAgentArgs),
-}
-
-/// The agent's transport.
-#[derive(clap::Args, Debug)]
-struct ConformanceAgentArgs {
-    /// zmq (the `zmq-processes` transport), or rdma (a `parma` built with `--features rdma`).
-    #[arg(long, value_parser = parma_cli::node_transport::parse_node_transport, default_value = "zmq")]
-    transport: parma_cli::node_transport::NodeTransport,
 }
 
 #[derive(Subcommand, Debug)]
@@ -335,51 +331,6 @@ fn run_sampling(args: &TechniquesArgs) -> Result<(), String> {
     Ok(())
 }
 
-#[derive(Args, Debug)]
-struct SimArgs {
-    /// Seeds to run per technique.
-    #[arg(long, default_value_t = 1000)]
-    seeds: u64,
-    /// The first seed.
-    #[arg(long, default_value_t = 1)]
-    first: u64,
-    /// One technique by name (default: every technique).
-    #[arg(long, value_parser = parse_technique)]
-    technique: Option<Technique>,
-    /// The clock gate: async, bsp, ssp:S, bounded-delay:T or sparse-ssp:S:P. Under any but async, workers
-    /// wait at the gate after every operation and every read is checked against its bound.
-    #[arg(long, value_parser = parse_gate, default_value = "async")]
-    gate: Gate,
-    /// Threads (default: the machine's parallelism).
-    #[arg(long)]
-    threads: Option<usize>,
-    /// Run every seed a second time in another process (a fresh `parma`) and require the same
-    /// fingerprint: the frames delivered, and every transmit, worker completion and peer
-    /// failure in the order the nodes gave them.
-    #[arg(long)]
-    determinism: bool,
-    /// Print each seed's fingerprint (`fingerprint <technique> <seed> ...`), as the second
-    /// process of `--determinism` does.
-    #[arg(long)]
-    fingerprints: bool,
-}
-
-#[derive(Args, Debug)]
-struct ConformanceArgs {
-    /// Transports: sim, threaded, threaded-1frame, zmq, zmq-processes (default: all).
-    #[arg(long, value_delimiter = ',')]
-    transport: Vec<String>,
-    /// Fault seeds of the simulated network (each trace runs once per seed).
-    #[arg(long, default_value_t = 32)]
-    seeds: u64,
-    /// Directory of `.trace` files (default: the suite shipped with parma).
-    #[arg(long)]
-    traces: Option<std::path::PathBuf>,
-    /// Rewrite the expected outputs of traces that differ (review the diff afterwards).
-    #[arg(long)]
-    rewrite: bool,
-}
-
 /// Parses a technique by its name (`Technique::name`).
 fn parse_placement(name: &str) -> Result<parma_core::Placement, String> {
     parma_core::Placement::from_name(name)
@@ -516,59 +467,6 @@ fn run_demo(args: &DemoArgs) -> Result<(), demo::DemoError> {
     }
     print!("{}", demo::comparison(&reports));
     Ok(())
-}
-
-fn run_sim(args: &SimArgs) -> bool {
-    let techniques: Vec<Technique> = args.technique.map_or(Technique::ALL.to_vec(), |t| vec![t]);
-    let threads = args.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-    let mut rows = verify::sim(&techniques, args.gate, args.first, args.seeds, threads);
-    if args.fingerprints {
-        for (_, r) in &rows {
-            r.fingerprints.values().for_each(|f| println!("fingerprint {f}"));
-        }
-    }
-    if args.determinism {
-        let compared = std::env::current_exe()
-            .map_err(|e| format!("cannot find the parma executable: {e}"))
-            .and_then(|exe| {
-                verify::compare_with_process(&exe, args.gate, args.first, args.seeds, threads, &mut rows)
-            });
-        if let Err(e) = compared {
-            eprintln!("parma: the determinism check did not run: {e}");
-            return false;
-        }
-    }
-    println!("{}", verify::sim_table(args.first, args.seeds, &rows));
-    rows.iter().all(|(_, r)| r.failed == 0 && r.nondeterministic == 0)
-}
-
-fn run_conformance(args: &ConformanceArgs) -> Result<bool, String> {
-    let transports: Vec<String> = if args.transport.is_empty() {
-        parma_conformance::suite::TRANSPORTS.iter().map(|s| s.to_string()).collect()
-    } else {
-        args.transport.clone()
-    };
-    let dir = args.traces.clone().unwrap_or_else(parma_conformance::suite::default_dir);
-    verify::conformance(&transports, &dir, args.seeds, args.rewrite)
-}
-
-fn conformance_agent(args: &ConformanceAgentArgs) -> ExitCode {
-    use parma_cli::node_transport::{start_agent_node_rdma, NodeTransport};
-    use parma_conformance::process::agent;
-    let (input, output) = (std::io::stdin().lock(), std::io::stdout().lock());
-    let served = match args.transport {
-        NodeTransport::Zmq => {
-            agent::serve_with(input, output, &mut parma_cli::conformance_zmq::start_agent_node)
-        }
-        NodeTransport::Rdma => agent::serve_with(input, output, &mut start_agent_node_rdma),
-    };
-    match served {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("parma conformance-agent: {e}");
-            ExitCode::FAILURE
-        }
-    }
 }
 
 fn main() -> ExitCode {

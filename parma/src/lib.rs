@@ -93,10 +93,10 @@ pub mod time {
 
 /// Transports for a cluster whose every node runs in this process, for a program that wants
 /// to choose (as `parma train --transport` and `parma demo --transport` do): the threaded
-/// loopback ([`LocalCluster`](crate::LocalCluster)'s), and ZeroMQ over TCP on 127.0.0.1, every
-/// node's transport with an I/O thread of its own. Start each node on its transport with
-/// [`NodeRuntime::start_with`](crate::NodeRuntime::start_with) (threaded) or the ZeroMQ
-/// transport's `start_node` (its driver on the transport's I/O thread).
+/// loopback ([`LocalCluster`]'s), and ZeroMQ over TCP on 127.0.0.1, every node's transport
+/// with an I/O thread of its own. Start each node on its transport with
+/// [`NodeRuntime::start_with`] (threaded) or the ZeroMQ transport's `start_node` (its driver
+/// on the transport's I/O thread).
 pub mod local_transports {
     #[doc(no_inline)]
     pub use parma_transport_loopback::threaded::{cluster as threaded_cluster, ThreadedOptions};

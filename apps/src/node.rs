@@ -450,7 +450,7 @@ impl Default for NetOptions {
 /// [`NetOptions::job_digest`] of a job described by `text` (e.g. its options' `Debug` form):
 /// FNV-1a of its bytes.
 pub fn job_digest(text: &str) -> u64 {
-    text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3))
+    parma_runtime::startup::fnv1a(text.as_bytes())
 }
 
 impl NetOptions {

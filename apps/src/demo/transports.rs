@@ -107,7 +107,7 @@ pub(crate) fn start_nodes(
             NodeRuntime::start_with(cfg.clone(), NodeId(i as u16), t, ropts.clone())
         }),
         DemoTransport::Zmq => {
-            let digest = parma_core::cluster_digest(&cfg, 0, None);
+            let digest = parma_core::cluster_digest(cfg, 0, None);
             let token = Arc::new(ClusterToken::generate());
             let ts = local_cluster(cfg.nodes, &ZmqOptions::loopback(), digest, token)
                 .map_err(|e| DemoError::Transport(e.to_string()))?;

@@ -28,7 +28,7 @@ pub fn options() -> ZmqOptions {
 
 /// The transports of a fresh cluster for `setup`.
 pub fn cluster(setup: &Setup) -> Result<Vec<ZmqTransport>, String> {
-    let digest = u64::from(setup.config().wire_cluster().0);
+    let digest = parma_core::cluster_digest(&setup.config(), 0, None);
     local_cluster(setup.nodes, &options(), digest, Arc::new(ClusterToken::generate()))
         .map_err(|e| e.to_string())
 }

@@ -402,30 +402,15 @@ impl Config {
         }
     }
 
-    /// The cluster id this node's frames carry, and the only one it accepts: `cluster_id`
-    /// combined with a digest of what all nodes of a cluster must agree on (the node count,
-    /// the layout, the placement, the technique, the gate and, under [`Technique::MultiTechnique`], the
-    /// hot keys). A node configured unlike its peers has its frames dropped by them, and
+    /// The cluster id this node's frames carry, and the only one it accepts: the 32-bit fold
+    /// ([`crate::digest::fold32`]) of [`crate::digest::cluster_digest`] with no job and no
+    /// peer timeout, a digest of what all nodes of a cluster must agree on (the cluster id,
+    /// the node count, the layout, the placement, the technique, the gate and, under
+    /// [`Technique::MultiTechnique`], the hot keys: [`Config::canonical_encoding`]). A node configured unlike its peers has its frames dropped by them, and
     /// drops theirs, counted in `Stats::frames_foreign`, instead of disagreeing with them
     /// about where keys live.
     pub fn wire_cluster(&self) -> ClusterId {
-        let fold = crate::ids::fold_digest;
-        let mut d = fold(u64::from(self.nodes), self.layout.digest());
-        // By name, so that the digest does not depend on the order the variants are declared.
-        for name in [self.placement.name(), self.technique.name()] {
-            d = name.bytes().fold(fold(d, name.len() as u64), |a, b| fold(a, u64::from(b)));
-        }
-        if self.gate != Gate::Async {
-            // Only when set, so that the digests of runs without a gate stay what they were.
-            let name = self.gate.name();
-            d = name.bytes().fold(fold(d, name.len() as u64 ^ 0x6761_7465), |a, b| fold(a, u64::from(b)));
-        }
-        if self.technique == Technique::MultiTechnique {
-            // Independent of the set's order: a sum of the keys' mixes.
-            let hot = self.hot_keys.iter().fold(0u64, |a, k| a.wrapping_add(crate::ids::mix(*k)));
-            d = fold(fold(d, hot), self.hot_keys.len() as u64);
-        }
-        ClusterId(self.cluster_id.0 ^ (d ^ (d >> 32)) as u32)
+        ClusterId(crate::digest::fold32(crate::digest::cluster_digest(self, 0, None)))
     }
 
     /// The keys NuPS's heuristic replicates: those whose access frequency exceeds `factor`

@@ -39,6 +39,25 @@ impl Layout {
         }
     }
 
+    /// The layout as `(first key, length)` ranges in increasing order, the first at key 0,
+    /// neighbours merged where their lengths are equal: one encoding per assignment of
+    /// lengths to keys (a uniform layout is one range). What `Config::canonical_encoding`
+    /// writes.
+    pub fn canonical_ranges(&self) -> Vec<(u64, u32)> {
+        match &self.lens {
+            Lens::Uniform(len) => alloc::vec![(0, *len)],
+            Lens::Ranges(ranges) => {
+                let mut out: Vec<(u64, u32)> = Vec::with_capacity(ranges.len());
+                for &(first, len) in ranges {
+                    if out.last().is_none_or(|&(_, l)| l != len) {
+                        out.push((first, len));
+                    }
+                }
+                out
+            }
+        }
+    }
+
     /// Keys `0..key_end`, every value `len` floats long.
     pub fn uniform(key_end: u64, len: u32) -> Result<Layout, ConfigError> {
         if key_end == 0 {

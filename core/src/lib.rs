@@ -174,6 +174,7 @@ macro_rules! invariant {
 pub mod access;
 pub mod action_timing;
 pub mod config;
+pub mod digest;
 pub mod error;
 #[cfg(any(fuzzing, test, feature = "testing"))]
 pub mod fuzzing;
@@ -190,6 +191,7 @@ pub mod wire;
 
 pub use access::{AccessKind, Hold, Issue, WorkerAccess};
 pub use config::{Announcement, Config, Gate, Init, Placement, Technique};
+pub use digest::{cluster_digest, fnv1a};
 pub use error::{ConfigError, OpError, WireError};
 pub use ids::*;
 pub use layout::Layout;

@@ -75,7 +75,7 @@ use crate::time::Duration;
 pub struct Identity {
     /// This node.
     pub me: NodeId,
-    /// The digest of the shared configuration ([`crate::Config::wire_cluster`]'s).
+    /// The digest of the shared configuration ([`crate::digest::cluster_digest`]).
     pub digest: u64,
     /// Chosen at start (random, from the driver): a node that restarts shows a new one.
     pub incarnation: u64,

@@ -91,7 +91,7 @@ pub fn start_local(
             NodeRuntime::start_with(cfg.clone(), NodeId(i as u16), t, ropts.clone())
         }),
         LocalTransport::Zmq => {
-            let digest = u64::from(cfg.wire_cluster().0);
+            let digest = parma::startup::cluster_digest(cfg, 0, None);
             let token = Arc::new(ClusterToken::generate());
             let ts = local_cluster(cfg.nodes, &ZmqOptions::loopback(), digest, token)
                 .map_err(|e| StartError::Transport(e.to_string()))?;
@@ -161,7 +161,7 @@ impl Default for NetOptions {
 /// [`NetOptions::job_digest`] of a job described by `text` (e.g. its options' `Debug` form):
 /// FNV-1a of its bytes.
 pub fn job_digest(text: &str) -> u64 {
-    text.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3))
+    parma::startup::fnv1a(text.as_bytes())
 }
 
 impl NetOptions {

@@ -178,7 +178,7 @@ fn rdma_opts() -> RdmaOptions {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let a: Vec<&str> = args.iter().map(String::as_str).filter(|s| *s != "--bench").collect();
-    let digest = u64::from(pull_config().wire_cluster().0);
+    let digest = parma_core::cluster_digest(&pull_config(), 0, None);
     match a.as_slice() {
         ["--test", ..] | [] => {
             if std::env::var_os("RDMA_VM").is_none() && a.is_empty() {

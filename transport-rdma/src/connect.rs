@@ -81,7 +81,7 @@ fn decode_info(b: &[u8]) -> QpInfo {
 fn info_hash(q: &QpInfo) -> u64 {
     let mut b = Vec::with_capacity(INFO_LEN);
     encode_info(&mut b, q);
-    b.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &x| (h ^ u64::from(x)).wrapping_mul(0x0100_0000_01b3))
+    parma_core::fnv1a(&b)
 }
 
 fn hello(from: NodeId, to: NodeId, digest: u64, nonce: u64, info: &QpInfo) -> Vec<u8> {

@@ -27,7 +27,7 @@ fn options() -> RdmaOptions {
 #[test]
 fn every_conformance_trace_passes_over_rdma() {
     let mut make = |s: &Setup| -> Result<Box<dyn Executor>, String> {
-        let digest = u64::from(s.config().wire_cluster().0);
+        let digest = parma_core::cluster_digest(&s.config(), 0, None);
         let ends = local_cluster(s.nodes, &options(), digest, Arc::new(ClusterToken::generate()))
             .map_err(|e| e.to_string())?;
         let switches: Vec<_> = ends.iter().map(|e| e.kill_switch()).collect();

@@ -65,7 +65,7 @@
 //! let my_endpoint = bound.endpoint().to_string(); // tell the others (the rendezvous does)
 //! # let peer_endpoints = vec![my_endpoint.clone()];
 //! # let cfg = parma_core::Config::new(1, 1, parma_core::Layout::uniform(10, 1).unwrap());
-//! let digest = u64::from(cfg.wire_cluster().0);
+//! let digest = parma_core::cluster_digest(&cfg, 0, None);
 //! let transport = bound.start(NodeId(0), peer_endpoints, digest, token).unwrap();
 //! // The node, its driver on the transport's I/O thread, and its workers.
 //! let (node, workers) = transport.start_node(cfg, parma_runtime::Options::default()).unwrap();
@@ -191,7 +191,7 @@ impl Bound {
 
     /// Starts the I/O thread as node `me`, with `peers[i]` the endpoint of node `i` (this
     /// node's own entry included, and ignored), `digest` the configuration digest every node
-    /// shares ([`parma_core::Config::wire_cluster`]) and the cluster `token`.
+    /// shares ([`parma_core::cluster_digest`]) and the cluster `token`.
     pub fn start(
         self,
         me: NodeId,

@@ -79,7 +79,7 @@ fn start(
     }
     let token = ClusterToken::from_process_env().map_err(|e| e.to_string())?;
     let cfg = setup.config();
-    let digest = u64::from(cfg.wire_cluster().0);
+    let digest = parma_core::cluster_digest(&cfg, 0, None);
     let node = start_node(&launch, cfg, digest, token)?;
     Ok((node, WireSetup::from_setup(&setup)?))
 }

@@ -80,6 +80,9 @@ mod table;
 mod token;
 mod wire;
 
+#[cfg(test)]
+mod docs_tests;
+
 use std::time::Duration;
 
 use parma_core::NodeId;
@@ -87,7 +90,10 @@ use parma_core::NodeId;
 pub use error::StartupError;
 pub use join::join;
 pub use launch::{Launch, Launcher, RendezvousAddr, Role, SLURM_PORT_BASE, SLURM_PORT_SPREAD};
-pub use node::{cluster_digest, connect, fnv1a, start_node, BoundTransport, NodeStartError, StartedNode};
+pub use node::{connect, start_node, BoundTransport, NodeStartError, StartedNode};
+/// The configuration digest nodes bring to the rendezvous and to every session handshake, and
+/// its hash: computed in the core (`docs/session.md`, "The configuration digest").
+pub use parma_core::digest::{cluster_digest, fnv1a};
 pub use port::free_rendezvous_port;
 pub use rendezvous::{serve, Refusals, Rendezvous, RendezvousOptions, ServeReport};
 pub use table::PeerTable;
@@ -98,7 +104,7 @@ pub use wire::ENDPOINT_LEN_MAX;
 /// too; for other nodes, registers; for ps-lite's scheduler, runs the rendezvous only (its
 /// table's [`PeerTable::me`] is `None`: it is not a node, and should exit). A ps-lite worker
 /// gets [`StartupError::NotANode`]. `digest` is the shared configuration's
-/// (`u64::from(config.wire_cluster().0)`, as in [`parma_core::session::Identity`]).
+/// ([`cluster_digest`], as in [`parma_core::session::Identity`]).
 ///
 /// For rank 0, when the rendezvous fails, its error is returned (it names the missing ranks
 /// or the node at fault); rank 0 registers through the address the rendezvous bound, so

@@ -92,7 +92,7 @@ impl From<StartupError> for NodeStartError {
 /// Meets the other nodes with `bound`'s endpoint at the rendezvous `launch` names (rank 0
 /// runs it), then starts the transport on the peer table. `Ok(None)`: this process is no
 /// node (ps-lite's scheduler, after running the rendezvous). `digest` is what every node
-/// must agree on (see `docs/wire.md` for how parma's own commands compute it); `timeout`
+/// must agree on ([`parma_core::cluster_digest`]; `docs/session.md` specifies it); `timeout`
 /// bounds the rendezvous.
 pub fn connect<B: BoundTransport>(
     launch: &Launch,
@@ -122,22 +122,4 @@ pub fn start_node<B: BoundTransport>(
     let Some((me, transport)) = connect(launch, bound, digest, token, timeout)? else { return Ok(None) };
     let (runtime, workers) = B::start_runtime(transport, me, cfg, opts).map_err(NodeStartError::Runtime)?;
     Ok(Some(StartedNode { me, runtime, workers }))
-}
-
-/// The digest a node of a multi-process cluster brings to the rendezvous, which every node
-/// must share: the configuration's (`Config::wire_cluster`, what frames carry), the job's
-/// (`job`: a digest of whatever else the nodes must agree on, e.g. a training task's options;
-/// 0 for none) and the peer timeout's (a node heartbeats every tenth of its own, so a node
-/// with a longer one would look silent to a node with a shorter one). A job of 0 and no peer
-/// timeout (`None`) leave the configuration's digest as it is.
-pub fn cluster_digest(cfg: &Config, job: u64, peer_timeout: Option<Duration>) -> u64 {
-    let timeouts = peer_timeout.map_or(0, |t| fnv1a(format!("peer timeout {} us", t.as_micros()).as_bytes()));
-    u64::from(cfg.wire_cluster().0) ^ job.rotate_left(17) ^ timeouts.rotate_left(41)
-}
-
-/// FNV-1a (64 bits) of `bytes`: the digest of a job's description ([`cluster_digest`]'s `job`).
-pub fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes
-        .iter()
-        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3))
 }

@@ -35,7 +35,7 @@ pub fn config() -> Config {
 
 /// The digest both nodes' transports check in their handshake.
 pub fn digest(cfg: &Config) -> u64 {
-    u64::from(cfg.wire_cluster().0)
+    parma_core::cluster_digest(cfg, 0, None)
 }
 
 /// The first key homed on node 1.

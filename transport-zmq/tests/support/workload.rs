@@ -26,7 +26,7 @@ pub struct Nodes {
 /// management (the default), the digest its transports must share.
 pub fn config(nodes: u16, keys: u64) -> (Config, u64) {
     let cfg = Config::new(nodes, 2, Layout::uniform(keys, LEN as u32).expect("a layout"));
-    let digest = u64::from(cfg.wire_cluster().0);
+    let digest = parma_core::cluster_digest(&cfg, 0, None);
     (cfg, digest)
 }
 

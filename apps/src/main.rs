@@ -222,11 +222,9 @@ impl TechniquesArgs {
                 delay_us: self.delay_us,
                 sync_rounds_per_sec_max: (self.rounds_per_sec > 0).then_some(self.rounds_per_sec),
                 seed: self.seed,
-                sampling: parma_core::SamplingOptions {
-                    pool_size: self.pool,
-                    reuse: self.reuse,
-                    ..parma_core::SamplingOptions::default()
-                },
+                sampling: parma_core::SamplingOptions::default()
+                    .with_pool_size(self.pool)
+                    .with_reuse(self.reuse),
                 placement: self.placement,
                 ..SkewOptions::new(task)
             })

@@ -11,7 +11,11 @@ struct Threaded;
 impl KitCluster for Threaded {
     type T = ThreadedTransport;
     fn make(&mut self, n: u16) -> Vec<ThreadedTransport> {
-        cluster(n, ThreadedOptions { pair_frames_max: 256, pair_bytes_max: 1 << 20, frame_len_max: 1 << 20 })
+        let opts = ThreadedOptions::default()
+            .with_pair_frames_max(256)
+            .with_pair_bytes_max(1 << 20)
+            .with_frame_len_max(1 << 20);
+        cluster(n, opts)
     }
     fn pause(&mut self) {
         std::thread::sleep(std::time::Duration::from_micros(200));

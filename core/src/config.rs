@@ -11,6 +11,8 @@ use crate::layout::Layout;
 use crate::sampling::SamplingOptions;
 use crate::time::Duration;
 
+mod setters;
+
 /// The most nodes a cluster may have.
 pub const NODES_MAX: u16 = 4096;
 
@@ -274,7 +276,24 @@ pub enum Init {
 }
 
 /// Configuration of one node.
+///
+/// Made by [`Config::new`] with sensible bounds, then adjusted with the `with_*` setters (or
+/// by assigning its public fields); `#[non_exhaustive]`, so that a field added later breaks no
+/// caller. [`Config::validate`] checks it; nodes refuse one that does not pass.
+///
+/// ```
+/// use parma_core::{Config, Gate, Layout, NodeId, Technique};
+///
+/// let cfg = Config::new(4, 2, Layout::uniform(1_000, 8)?)
+///     .with_technique(Technique::Relocation)
+///     .with_gate(Gate::Ssp { staleness: 2 })
+///     .with_seed(7);
+/// assert_eq!(cfg.gate, Gate::Ssp { staleness: 2 });
+/// cfg.validate(NodeId(0))?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct Config {
     /// The cluster's identity; frames with another one are dropped.
     pub cluster_id: ClusterId,

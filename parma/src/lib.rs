@@ -58,8 +58,8 @@ pub use parma_core::{
     Layout, NodeId, OpError, Placement, SampleError, SampleHandle, SamplingOptions, Technique, WorkerId,
 };
 pub use parma_runtime::{
-    default_lookahead, DriverStats, NodeRuntime, Options, Prefetch, PullTicket, Stats, Ticket, Worker,
-    WorkerStats, LOOKAHEAD_EXAMPLES, LOOKAHEAD_MAX,
+    default_lookahead, DriverStats, NodeRuntime, Options, Prefetch, PullTicket, Stats, StoreView, Ticket,
+    Worker, WorkerStats, LOOKAHEAD_EXAMPLES, LOOKAHEAD_MAX,
 };
 
 /// Checkpoints: [`Worker::checkpoint`] writes a consistent snapshot of the whole model,

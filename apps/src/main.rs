@@ -1,4 +1,5 @@
 //! `parma`: the command-line tool.
+#![forbid(unsafe_code)]
 
 use std::process::ExitCode;
 
@@ -568,6 +569,7 @@ fn conformance_agent(args: &ConformanceAgentArgs) -> ExitCode {
 }
 
 fn main() -> ExitCode {
+    launch::die_with_launcher();
     let cli = Cli::parse();
     // Logs (peers up, reconnected, failed; refused connections) go to stderr; PARMA_LOG
     // filters them as RUST_LOG would (default: warnings and errors).

@@ -1,6 +1,7 @@
 //! Every conformance trace on the simulated network (32 fault seeds) and on the threaded
 //! in-process transport through the runtime, each with its shipped skip list.
 //! `PARMA_REWRITE=1` regenerates expected outputs (review the diff before committing).
+#![forbid(unsafe_code)]
 
 use parma_conformance::suite::{all_passed, default_dir, run_transport, table, trace_files};
 

@@ -1,4 +1,5 @@
 //! The transport test kit on every transport of this repository.
+#![forbid(unsafe_code)]
 
 use parma_conformance::kit::{self, KitCluster};
 use parma_core::time::Duration;

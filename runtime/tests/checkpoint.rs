@@ -1,6 +1,7 @@
 //! Checkpoints on in-process clusters (threaded loopback): a bit-exact round trip under the
 //! adaptive technique with keys relocated and replicated, restores onto other cluster sizes,
 //! and damaged or mismatched checkpoints refused without changing the model.
+#![forbid(unsafe_code)]
 
 mod common;
 

@@ -1,4 +1,5 @@
 //! Whole clusters on the threaded loopback transport: exact sums, localize, stats.
+#![forbid(unsafe_code)]
 
 mod common;
 

@@ -1,4 +1,5 @@
 //! Nodes on IPv6 loopback, and a node that advertises what it is told.
+#![forbid(unsafe_code)]
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -10,6 +10,7 @@
 //! from the workers' and the node's counters that every access it timed was local.
 //!
 //! `cargo bench -p parma-runtime --bench local_access`
+#![forbid(unsafe_code)]
 
 mod setup;
 

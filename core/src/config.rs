@@ -536,7 +536,7 @@ mod tests {
     #[test]
     fn store_shards_are_a_bounded_power_of_two() {
         let base = Config::new(2, 1, Layout::uniform(100, 4).unwrap());
-        let with = |n: usize| Config { store_shards: n, ..base.clone() }.validate(NodeId(0));
+        let with = |n: usize| base.clone().with_store_shards(n).validate(NodeId(0));
         assert_eq!(with(1), Ok(()));
         assert_eq!(with(STORE_SHARDS_MAX), Ok(()));
         for bad in [0, 3, STORE_SHARDS_MAX * 2] {
@@ -595,8 +595,8 @@ mod tests {
             assert_eq!(Gate::from_name(bad), None, "{bad}");
         }
         let base = Config::new(2, 1, Layout::uniform(100, 4).unwrap());
-        let bsp = Config { gate: Gate::Bsp, ..base.clone() };
-        let ssp = Config { gate: Gate::Ssp { staleness: 0 }, ..base.clone() };
+        let bsp = base.clone().with_gate(Gate::Bsp);
+        let ssp = base.clone().with_gate(Gate::Ssp { staleness: 0 });
         assert_ne!(base.wire_cluster(), bsp.wire_cluster());
         assert_ne!(bsp.wire_cluster(), ssp.wire_cluster());
     }

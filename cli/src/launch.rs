@@ -12,13 +12,14 @@
 use std::io::{Read, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, Command, ExitCode, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use nix::sys::signal::{self, SaFlags, SigAction, SigHandler, SigSet, Signal};
+use nix::sys::signal::{self, Signal};
 use nix::unistd::Pid;
 use parma_runtime::startup::{establish, ClusterToken, Launch};
 
@@ -47,11 +48,10 @@ pub(crate) struct LaunchArgs {
 }
 
 /// The signal the launcher caught (0: none).
-static CAUGHT: AtomicI32 = AtomicI32::new(0);
+static CAUGHT: AtomicUsize = AtomicUsize::new(0);
 
-extern "C" fn on_signal(sig: nix::libc::c_int) {
-    CAUGHT.store(sig, Ordering::SeqCst);
-}
+/// The environment variable that tells a child which process launched it: its pid.
+const LAUNCHER_PID: &str = "PARMA_LAUNCHER_PID";
 
 pub(crate) fn run(args: &LaunchArgs) -> ExitCode {
     match launch(args) {
@@ -87,8 +87,9 @@ fn launch(args: &LaunchArgs) -> Result<ExitCode, String> {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         token.export(&mut cmd);
+        // The child asks for its parent-death signal itself ([`die_with_launcher`]).
         #[cfg(target_os = "linux")]
-        die_with_launcher(&mut cmd);
+        cmd.env(LAUNCHER_PID, std::process::id().to_string());
         let mut child = match cmd.spawn() {
             Ok(child) => child,
             Err(e) => {
@@ -123,7 +124,7 @@ fn supervise(children: &mut [Child], grace: Duration) -> ExitCode {
     let mut states: Vec<Option<ExitStatus>> = vec![None; children.len()];
     let mut failed: Option<(usize, String)> = None;
     loop {
-        let caught = CAUGHT.load(Ordering::SeqCst);
+        let caught = i32::try_from(CAUGHT.load(Ordering::SeqCst)).unwrap_or(i32::MAX);
         if caught != 0 {
             let name = Signal::try_from(caught).map_or("a signal", |s| s.as_str());
             eprintln!("parma launch: got {name}; stopping the nodes");
@@ -280,34 +281,44 @@ fn emit(prefix: &str, line: &mut Vec<u8>, stderr: bool) {
     line.clear();
 }
 
-/// Makes the child get SIGTERM when the launcher dies, even of a SIGKILL that it cannot
-/// catch (Linux: the parent-death signal, sent when the thread that spawned the child ends;
-/// `launch` spawns from the main thread, which lives as long as the launcher).
+/// In a child of `parma launch` (its environment names the launcher), makes this process get
+/// SIGTERM when the launcher dies, even of a SIGKILL that it cannot catch (Linux: the
+/// parent-death signal, sent when the thread that spawned the child ends; `launch` spawns
+/// from the main thread, which lives as long as the launcher). Called first thing in `main`,
+/// before any thread starts; does nothing in a process the launcher did not start.
+///
+/// The child sets it on itself, after exec, rather than between fork and exec (which takes
+/// `unsafe` code): the same guarantee, as the launcher may die before either and the child
+/// then sees another parent and exits. The variable is removed, so that a process this one
+/// starts does not take this one for the launcher.
 #[cfg(target_os = "linux")]
-fn die_with_launcher(cmd: &mut Command) {
-    use std::os::unix::process::CommandExt;
-    let launcher = nix::unistd::getpid();
-    // SAFETY: the closure runs in the child between fork and exec; it makes two system calls
-    // (prctl and getppid, both async-signal-safe) and allocates nothing.
-    unsafe {
-        cmd.pre_exec(move || {
-            nix::sys::prctl::set_pdeathsig(Signal::SIGTERM)?;
-            // The launcher may have died before the call: then nobody would send the signal.
-            if nix::unistd::getppid() != launcher {
-                return Err(std::io::Error::from_raw_os_error(nix::libc::ESRCH));
-            }
-            Ok(())
-        });
+pub(crate) fn die_with_launcher() {
+    let Some(launcher) = std::env::var_os(LAUNCHER_PID) else { return };
+    // Single-threaded here: nothing reads the environment meanwhile.
+    std::env::remove_var(LAUNCHER_PID);
+    let launcher = launcher.to_str().and_then(|p| p.parse::<i32>().ok());
+    if let Err(e) = nix::sys::prctl::set_pdeathsig(Signal::SIGTERM) {
+        eprintln!("parma: cannot ask for a signal when the launcher dies: {e}");
+        std::process::exit(2);
+    }
+    // The launcher may have died before the call: then nobody would send the signal.
+    if launcher != Some(nix::unistd::getppid().as_raw()) {
+        eprintln!("parma: the launcher is gone; exiting");
+        std::process::exit(2);
     }
 }
 
-/// Installs the handler that records SIGINT, SIGTERM and SIGHUP for `supervise`.
+/// On other systems a child does not follow the launcher.
+#[cfg(not(target_os = "linux"))]
+pub(crate) fn die_with_launcher() {}
+
+/// Installs the handlers that record SIGINT, SIGTERM and SIGHUP for `supervise`.
 fn catch_signals() -> Result<(), String> {
-    let action = SigAction::new(SigHandler::Handler(on_signal), SaFlags::SA_RESTART, SigSet::empty());
     for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
-        // SAFETY: the handler only stores into an atomic, which is async-signal-safe, and
-        // no other code of this process installs a handler for these signals.
-        unsafe { signal::sigaction(sig, &action) }.map_err(|e| format!("cannot catch {sig}: {e}"))?;
+        let n = sig as i32;
+        let value = usize::try_from(n).unwrap_or(usize::MAX);
+        signal_hook::flag::register_usize(n, &CAUGHT, value)
+            .map_err(|e| format!("cannot catch {sig}: {e}"))?;
     }
     Ok(())
 }
@@ -338,8 +349,9 @@ pub(crate) struct ProbeArgs {
 /// the rendezvous, then exits as asked.
 pub(crate) fn probe(args: &ProbeArgs) -> ExitCode {
     if args.ignore_term {
-        // SAFETY: ignoring a signal installs no handler.
-        if let Err(e) = unsafe { signal::signal(Signal::SIGTERM, SigHandler::SigIgn) } {
+        // A handler that only records the signal: SIGTERM no longer ends the process.
+        if let Err(e) = signal_hook::flag::register(Signal::SIGTERM as i32, Arc::new(AtomicBool::new(false)))
+        {
             eprintln!("launch-probe: cannot ignore SIGTERM: {e}");
             return ExitCode::from(2);
         }

@@ -1,4 +1,5 @@
 //! `parma`: the command-line tool.
+#![forbid(unsafe_code)]
 
 use std::process::ExitCode;
 
@@ -218,11 +219,9 @@ impl TechniquesArgs {
                 delay_us: self.delay_us,
                 sync_rounds_per_sec_max: (self.rounds_per_sec > 0).then_some(self.rounds_per_sec),
                 seed: self.seed,
-                sampling: parma_core::SamplingOptions {
-                    pool_size: self.pool,
-                    reuse: self.reuse,
-                    ..parma_core::SamplingOptions::default()
-                },
+                sampling: parma_core::SamplingOptions::default()
+                    .with_pool_size(self.pool)
+                    .with_reuse(self.reuse),
                 placement: self.placement,
                 ..SkewOptions::new(task)
             })
@@ -470,6 +469,7 @@ fn run_demo(args: &DemoArgs) -> Result<(), demo::DemoError> {
 }
 
 fn main() -> ExitCode {
+    launch::die_with_launcher();
     let cli = Cli::parse();
     // Logs (peers up, reconnected, failed; refused connections) go to stderr; PARMA_LOG
     // filters them as RUST_LOG would (default: warnings and errors).

@@ -4,6 +4,7 @@
 //! per node (`endpoints[i]` is node `i`). Here the threaded in-process transport stands in.
 //!
 //! `cargo run --release -p parma-conformance --example own_transport -- [skip list file]`
+#![forbid(unsafe_code)]
 
 use parma_conformance::suite::{all_passed, default_dir, parse_skip_list, run_suite, table};
 use parma_conformance::trace::{Executor, RuntimeExecutor, Setup};

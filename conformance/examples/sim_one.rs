@@ -1,6 +1,7 @@
 //! Runs simulation seeds under every technique (or one) and prints what each did.
 //!
 //! `cargo run --release -p parma-conformance --example sim_one -- [first seed] [count] [technique]`
+#![forbid(unsafe_code)]
 
 use parma_core::Technique;
 

@@ -20,3 +20,9 @@ pub mod sim;
 pub mod skew;
 pub mod suite;
 pub mod trace;
+
+/// The distinct keys of `keys`, in first-seen order (what a node's pull of them fetches).
+pub(crate) fn distinct(keys: &[parma_core::Key]) -> Vec<parma_core::Key> {
+    let mut seen = std::collections::HashSet::with_capacity(keys.len());
+    keys.iter().copied().filter(|k| seen.insert(*k)).collect()
+}

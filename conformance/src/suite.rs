@@ -303,7 +303,7 @@ pub fn run_transport(
             let opts = if transport == "threaded" {
                 ThreadedOptions::default()
             } else {
-                ThreadedOptions { pair_frames_max: 1, ..ThreadedOptions::default() }
+                ThreadedOptions::default().with_pair_frames_max(1)
             };
             let mut make = |s: &Setup| -> Result<Box<dyn Executor>, String> {
                 let ends = cluster(s.nodes, opts);

@@ -3,6 +3,7 @@
 //! killed and reaped when the executor goes. (The real agents run in
 //! `cli/tests/conformance_processes.rs`, which can see the `parma` binary.)
 #![cfg(target_os = "linux")]
+#![forbid(unsafe_code)]
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

@@ -1,5 +1,6 @@
 //! The simulation: many seeds of random workloads with faults, every invariant after every step,
 //! for every technique.
+#![forbid(unsafe_code)]
 
 use std::process::{Command, Stdio};
 

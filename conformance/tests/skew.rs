@@ -1,6 +1,7 @@
 //! The skewed workloads under every technique, small: facts that hold whatever the numbers.
 //! Each run also checks every node's invariants after every simulation step, and at the end the
 //! settled cluster's invariants and every key's value (inside `skew::run`).
+#![forbid(unsafe_code)]
 
 use parma_conformance::skew::{self, Kge, Mf, SkewOptions, SkewReport, Task};
 use parma_core::Technique;

@@ -2,6 +2,7 @@
 //! in-process transport through the runtime, each with its shipped skip list. (Over ZeroMQ in
 //! one process: `cli/tests/conformance_zmq.rs`, as this crate names no transport.)
 //! `PARMA_REWRITE=1` regenerates expected outputs (review the diff before committing).
+#![forbid(unsafe_code)]
 
 use parma_conformance::suite::{all_passed, default_dir, run_transport, table, trace_files};
 

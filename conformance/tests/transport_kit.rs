@@ -1,4 +1,5 @@
 //! The transport test kit on every transport of this repository.
+#![forbid(unsafe_code)]
 
 use parma_conformance::kit::{self, KitCluster};
 use parma_core::time::Duration;
@@ -11,7 +12,11 @@ struct Threaded;
 impl KitCluster for Threaded {
     type T = ThreadedTransport;
     fn make(&mut self, n: u16) -> Vec<ThreadedTransport> {
-        cluster(n, ThreadedOptions { pair_frames_max: 256, pair_bytes_max: 1 << 20, frame_len_max: 1 << 20 })
+        let opts = ThreadedOptions::default()
+            .with_pair_frames_max(256)
+            .with_pair_bytes_max(1 << 20)
+            .with_frame_len_max(1 << 20);
+        cluster(n, opts)
     }
     fn pause(&mut self) {
         std::thread::sleep(std::time::Duration::from_micros(200));

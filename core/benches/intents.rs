@@ -26,6 +26,7 @@
 //! `cargo bench -p parma-core --bench intents` prints criterion's times and then a table of
 //! key-intents per second for batches of 64, 256 and 1,000 keys, with a plain-loop baseline
 //! for the machine's speed (`docs/performance.md`).
+#![forbid(unsafe_code)]
 
 use std::collections::VecDeque;
 use std::hint::black_box;

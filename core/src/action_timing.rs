@@ -297,6 +297,7 @@ fn lower_normal_quantile(q: f64) -> f64 {
 
 /// The knobs of action timing (adapm-cikm23.txt §4.2.3).
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct TimingParams {
     /// Smoothing factor of the rate estimate, in `[0, 1]`: the weight of the newest round.
     pub alpha: f64,

@@ -11,6 +11,8 @@ use crate::layout::Layout;
 use crate::sampling::SamplingOptions;
 use crate::time::Duration;
 
+mod setters;
+
 /// The most nodes a cluster may have.
 pub const NODES_MAX: u16 = 4096;
 
@@ -274,7 +276,24 @@ pub enum Init {
 }
 
 /// Configuration of one node.
+///
+/// Made by [`Config::new`] with sensible bounds, then adjusted with the `with_*` setters (or
+/// by assigning its public fields); `#[non_exhaustive]`, so that a field added later breaks no
+/// caller. [`Config::validate`] checks it; nodes refuse one that does not pass.
+///
+/// ```
+/// use parma_core::{Config, Gate, Layout, NodeId, Technique};
+///
+/// let cfg = Config::new(4, 2, Layout::uniform(1_000, 8)?)
+///     .with_technique(Technique::Relocation)
+///     .with_gate(Gate::Ssp { staleness: 2 })
+///     .with_seed(7);
+/// assert_eq!(cfg.gate, Gate::Ssp { staleness: 2 });
+/// cfg.validate(NodeId(0))?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct Config {
     /// The cluster's identity; frames with another one are dropped.
     pub cluster_id: ClusterId,
@@ -502,7 +521,7 @@ mod tests {
     #[test]
     fn store_shards_are_a_bounded_power_of_two() {
         let base = Config::new(2, 1, Layout::uniform(100, 4).unwrap());
-        let with = |n: usize| Config { store_shards: n, ..base.clone() }.validate(NodeId(0));
+        let with = |n: usize| base.clone().with_store_shards(n).validate(NodeId(0));
         assert_eq!(with(1), Ok(()));
         assert_eq!(with(STORE_SHARDS_MAX), Ok(()));
         for bad in [0, 3, STORE_SHARDS_MAX * 2] {
@@ -561,8 +580,8 @@ mod tests {
             assert_eq!(Gate::from_name(bad), None, "{bad}");
         }
         let base = Config::new(2, 1, Layout::uniform(100, 4).unwrap());
-        let bsp = Config { gate: Gate::Bsp, ..base.clone() };
-        let ssp = Config { gate: Gate::Ssp { staleness: 0 }, ..base.clone() };
+        let bsp = base.clone().with_gate(Gate::Bsp);
+        let ssp = base.clone().with_gate(Gate::Ssp { staleness: 0 });
         assert_ne!(base.wire_cluster(), bsp.wire_cluster());
         assert_ne!(bsp.wire_cluster(), ssp.wire_cluster());
     }

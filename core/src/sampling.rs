@@ -116,6 +116,7 @@ impl Conformity {
 
 /// Options of the sampling manager; the same on every node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SamplingOptions {
     /// `G`: iid draws per pool (NuPS: 250); at most `sample_size_max`.
     pub pool_size: u32,
@@ -145,6 +146,48 @@ impl Default for SamplingOptions {
 }
 
 impl SamplingOptions {
+    /// Sets `G`, the iid draws per pool: [`SamplingOptions::pool_size`].
+    #[must_use]
+    pub fn with_pool_size(mut self, pool_size: u32) -> SamplingOptions {
+        self.pool_size = pool_size;
+        self
+    }
+
+    /// Sets `U`, how often each pool is traversed: [`SamplingOptions::reuse`].
+    #[must_use]
+    pub fn with_reuse(mut self, reuse: u32) -> SamplingOptions {
+        self.reuse = reuse;
+        self
+    }
+
+    /// Sets whether a key may occur more than once among one handle's samples: [`SamplingOptions::with_replacement`].
+    #[must_use]
+    pub fn with_replacement(mut self, with_replacement: bool) -> SamplingOptions {
+        self.with_replacement = with_replacement;
+        self
+    }
+
+    /// Sets the most distributions a node registers: [`SamplingOptions::distributions_max`].
+    #[must_use]
+    pub fn with_distributions_max(mut self, distributions_max: usize) -> SamplingOptions {
+        self.distributions_max = distributions_max;
+        self
+    }
+
+    /// Sets the most open handles per worker: [`SamplingOptions::handles_max`].
+    #[must_use]
+    pub fn with_handles_max(mut self, handles_max: usize) -> SamplingOptions {
+        self.handles_max = handles_max;
+        self
+    }
+
+    /// Sets the most samples in one handle: [`SamplingOptions::sample_size_max`].
+    #[must_use]
+    pub fn with_sample_size_max(mut self, sample_size_max: u64) -> SamplingOptions {
+        self.sample_size_max = sample_size_max;
+        self
+    }
+
     /// Whether every bound is positive.
     pub fn is_valid(&self) -> bool {
         self.pool_size > 0

@@ -90,6 +90,7 @@ pub trait Token {
 
 /// Bounds and timers of a session; the same on every node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SessionOptions {
     /// Largest node frame a data packet carries.
     pub frame_len_max: usize,

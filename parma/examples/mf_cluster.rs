@@ -12,6 +12,7 @@
 //!
 //! Optional arguments: workers per node, epochs. Rank 0 prints the test RMSE after each epoch;
 //! every process exits non-zero if the model did not learn.
+#![forbid(unsafe_code)]
 
 use parma::node::{self, NodeOptions};
 use parma::{Config, Init, Layout, Options, Technique};

@@ -5,6 +5,7 @@
 //! node, epochs). It prints the test RMSE after each epoch beside the RMSE of predicting the
 //! mean rating, writes a checkpoint, restores it, and exits non-zero if the model did not
 //! learn.
+#![forbid(unsafe_code)]
 
 use std::collections::BTreeMap;
 

@@ -1,5 +1,6 @@
 //! The examples run, in one process and as one node per process, and the guide's loop builds
 //! and trains in a crate outside the workspace that depends on `parma` by path.
+#![forbid(unsafe_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};

@@ -116,6 +116,7 @@ pub mod checkpoint;
 mod driver;
 mod error;
 pub mod host;
+mod inspect;
 mod options;
 mod prefetch;
 mod runtime;
@@ -127,6 +128,7 @@ mod worker;
 
 pub use error::{Error, Undrained};
 pub use host::{DriverHost, HostTurn, HostedDriver};
+pub use inspect::StoreView;
 pub use options::Options;
 pub use prefetch::{default_lookahead, Prefetch, LOOKAHEAD_EXAMPLES, LOOKAHEAD_MAX};
 pub use runtime::NodeRuntime;

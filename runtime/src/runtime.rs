@@ -12,6 +12,7 @@ use parma_core::{Config, Node, NodeId, OpError, Store, Transport, WorkerId};
 use crate::driver::{CloseOnExit, Driver};
 use crate::error::{Error, Undrained};
 use crate::host::{DriverHost, HostedDriver};
+use crate::inspect::StoreView;
 use crate::options::Options;
 use crate::shared::{Shared, LAZY_QUEUED_MAX, STOP_GRACEFUL, STOP_NOW};
 use crate::stats::Stats;
@@ -138,9 +139,10 @@ impl NodeRuntime {
         &self.shared.cfg
     }
 
-    /// The node's parameter store (for inspection; workers access it through their handles).
-    pub fn store(&self) -> &Arc<Store> {
-        &self.shared.store
+    /// A read-only view of the node's parameter store, for tests and tools (workers access
+    /// the store through their handles; nothing may write it around them).
+    pub fn inspect(&self) -> StoreView {
+        StoreView::new(Arc::clone(&self.shared.store))
     }
 
     /// Whether the driver has stopped (shut down, or its transport was closed under it).

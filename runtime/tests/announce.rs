@@ -1,5 +1,6 @@
 //! `Worker::announce` and `Prefetch`: what an announcement does under each technique, the
 //! clock a loop of steps advances, and the arguments they refuse.
+#![forbid(unsafe_code)]
 
 mod common;
 

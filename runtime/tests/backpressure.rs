@@ -1,6 +1,7 @@
 //! A full command queue is back-pressure, not a failure; a failed worker stops its siblings
 //! at once (`NodeRuntime::abort`); a worker dropped without `finalize` ends its siblings'
 //! barriers; a barrier waits for a slow live worker longer than any request timeout.
+#![forbid(unsafe_code)]
 
 mod common;
 

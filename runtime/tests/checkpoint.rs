@@ -1,6 +1,7 @@
 //! Checkpoints on in-process clusters (threaded loopback): a bit-exact round trip under the
 //! adaptive technique with keys relocated and replicated, restores onto other cluster sizes,
 //! and damaged or mismatched checkpoints refused without changing the model.
+#![forbid(unsafe_code)]
 
 mod common;
 
@@ -114,8 +115,8 @@ fn round_trip_is_bit_exact_with_keys_relocated_and_replicated() {
     let dir = scratch("round-trip");
     let c = start(&config(3, Technique::Adaptive), Options::default(), ThreadedOptions::default());
     let workers = train(c.workers, 150, 1);
-    let moved: usize = c.nodes.iter().map(|n| n.store().moved_in()).sum();
-    let replicas: usize = c.nodes.iter().map(|n| n.store().replicas_held()).sum();
+    let moved: usize = c.nodes.iter().map(|n| n.inspect().moved_in()).sum();
+    let replicas: usize = c.nodes.iter().map(|n| n.inspect().replicas_held()).sum();
     assert!(
         moved > 0 && replicas > 0,
         "the workload should relocate and replicate: {moved} moved, {replicas} replicas"

@@ -1,4 +1,5 @@
 //! Whole clusters on the threaded loopback transport: exact sums, localize, stats.
+#![forbid(unsafe_code)]
 
 mod common;
 
@@ -79,7 +80,7 @@ fn pushes_sum_exactly_under_back_pressure() {
     cfg.keys_per_message_max = 2;
     let mut opts = Options::default();
     opts.worker_inflight_max = 3;
-    let topts = ThreadedOptions { pair_frames_max: 2, ..ThreadedOptions::default() };
+    let topts = ThreadedOptions::default().with_pair_frames_max(2);
     exact_sums(cfg, opts, topts);
 }
 
@@ -202,7 +203,7 @@ fn tight_bounds_do_not_deadlock() {
     let mut cfg = Config::new(4, 2, Layout::uniform(2000, 1).unwrap());
     cfg.keys_per_message_max = 1;
     cfg.outbox_frames_max = 4;
-    let topts = ThreadedOptions { pair_frames_max: 1, ..ThreadedOptions::default() };
+    let topts = ThreadedOptions::default().with_pair_frames_max(1);
     let c = start(&cfg, Options::default(), topts);
     let done = run_all(c.workers, |_, w| {
         let keys: Vec<Key> = (0..2000).map(Key).collect();
@@ -243,8 +244,8 @@ fn permanent_replicas_drain_at_shutdown() {
         for n in &c.nodes {
             let mut v = [0.0f32; 2];
             for k in &keys {
-                if n.store().holds(*k) {
-                    assert!(n.store().read(*k, &mut v));
+                if n.inspect().holds(*k) {
+                    assert!(n.inspect().read(*k, &mut v));
                     assert_eq!(v, [6.0, 6.0], "{technique:?}: key {k} on node {}", n.id());
                 }
             }

@@ -1,6 +1,7 @@
 //! Clock gates on whole clusters (threaded loopback): under BSP and SSP every read after
 //! `advance_clock` sees every update old enough, whatever the technique, and no worker runs
 //! further ahead of a straggler than its bound.
+#![forbid(unsafe_code)]
 
 mod common;
 

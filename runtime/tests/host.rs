@@ -1,6 +1,7 @@
 //! A node's driver run by a host (`NodeRuntime::start_hosted`): exact results as on a driver
 //! thread of its own, the host's thread joined at shutdown, and a host that lets go of the
 //! driver, or cannot take it, ending every wait with an error.
+#![forbid(unsafe_code)]
 
 mod common;
 

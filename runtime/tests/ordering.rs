@@ -1,5 +1,6 @@
 //! A worker's operations on one key are seen in the order it issued them (invariant 4),
 //! whether the key is remote, local, or moving.
+#![forbid(unsafe_code)]
 
 mod common;
 

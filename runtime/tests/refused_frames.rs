@@ -2,6 +2,7 @@
 //! `Config::frame_len_max` at start: the request that needed the frame fails at once with
 //! `OpError::FrameRefused`, whichever node's transport refused it, instead of waiting for its
 //! deadline; requests whose frames go through still succeed.
+#![forbid(unsafe_code)]
 
 mod common;
 

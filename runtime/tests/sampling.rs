@@ -1,5 +1,6 @@
 //! The four sampling calls on real threads: every level returns keys of the distribution
 //! with their values; local sampling never needs the network; bad calls change nothing.
+#![forbid(unsafe_code)]
 
 mod common;
 

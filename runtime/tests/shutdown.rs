@@ -1,6 +1,7 @@
 //! Shutdown and drop join the driver threads; a killed peer ends waits with an error.
 //! The file holds one test: it counts the process's driver threads, which tests running in
 //! parallel would disturb.
+#![forbid(unsafe_code)]
 
 mod common;
 

@@ -1,5 +1,6 @@
 //! Start-up through the public API, with node threads standing in for node processes, on
 //! 127.0.0.1. Every test is bounded by the rendezvous's and the nodes' timeouts.
+#![forbid(unsafe_code)]
 
 use std::thread;
 use std::time::{Duration, Instant};

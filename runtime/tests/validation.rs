@@ -1,4 +1,5 @@
 //! Bad calls are refused before anything changes; duplicate keys have a defined meaning.
+#![forbid(unsafe_code)]
 
 mod common;
 

@@ -36,6 +36,7 @@ use crate::BufPool;
 
 /// Limits of a threaded cluster.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ThreadedOptions {
     /// Frames queued per ordered pair before sends to that peer would block. At least 1.
     pub pair_frames_max: usize,
@@ -49,6 +50,29 @@ pub struct ThreadedOptions {
 impl Default for ThreadedOptions {
     fn default() -> Self {
         ThreadedOptions { pair_frames_max: 4096, pair_bytes_max: 64 << 20, frame_len_max: 64 << 20 }
+    }
+}
+
+impl ThreadedOptions {
+    /// Sets the frames queued per ordered pair before sends block (at least 1): [`ThreadedOptions::pair_frames_max`].
+    #[must_use]
+    pub fn with_pair_frames_max(mut self, pair_frames_max: usize) -> ThreadedOptions {
+        self.pair_frames_max = pair_frames_max;
+        self
+    }
+
+    /// Sets the bytes queued per ordered pair before sends block: [`ThreadedOptions::pair_bytes_max`].
+    #[must_use]
+    pub fn with_pair_bytes_max(mut self, pair_bytes_max: usize) -> ThreadedOptions {
+        self.pair_bytes_max = pair_bytes_max;
+        self
+    }
+
+    /// Sets the largest frame accepted, in bytes: [`ThreadedOptions::frame_len_max`].
+    #[must_use]
+    pub fn with_frame_len_max(mut self, frame_len_max: usize) -> ThreadedOptions {
+        self.frame_len_max = frame_len_max;
+        self
     }
 }
 

@@ -174,6 +174,7 @@ pub enum Wire {
 /// Options of one node's transport; the ring sizes and timers must be the same on every
 /// node.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct RdmaOptions {
     /// Where to listen for the queue-pair handshakes: `host:port` (port 0 picks one).
     pub bind: String,

@@ -94,6 +94,7 @@ use shared::{Shared, State};
 /// Options of one node's transport. The session's bounds and timers must be the same on
 /// every node.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct ZmqOptions {
     /// Where to listen: `tcp://host:port` (port 0 picks a free one), IPv4 or IPv6
     /// (`tcp://[::1]:0`).
@@ -126,6 +127,27 @@ impl ZmqOptions {
             linger: std::time::Duration::from_secs(2),
             connections_max: 512,
         }
+    }
+
+    /// Sets where to listen (`tcp://host:port`): [`ZmqOptions::bind`].
+    #[must_use]
+    pub fn with_bind(mut self, bind: impl Into<String>) -> ZmqOptions {
+        self.bind = bind.into();
+        self
+    }
+
+    /// Sets what peers connect to, if not the bound address: [`ZmqOptions::advertise`].
+    #[must_use]
+    pub fn with_advertise(mut self, advertise: Option<String>) -> ZmqOptions {
+        self.advertise = advertise;
+        self
+    }
+
+    /// Sets the session layer's bounds and timers: [`ZmqOptions::session`].
+    #[must_use]
+    pub fn with_session(mut self, session: SessionOptions) -> ZmqOptions {
+        self.session = session;
+        self
     }
 }
 

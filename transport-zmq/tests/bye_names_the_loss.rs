@@ -7,6 +7,7 @@
 //! 0 must report node 2 failed, then node 1, long before it could find anything by itself.
 //!
 //! `cargo test --release -p parma-transport-zmq --test bye_names_the_loss -- --nocapture`
+#![forbid(unsafe_code)]
 
 mod support;
 

@@ -4,6 +4,7 @@
 //!
 //! `cargo test --release -p parma-transport-zmq --test cut_connections -- --nocapture`
 //! prints the figures.
+#![forbid(unsafe_code)]
 
 mod support;
 

@@ -1,6 +1,7 @@
 //! Frames of every size on both sides of the one-part bound (a small frame goes out in one
 //! ZMTP part with its head, a large one in two): each arrives whole, in order, on both kinds
 //! of link (node 0 dials node 1's ROUTER; node 1 answers through it).
+#![forbid(unsafe_code)]
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

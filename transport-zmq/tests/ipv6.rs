@@ -1,4 +1,5 @@
 //! Nodes on IPv6 loopback, and a node that advertises what it is told.
+#![forbid(unsafe_code)]
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -39,7 +40,7 @@ fn exchange(ends: &mut [ZmqTransport], n: u32) {
 
 #[test]
 fn nodes_talk_over_ipv6_loopback() {
-    let opts = ZmqOptions { bind: "tcp://[::1]:0".into(), ..ZmqOptions::loopback() };
+    let opts = ZmqOptions::loopback().with_bind("tcp://[::1]:0");
     let mut ends = local_cluster(2, &opts, 7, Arc::new(ClusterToken::generate())).expect("[::1] binds");
     exchange(&mut ends, 2000);
 }
@@ -47,11 +48,7 @@ fn nodes_talk_over_ipv6_loopback() {
 #[test]
 fn a_node_bound_on_every_address_advertises_the_one_it_is_told() {
     let token = Arc::new(ClusterToken::generate());
-    let wild = ZmqOptions {
-        bind: "tcp://0.0.0.0:0".into(),
-        advertise: Some("127.0.0.1".into()),
-        ..ZmqOptions::loopback()
-    };
+    let wild = ZmqOptions::loopback().with_bind("tcp://0.0.0.0:0").with_advertise(Some("127.0.0.1".into()));
     let a = Bound::bind(wild).expect("binds");
     assert!(a.endpoint().starts_with("tcp://127.0.0.1:"), "{}", a.endpoint());
     let b = Bound::bind(ZmqOptions::loopback()).expect("binds");

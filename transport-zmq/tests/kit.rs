@@ -1,4 +1,5 @@
 //! The transport test kit over ZeroMQ, nodes in this process on 127.0.0.1.
+#![forbid(unsafe_code)]
 
 use std::sync::Arc;
 

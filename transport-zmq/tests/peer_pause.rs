@@ -4,6 +4,7 @@
 //! node reports a failed peer.
 //!
 //! `cargo test --release -p parma-transport-zmq --test peer_pause -- --nocapture`
+#![forbid(unsafe_code)]
 
 mod support;
 

@@ -4,6 +4,7 @@
 //! failed too; runtime calls waiting on it end with an error naming it.
 //!
 //! `cargo test --release -p parma-transport-zmq --test peer_silent -- --nocapture`
+#![forbid(unsafe_code)]
 
 mod support;
 

@@ -5,6 +5,7 @@
 //! this test's.
 //!
 //! `cargo test --release -p parma-transport-zmq --test stranger_claims -- --nocapture`
+#![forbid(unsafe_code)]
 
 mod support;
 

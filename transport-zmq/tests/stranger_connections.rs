@@ -5,6 +5,7 @@
 //! while the connections are held, and after they close. Alone in its binary.
 //!
 //! `cargo test --release -p parma-transport-zmq --test stranger_connections -- --nocapture`
+#![forbid(unsafe_code)]
 
 mod support;
 

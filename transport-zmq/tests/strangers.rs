@@ -5,6 +5,7 @@
 //! which arrive once and in order; no peer fails; the refusals are counted.
 //!
 //! `cargo test --release -p parma-transport-zmq --test strangers -- --nocapture`
+#![forbid(unsafe_code)]
 
 mod support;
 

@@ -4,6 +4,7 @@
 //! frame's header, right after it, inside a large body, one byte at a time, and several
 //! frames in one write. Every message arrives whole; a connection that ends inside a large
 //! body delivers nothing of it, and the ROUTER keeps serving the next client.
+#![forbid(unsafe_code)]
 
 mod support;
 

@@ -93,14 +93,13 @@ impl WireSetup {
         let placement = Placement::from_name(&self.placement)
             .ok_or_else(|| format!("unknown placement `{}`", self.placement))?;
         let gate = Gate::from_name(&self.gate).ok_or_else(|| format!("unknown gate `{}`", self.gate))?;
-        let sampling = SamplingOptions {
-            pool_size: self.pool_size,
-            reuse: self.reuse,
-            with_replacement: self.with_replacement,
-            distributions_max: self.distributions_max,
-            handles_max: self.handles_max,
-            sample_size_max: self.sample_size_max,
-        };
+        let sampling = SamplingOptions::default()
+            .with_pool_size(self.pool_size)
+            .with_reuse(self.reuse)
+            .with_replacement(self.with_replacement)
+            .with_distributions_max(self.distributions_max)
+            .with_handles_max(self.handles_max)
+            .with_sample_size_max(self.sample_size_max);
         Ok(Setup {
             nodes: self.nodes,
             workers: self.workers,

@@ -89,5 +89,5 @@ pub fn draw(
             return Err(format!("{who}: local sampling returned {k}, which is not local"));
         }
     }
-    Ok(parma_core::node::distinct(&keys))
+    Ok(crate::distinct(&keys))
 }

@@ -373,7 +373,7 @@ impl Driver<'_> {
             .sample_keys(w.node, w.id, h, &mut drawn, len)
             .map_err(|e| format!("{who}: pull sample: {e}"))?;
         cluster.finish_sample(w.node, w.id, h).map_err(|e| format!("{who}: finish sample: {e}"))?;
-        for k in parma_core::node::distinct(&drawn) {
+        for k in crate::distinct(&drawn) {
             if !w.keys.contains(&k) {
                 w.keys.push(k);
                 w.sampled.push(k);
@@ -465,7 +465,9 @@ fn report(opts: &SkewOptions, technique: Technique, cluster: &Cluster) -> SkewRe
         remote_pulls: accesses.pull_remote,
         bytes_sent: sum(&|s| s.bytes_sent_total()),
         messages_sent: sum(&|s| s.messages_sent_total()),
-        bytes_by_kind: core::array::from_fn(|k| sum(&|s| s.bytes_sent[k])),
+        bytes_by_kind: (0..parma_core::Stats::default().bytes_sent.len())
+            .map(|k| sum(&|s| s.bytes_sent[k]))
+            .collect(),
         refreshes_sent: sum(&|s| s.refreshes_sent),
         deltas_sent: sum(&|s| s.deltas_sent),
         keys_forwarded: sum(&|s| s.keys_forwarded),

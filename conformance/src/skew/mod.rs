@@ -191,8 +191,9 @@ pub struct SkewReport {
     /// Bytes and messages sent by all nodes.
     pub bytes_sent: u64,
     pub messages_sent: u64,
-    /// Bytes sent by all nodes, by wire kind (index: `parma_core::wire::Kind as usize`).
-    pub bytes_by_kind: [u64; parma_core::node::KINDS],
+    /// Bytes sent by all nodes, by wire kind (index: `parma_core::wire::Kind as usize`; one
+    /// entry per kind `Stats::bytes_sent` counts).
+    pub bytes_by_kind: Vec<u64>,
     /// Keys moved between nodes (arrivals).
     pub relocations: u64,
     /// Replicas created (filled), over all nodes.
@@ -307,8 +308,9 @@ pub fn details(reports: &[SkewReport]) -> String {
         "sync",
         "sync reply",
     ];
-    let used: Vec<usize> =
-        (0..NAMES.len()).filter(|k| reports.iter().any(|r| r.bytes_by_kind[*k] > 0)).collect();
+    let used: Vec<usize> = (0..NAMES.len())
+        .filter(|k| reports.iter().any(|r| r.bytes_by_kind.get(*k).is_some_and(|b| *b > 0)))
+        .collect();
     let mut out = String::from("MB sent by message kind:\n\n| technique |");
     for k in &used {
         let _ = write!(out, " {} |", NAMES[*k]);
@@ -319,7 +321,7 @@ pub fn details(reports: &[SkewReport]) -> String {
     for r in reports {
         let _ = write!(out, "| {} |", r.technique.name());
         for k in &used {
-            let _ = write!(out, " {:.1} |", r.bytes_by_kind[*k] as f64 / 1e6);
+            let _ = write!(out, " {:.1} |", r.bytes_by_kind.get(*k).copied().unwrap_or(0) as f64 / 1e6);
         }
         out.push('\n');
     }

@@ -58,7 +58,7 @@ impl GatedSteps {
         if let Some(k) = keys.iter().find(|k| setup.layout.len_of(**k).is_none()) {
             return Err(format!("key {k} outside layout"));
         }
-        if parma_core::node::distinct(&keys).len() != keys.len() {
+        if crate::distinct(&keys).len() != keys.len() {
             return Err("`gated-steps` needs distinct keys".into());
         }
         let steps: u32 = a.num("steps")?;

@@ -81,12 +81,12 @@ impl HostedNode {
 
     /// Whether this node holds the main copy of `key` now.
     pub fn holds(&self, key: Key) -> bool {
-        self.node.store().holds(key)
+        self.node.inspect().holds(key)
     }
 
     /// Whether this node holds a filled replica of `key` now.
     pub fn has_replica(&self, key: Key) -> bool {
-        self.node.store().has_replica(key)
+        self.node.inspect().has_replica(key)
     }
 
     fn worker(&mut self, worker: WorkerId) -> Result<&mut Worker, OpError> {
@@ -99,7 +99,7 @@ impl HostedNode {
             self.node.config().layout.total_len(keys).map_err(|key| OpError::KeyOutsideLayout { key })?;
         // Which keys are here: nothing else runs between trace commands, so nothing moves
         // between this look and the pull; the worker's own counters must agree.
-        let store = self.node.store().clone();
+        let store = self.node.inspect();
         let local: Vec<bool> = keys.iter().map(|k| store.is_local(*k)).collect();
         let w = self.worker(worker)?;
         let before = w.stats().keys_pulled_local;
@@ -258,7 +258,7 @@ impl HostedNode {
         handle: SampleHandle,
         count: usize,
     ) -> Result<SampleOut, OpError> {
-        let store = self.node.store().clone();
+        let store = self.node.inspect();
         let len = self.node.config().layout.uniform_len().unwrap_or(1);
         let w = self.worker(worker)?;
         let before = (w.stats().keys_pulled_local, w.stats().keys_pulled_remote);
@@ -269,7 +269,7 @@ impl HostedNode {
         // the worker's own counters must agree (a repeated remote key is fetched once).
         let local: Vec<bool> = keys.iter().map(|k| store.is_local(*k)).collect();
         let counted = w.stats().keys_pulled_local - before.0;
-        let remote = parma_core::node::distinct(&keys).iter().filter(|k| !store.is_local(**k)).count();
+        let remote = crate::distinct(&keys).iter().filter(|k| !store.is_local(**k)).count();
         if counted != local.iter().filter(|l| **l).count() as u64
             || w.stats().keys_pulled_remote - before.1 != remote as u64
         {

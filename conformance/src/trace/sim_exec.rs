@@ -247,7 +247,7 @@ impl Executor for SimExecutor {
         let len = self.setup.layout.uniform_len().unwrap_or(1);
         self.cluster.sample_keys(node, worker, handle, &mut keys, count * len)?;
         // A node pull names each key once: pull the distinct keys, then spread the values.
-        let uniq = parma_core::node::distinct(&keys);
+        let uniq = crate::distinct(&keys);
         let (vals, local) = self.pull(node, worker, &uniq)?;
         let at = |k: &Key| uniq.iter().position(|u| u == k).unwrap_or(0);
         let values = keys.iter().flat_map(|k| vals[at(k) * len..(at(k) + 1) * len].to_vec()).collect();

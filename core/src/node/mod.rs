@@ -30,8 +30,8 @@ use record::Keys;
 pub use event::{Completion, Event, Transmit};
 pub use intents::IntentKind;
 pub use invariants::InvariantViolation;
-pub use sample::distinct;
-pub use stats::{Stats, KINDS};
+pub use stats::Stats;
+pub(crate) use stats::KINDS;
 
 use crate::config::Config;
 use crate::error::{ConfigError, OpError, WireError};

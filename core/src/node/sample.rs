@@ -155,9 +155,3 @@ impl Node {
         Ok(sampler.pull(handle, keys, values_len, &self.cfg.layout, |k| store.is_local(k))?)
     }
 }
-
-/// Distinct keys of `keys`, in first-seen order (a pull may not name a key twice).
-pub fn distinct(keys: &[Key]) -> Vec<Key> {
-    let mut seen = hashbrown::HashSet::with_capacity(keys.len());
-    keys.iter().copied().filter(|k| seen.insert(*k)).collect()
-}

@@ -1,7 +1,7 @@
 //! Counters a node keeps about itself, readable by the application.
 
 /// Number of message kinds counted separately (wire kinds are below this).
-pub const KINDS: usize = 18;
+pub(crate) const KINDS: usize = 18;
 
 /// Counters of one node's protocol work. All counts since the node started.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

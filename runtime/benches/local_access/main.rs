@@ -10,6 +10,7 @@
 //! from the workers' and the node's counters that every access it timed was local.
 //!
 //! `cargo bench -p parma-runtime --bench local_access`
+#![forbid(unsafe_code)]
 
 mod setup;
 
@@ -128,7 +129,9 @@ fn bench(c: &mut Criterion) {
             })
         });
 
-        let store = s.store().clone();
+        // The store alone, outside a node (a node's store is written only through its
+        // workers): the same configuration, so the same shards and home keys.
+        let store = s.store_alone();
         g.bench_function(BenchmarkId::new("pull", "store_direct"), |b| {
             b.iter_custom(|iters| {
                 timed(&mut bufs, iters, |buf, t| {

@@ -23,12 +23,11 @@
 //!
 //! Only node 0's workers are timed; every timed key is one of the row's kind.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parma_core::placement::Homes;
 use parma_core::{Clock, Config, Key, Layout, NodeId, Placement, Store, Technique};
-use parma_runtime::{NodeRuntime, Worker, WorkerStats};
+use parma_runtime::{NodeRuntime, StoreView, Worker, WorkerStats};
 use parma_transport_loopback::threaded::{cluster, ThreadedOptions};
 
 use crate::{KEYS_PER_OP, KEY_SPACE, LEN, SHARDS};
@@ -217,7 +216,7 @@ impl Setup {
                 for (w, keys) in timed.iter_mut().zip(&s.batches) {
                     w.intent(keys, Clock(0), INTENT_END).unwrap();
                 }
-                let store = Arc::clone(s.nodes[0].store());
+                let store = s.nodes[0].inspect();
                 wait_until("replicas and moved-in keys on node 0", || {
                     count_missing(&s.batches, "replicas", |k| store.has_replica(k))?;
                     count_missing(std::slice::from_ref(&rest), "moved in", |k| store.holds(k))
@@ -230,13 +229,18 @@ impl Setup {
     }
 
     /// Node 0's store.
-    pub fn store(&self) -> &Arc<Store> {
-        self.nodes[0].store()
+    pub fn store(&self) -> StoreView {
+        self.nodes[0].inspect()
+    }
+
+    /// A store of node 0's configuration outside any node, for measuring the store alone.
+    pub fn store_alone(&self) -> Store {
+        Store::new(self.nodes[0].config(), NodeId(0))
     }
 
     /// Asserts that every measured key is of the setup's kind on node 0 now.
     pub fn check_state(&self) {
-        let (mine, other) = (self.store(), self.nodes.get(1).map(|n| n.store()));
+        let (mine, other) = (self.store(), self.nodes.get(1).map(|n| n.inspect()));
         let kind = self.kind.name();
         let bad = |ok: &dyn Fn(Key) -> bool| self.batches.iter().flatten().copied().find(|k| !ok(*k));
         let wrong = match self.kind {

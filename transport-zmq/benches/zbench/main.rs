@@ -30,6 +30,7 @@
 //! one-way table, the quartiles of the per-round ratios of parma's rate to each other
 //! contender's, and how many rounds reached 0.9. `cargo bench -- --test` (CI) runs every part
 //! once with a few frames.
+#![forbid(unsafe_code)]
 
 mod common;
 mod oneway;

@@ -2,6 +2,7 @@
 //! `parma launch`, a node killed with SIGKILL, a node paused with SIGSTOP.
 //!
 //! Every wait is bounded; a test that runs out of time kills what it started and fails.
+#![forbid(unsafe_code)]
 
 use std::process::Command;
 use std::thread;

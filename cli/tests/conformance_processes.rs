@@ -1,6 +1,7 @@
 //! Every conformance trace with one process per node: the suite starts a `parma
 //! conformance-agent` per node of each trace's cluster, on 127.0.0.1 over ZeroMQ, and a
 //! `kill` is a SIGKILL. The shipped `zmq-processes` skip list applies.
+#![forbid(unsafe_code)]
 
 use std::time::Instant;
 

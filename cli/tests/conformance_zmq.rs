@@ -2,6 +2,7 @@
 //! skip list (moved here from `conformance/tests/traces.rs`: parma-conformance names no
 //! transport). `PARMA_REWRITE=1` regenerates expected outputs (review the diff before
 //! committing).
+#![forbid(unsafe_code)]
 
 use parma_cli::conformance_zmq::run_transport;
 use parma_conformance::suite::{all_passed, default_dir, table, trace_files};

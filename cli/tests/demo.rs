@@ -1,4 +1,5 @@
 //! The demo on a tiny cluster, under every technique, on the same seed.
+#![forbid(unsafe_code)]
 
 use parma_cli::demo::{self, DemoOptions, DemoReport, DemoTransport};
 use parma_core::Technique;

@@ -1,6 +1,7 @@
 //! `parma launch` starting `parma launch-probe` processes: prefixes, exit statuses, and that a
 //! failing or killed rank, or a signal to the launcher, stops every node quickly and leaves
 //! no process behind. Every wait is bounded.
+#![forbid(unsafe_code)]
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Output, Stdio};

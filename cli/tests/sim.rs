@@ -1,4 +1,5 @@
 //! `parma sim --determinism`: each seed runs here and again in a second `parma` process.
+#![forbid(unsafe_code)]
 
 use std::process::Command;
 

@@ -2,6 +2,7 @@
 //! uninterrupted run reaches: bit for bit for MF on one node and one worker (no randomness
 //! outside the checkpoint), and within the seed-to-seed spread for KGE on the shipped UMLS on
 //! two nodes (the negatives' draws and the threads' interleaving differ after the resume).
+#![forbid(unsafe_code)]
 
 use std::fs;
 use std::path::PathBuf;

@@ -1,5 +1,6 @@
 //! Flags of `parma train` refused at the edge, with a message that names the flag, before
 //! any data is read or any node starts.
+#![forbid(unsafe_code)]
 
 mod common;
 

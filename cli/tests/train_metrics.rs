@@ -1,5 +1,6 @@
 //! `--metrics` as the epochs end: a run killed in the middle of training leaves every epoch it
 //! finished in the file, each line a whole record.
+#![forbid(unsafe_code)]
 
 use std::path::Path;
 use std::process::{Command, Stdio};

@@ -4,6 +4,7 @@
 //! cannot honour are refused before anything starts.
 //!
 //! Every wait is bounded; a test that runs out of time kills what it started and fails.
+#![forbid(unsafe_code)]
 
 use std::path::PathBuf;
 use std::thread;

@@ -2,6 +2,7 @@
 //! request timeout (and, across processes, the peer timeout) does not fail the workers
 //! waiting for it, in one process or in two; and the first worker to fail stops the others at
 //! once, the run returning its error.
+#![forbid(unsafe_code)]
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};

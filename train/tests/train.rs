@@ -2,6 +2,7 @@
 //! train mf` on a generated low-rank rating matrix: the model must learn (loss falls, MRR far
 //! above a random model's, RMSE far below the mean's) on parma and on the baseline, a one-node
 //! one-worker run is reproducible bit for bit, and bad options are refused.
+#![forbid(unsafe_code)]
 
 use parma::{Conformity, Technique};
 use parma_train::harness::{run_kge, run_mf};

@@ -2,6 +2,7 @@
 //! the base rate's AUC of 0.5 by a wide margin with both optimizers, on parma (two nodes, and
 //! with crosses) and on the baseline; a one-node one-worker run is reproducible bit for bit; bad
 //! options are refused.
+#![forbid(unsafe_code)]
 
 use parma::Technique;
 use parma_train::harness::run_lr;

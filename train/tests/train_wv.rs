@@ -3,6 +3,7 @@
 //! different groups (Spearman ρ of the planted same-group scores against cosine similarity),
 //! with negatives drawn by the sampling manager under each conformity level, on two nodes, and
 //! on the baseline; bad options are refused.
+#![forbid(unsafe_code)]
 
 use parma::{Conformity, Technique};
 use parma_train::harness::run;

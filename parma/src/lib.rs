@@ -61,8 +61,8 @@ pub use parma_core::{
 /// [`NodeRuntime::shutdown`]); [`Error`] wraps it for the façade's own functions.
 pub use parma_runtime::Error as RuntimeError;
 pub use parma_runtime::{
-    default_lookahead, DriverStats, NodeRuntime, Options, Prefetch, PullTicket, Stats, StoreView, Ticket,
-    Worker, WorkerStats, LOOKAHEAD_EXAMPLES, LOOKAHEAD_MAX,
+    default_lookahead, DriverStats, NodeRuntime, Options, PendingPull, Prefetch, PullTicket, Stats,
+    StoreView, Ticket, Worker, WorkerStats, LOOKAHEAD_EXAMPLES, LOOKAHEAD_MAX,
 };
 
 /// Checkpoints: [`Worker::checkpoint`] writes a consistent snapshot of the whole model,

@@ -60,6 +60,10 @@ pub struct NodeOptions {
     /// A digest of whatever else the nodes must agree on beyond the configuration (e.g. your
     /// training options: [`parma_runtime::startup::fnv1a`] of their text); 0 for none.
     pub job_digest: u64,
+    /// The cluster token. `None`: read from the environment (`PARMA_TOKEN_FILE` or
+    /// `PARMA_TOKEN`). Given, for a program that hands every node the same secret itself (a
+    /// binding that shares one over `torch.distributed`); never take it from a command line.
+    pub token: Option<ClusterToken>,
 }
 
 impl Default for NodeOptions {
@@ -71,6 +75,7 @@ impl Default for NodeOptions {
             peer_timeout: Duration::from_secs(5),
             startup_timeout: Duration::from_secs(60),
             job_digest: 0,
+            token: None,
         }
     }
 }
@@ -119,7 +124,10 @@ pub fn start_with_launch(
         )));
     }
     cfg.validate(NodeId(0))?;
-    let token = ClusterToken::from_process_env()?;
+    let token = match &opts.token {
+        Some(t) => t.clone(),
+        None => ClusterToken::from_process_env()?,
+    };
     let digest = cluster_digest(&cfg, opts.job_digest, Some(opts.peer_timeout));
     let started = match opts.transport {
         NodeTransport::Zmq => {

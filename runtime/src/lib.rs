@@ -133,4 +133,4 @@ pub use options::Options;
 pub use prefetch::{default_lookahead, Prefetch, LOOKAHEAD_EXAMPLES, LOOKAHEAD_MAX};
 pub use runtime::NodeRuntime;
 pub use stats::{DriverStats, Stats, WorkerStats};
-pub use worker::{PullTicket, Ticket, Worker};
+pub use worker::{PendingPull, PullTicket, Ticket, Worker};

@@ -124,6 +124,41 @@ impl PullTicket<'_> {
     pub fn is_complete(&self) -> bool {
         self.ticket.is_complete()
     }
+
+    /// Lets go of the value buffer, keeping what the pull still has to fill in: for a caller
+    /// that cannot hold the borrow until the values arrive (a binding whose buffers belong to
+    /// another runtime's objects). Finish it with [`Worker::finish_pull`] on a buffer of the
+    /// same length, normally the same one: the values of local keys are in it already.
+    pub fn detach(self) -> PendingPull {
+        PendingPull { len: self.vals.len(), ticket: self.ticket, misses: self.misses }
+    }
+}
+
+/// A pull detached from its value buffer ([`PullTicket::detach`]): the remote keys still on
+/// their way and where their values go.
+#[derive(Debug)]
+#[must_use = "finish the pull with Worker::finish_pull"]
+pub struct PendingPull {
+    len: usize,
+    ticket: Ticket,
+    misses: PullMisses,
+}
+
+impl PendingPull {
+    /// Whether every key was local, so the values were complete already when it was detached.
+    pub fn is_complete(&self) -> bool {
+        self.ticket.is_complete()
+    }
+
+    /// The length of the value buffer it fills.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether it fills no value at all (a pull of no keys).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
 }
 
 /// One training thread's handle on its node. Created by [`crate::NodeRuntime::start`], one per
@@ -241,6 +276,23 @@ impl Worker {
     pub fn wait_pull(&mut self, t: PullTicket<'_>) -> Result<(), OpError> {
         let PullTicket { vals, ticket, misses } = t;
         match self.wait_completion(ticket)? {
+            None => Ok(()),
+            Some(Completion::Pull(values)) => misses.fill(&values, vals),
+            Some(_) => Err(OpError::InvalidArgument),
+        }
+    }
+
+    /// Finishes a detached pull ([`PullTicket::detach`]): waits for the remote keys' values and
+    /// copies them into `vals`, which must have the length of the buffer it was started with
+    /// (else `OpError::ValueLength`, and the pull is still waited for, so nothing is left
+    /// behind).
+    pub fn finish_pull(&mut self, p: PendingPull, vals: &mut [f32]) -> Result<(), OpError> {
+        let PendingPull { len, ticket, misses } = p;
+        let done = self.wait_completion(ticket)?;
+        if vals.len() != len {
+            return Err(OpError::ValueLength { expected: len, got: vals.len() });
+        }
+        match done {
             None => Ok(()),
             Some(Completion::Pull(values)) => misses.fill(&values, vals),
             Some(_) => Err(OpError::InvalidArgument),

@@ -272,11 +272,21 @@ fn torchrun<F: Fn(&str) -> Option<String>>(env: &Env<'_, F>) -> Result<Launch, S
         None => {
             let host = env.need(l, "MASTER_ADDR", "torchrun sets it; or set PARMA_RENDEZVOUS=host:port")?;
             let port = env.need(l, "MASTER_PORT", "torchrun sets it; or set PARMA_RENDEZVOUS=host:port")?;
-            RendezvousAddr::new(&host, &port).map_err(|why| StartupError::BadVar {
+            let bad = |why| StartupError::BadVar {
                 var: "MASTER_ADDR/MASTER_PORT",
                 value: format!("{host}:{port}"),
                 why,
-            })?
+            };
+            let torch = RendezvousAddr::new(&host, &port).map_err(bad)?;
+            // torch.distributed's store (or torchrun's agent) holds MASTER_PORT itself: parma
+            // meets at the next port, or at PARMA_RENDEZVOUS_PORT.
+            let port = match env.get("PARMA_RENDEZVOUS_PORT") {
+                Some(p) => check_port("PARMA_RENDEZVOUS_PORT", &p)?,
+                None => torch.port.checked_add(1).ok_or_else(|| {
+                    bad("MASTER_PORT is 65535, so parma's rendezvous has no next port: set PARMA_RENDEZVOUS_PORT".into())
+                })?,
+            };
+            RendezvousAddr { host: torch.host, port }
         }
     };
     Ok(Launch::node(l, rank, world, addr))
@@ -323,17 +333,20 @@ fn slurm<F: Fn(&str) -> Option<String>>(env: &Env<'_, F>) -> Result<Launch, Star
     Ok(Launch::node(l, rank, world, addr))
 }
 
+/// A port from 1 to 65535 in the variable `var`.
+fn check_port(var: &'static str, p: &str) -> Result<u16, StartupError> {
+    match p.parse::<u16>() {
+        Ok(port) if port > 0 => Ok(port),
+        _ => {
+            Err(StartupError::BadVar { var, value: p.to_string(), why: "not a port from 1 to 65535".into() })
+        }
+    }
+}
+
 /// `PARMA_RENDEZVOUS_PORT`, or the default derived from `SLURM_JOB_ID`.
 fn slurm_port<F: Fn(&str) -> Option<String>>(env: &Env<'_, F>) -> Result<u16, StartupError> {
     if let Some(p) = env.get("PARMA_RENDEZVOUS_PORT") {
-        return match p.parse::<u16>() {
-            Ok(port) if port > 0 => Ok(port),
-            _ => Err(StartupError::BadVar {
-                var: "PARMA_RENDEZVOUS_PORT",
-                value: p,
-                why: "not a port from 1 to 65535".into(),
-            }),
-        };
+        return check_port("PARMA_RENDEZVOUS_PORT", &p);
     }
     let job = env.get("SLURM_JOB_ID").and_then(|j| j.parse::<u64>().ok()).unwrap_or(0);
     // The remainder is below SLURM_PORT_SPREAD, so it fits a u16.

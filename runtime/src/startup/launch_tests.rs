@@ -81,7 +81,26 @@ fn the_first_launcher_wins() {
 fn torchrun_variables() {
     let l =
         launch(&[("RANK", "3"), ("WORLD_SIZE", "8"), ("MASTER_ADDR", "master"), ("MASTER_PORT", "29500")]);
-    assert_eq!((l.rank(), l.world(), l.rendezvous()), (Some(NodeId(3)), 8, &addr("master", 29500)));
+    // torch keeps MASTER_PORT (its store); parma's rendezvous is at the next port.
+    assert_eq!((l.rank(), l.world(), l.rendezvous()), (Some(NodeId(3)), 8, &addr("master", 29501)));
+    let l = launch(&[
+        ("RANK", "0"),
+        ("WORLD_SIZE", "2"),
+        ("MASTER_ADDR", "m"),
+        ("MASTER_PORT", "29500"),
+        ("PARMA_RENDEZVOUS_PORT", "29700"),
+    ]);
+    assert_eq!(l.rendezvous(), &addr("m", 29700));
+    let e = error(&[("RANK", "0"), ("WORLD_SIZE", "2"), ("MASTER_ADDR", "m"), ("MASTER_PORT", "65535")]);
+    assert!(e.contains("PARMA_RENDEZVOUS_PORT"), "{e}");
+    let e = error(&[
+        ("RANK", "0"),
+        ("WORLD_SIZE", "2"),
+        ("MASTER_ADDR", "m"),
+        ("MASTER_PORT", "1"),
+        ("PARMA_RENDEZVOUS_PORT", "0"),
+    ]);
+    assert!(e.contains("PARMA_RENDEZVOUS_PORT=\"0\""), "{e}");
     let e = error(&[("RANK", "3"), ("WORLD_SIZE", "8"), ("MASTER_PORT", "29500")]);
     assert!(e.starts_with("MASTER_ADDR is not set (launched by torchrun)"), "{e}");
     let e = error(&[("RANK", "3"), ("WORLD_SIZE", "8"), ("MASTER_ADDR", "m"), ("MASTER_PORT", "http")]);

@@ -234,11 +234,15 @@ class Tables:
         # Every row's initial value, written once by rank 0 (the others wait for it).
         if self.d.main:
             for emb, init in zip(self.embeddings, self.inits):
-                set_rows(emb, init)
-        self.barrier()
+                getattr(emb, "load_weights")(init)
+        self._worker.barrier()
         self._parma_opt = pt.EmbeddingOptimizer(model)
 
     def barrier(self) -> None:
+        """With parma: waits for this process's last pushes, then (under torchrun) for every
+        process to get here, so that a read after it sees every update before it."""
+        if self._parma_opt is not None:
+            self._parma_opt.flush()
         if self._worker is not None and self.d.distributed:
             self._worker.barrier()
 
@@ -259,10 +263,8 @@ class Tables:
         if self.backend == "torch":
             assert isinstance(emb, nn.Embedding)
             return emb.weight.detach()
-        with torch.no_grad():
-            idx = torch.arange(int(getattr(emb, "num_embeddings")), dtype=torch.int64)
-            out: torch.Tensor = emb(idx)
-            return out.detach()
+        out: torch.Tensor = getattr(emb, "weights")()
+        return out
 
     def close(self) -> None:
         if self._parma_opt is not None:
@@ -273,21 +275,6 @@ class Tables:
         if self._cluster is not None:
             self._cluster.shutdown()
             self._cluster = None
-
-
-def set_rows(emb: nn.Module, values: torch.Tensor) -> None:
-    """Writes ``values`` into every row of a parma embedding."""
-    setter = getattr(emb, "set_rows", None)
-    if setter is not None:
-        setter(torch.arange(values.shape[0], dtype=torch.int64), values)
-        return
-    raise RuntimeError("parma.torch.Embedding has no way to write rows (set_rows)")
-
-
-def check_torch_under_torchrun(d: Dist, backend: Backend) -> None:
-    """Kept for symmetry: --embedding torch under torchrun is plain DDP (replicated tables,
-    sparse gradients all-reduced)."""
-    del d, backend
 
 
 # --------------------------------------------------------------------------------------------
@@ -481,6 +468,8 @@ class Ratings:
     test: IntArray
     test_y: npt.NDArray[np.float32]
     order: IntArray  # the rows of ml-100k.inter in train then test order
+    user_ids: list[str]  # RecBole's user_id of each user number
+    item_ids: list[str]  # and item_id of each item number
 
 
 def load_ratings(split_seed: int) -> Ratings:
@@ -498,7 +487,8 @@ def load_ratings(split_seed: int) -> Ratings:
     order = np.random.default_rng(split_seed).permutation(len(rows)).astype(np.int64)
     cut = len(rows) * 4 // 5
     tr, te = order[:cut], order[cut:]
-    return Ratings(len(users), len(items), ui[tr], y[tr], ui[te], y[te], order)
+    return Ratings(len(users), len(items), ui[tr], y[tr], ui[te], y[te], order,
+                   list(users), list(items))
 
 
 # --------------------------------------------------------------------------------------------

@@ -124,7 +124,7 @@ def main() -> None:
                 loss: torch.Tensor = net(batch, negs[0], negs[1], args.reg)
                 loss.backward()
                 tables.step()
-                total += float(loss)
+                total += loss.item()
         if args.eval_every and epoch % args.eval_every == 0:
             tables.barrier()
             v = common.ranking(d, kg, kg.valid, scores)

@@ -223,7 +223,7 @@ class Tables:
             nodes=self.d.world, workers_per_node=1, layout=layout, technique=self.technique
         )
         if self.d.distributed:
-            self._node = parma.start_node(cfg)
+            self._node = pt.start_node(cfg)
             if self._node is None:
                 sys.exit("this process is not a parma node (launcher environment)")
             self._worker = self._node.workers()[0]

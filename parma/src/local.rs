@@ -96,6 +96,12 @@ impl LocalCluster {
         results.into_iter().collect()
     }
 
+    /// The nodes' runtimes, for a caller that stops them itself ([`NodeRuntime::shutdown`],
+    /// after finalizing every worker); workers not taken yet are dropped.
+    pub fn into_nodes(self) -> Vec<NodeRuntime> {
+        self.nodes
+    }
+
     /// Stops every node (waiting for each to drain) and returns their statistics, node 0
     /// first. Finalize every worker taken before.
     pub fn shutdown(self) -> Result<Vec<Stats>, Error> {

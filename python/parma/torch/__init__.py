@@ -41,11 +41,13 @@ A complete program on one in-process node::
 """
 
 from ._context import current_worker, use_worker
+from ._dist import start_node
 from ._embedding import CHUNK_ROWS, INIT_BLOCK_ROWS, Embedding, EmbeddingOptimizer, layout
 from ._optim import SGD, Adagrad, Adam, RowOptimizer
 from ._prefetch import LOOKAHEAD_EXAMPLES, LOOKAHEAD_MAX, LOOKAHEAD_MIN, Prefetch, default_lookahead
 
 __all__ = [
+    "start_node",
     "Adagrad",
     "Adam",
     "CHUNK_ROWS",

@@ -92,6 +92,20 @@ impl Nodes {
         Ok(out)
     }
 
+    /// Leaving a `with` block: shuts down (after an exception, aborting first so that no
+    /// wait hangs, and letting that exception through). Never swallows the exception.
+    fn exit(&self, py: Python<'_>, exc_type: Option<&Bound<'_, PyAny>>) -> PyResult<bool> {
+        let clean = exc_type.is_none_or(|t| t.is_none());
+        if self.runtimes.lock().unwrap_or_else(|p| p.into_inner()).is_none() {
+            return Ok(false);
+        }
+        let r = self.shutdown(py, clean);
+        if clean {
+            r?;
+        }
+        Ok(false)
+    }
+
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let g = self.runtimes.lock().unwrap_or_else(|p| p.into_inner());
         let rs = g
@@ -132,7 +146,7 @@ impl PyLocalCluster {
             cells.extend(c);
             objs.extend(o);
         }
-        let runtimes = take_runtimes(cluster);
+        let runtimes = cluster.into_nodes();
         Ok(PyLocalCluster { nodes: Nodes { runtimes: Mutex::new(Some(runtimes)), cells, workers: objs } })
     }
 
@@ -171,20 +185,8 @@ impl PyLocalCluster {
         _exc: Option<&Bound<'_, PyAny>>,
         _tb: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
-        let clean = exc_type.is_none_or(|t| t.is_none());
-        if self.nodes.runtimes.lock().unwrap_or_else(|p| p.into_inner()).is_none() {
-            return Ok(false);
-        }
-        let r = self.nodes.shutdown(py, clean);
-        if clean {
-            r?;
-        }
-        Ok(false)
+        self.nodes.exit(py, exc_type)
     }
-}
-
-fn take_runtimes(cluster: LocalCluster) -> Vec<NodeRuntime> {
-    cluster.into_nodes()
 }
 
 /// This process as one node of a multi-process cluster (`start_node`).
@@ -252,15 +254,7 @@ impl PyNode {
         _exc: Option<&Bound<'_, PyAny>>,
         _tb: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<bool> {
-        let clean = exc_type.is_none_or(|t| t.is_none());
-        if self.nodes.runtimes.lock().unwrap_or_else(|p| p.into_inner()).is_none() {
-            return Ok(false);
-        }
-        let r = self.nodes.shutdown(py, clean);
-        if clean {
-            r?;
-        }
-        Ok(false)
+        self.nodes.exit(py, exc_type)
     }
 
     fn __repr__(&self) -> String {

@@ -142,7 +142,7 @@ impl PyLocalCluster {
         // Each node's workers share its table of distributions.
         while !workers.is_empty() {
             let rest = workers.split_off(per.min(workers.len()));
-            let (c, o) = wrap_workers(py, std::mem::replace(&mut workers, rest), &cfg.layout)?;
+            let (c, o) = wrap_workers(py, std::mem::replace(&mut workers, rest), &cfg)?;
             cells.extend(c);
             objs.extend(o);
         }
@@ -322,13 +322,12 @@ pub fn start_node(
         _ => return Err(value_error("give rank, world and rendezvous together, or none of them")),
     };
     let cfg = config.inner.clone();
-    let layout = cfg.layout.clone();
     let started = py
-        .detach(|| parma::node::start_with_launch(&launch, cfg, &opts, Options::default()))
+        .detach(|| parma::node::start_with_launch(&launch, cfg.clone(), &opts, Options::default()))
         .map_err(errors::facade)?;
     let Some(node) = started else { return Ok(None) };
     let world = launch.world();
-    let (cells, workers) = wrap_workers(py, node.workers, &layout)?;
+    let (cells, workers) = wrap_workers(py, node.workers, &cfg)?;
     Ok(Some(PyNode {
         nodes: Nodes { runtimes: Mutex::new(Some(vec![node.runtime])), cells, workers },
         rank: node.me.0,

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use numpy::{PyArray1, PyArrayDyn, PyArrayMethods};
 use parma::{
-    Clock, Conformity, DistId, Distribution, Key, Layout, PendingPull, SampleHandle, Ticket, Worker,
+    Clock, Config, Conformity, DistId, Distribution, Key, Layout, PendingPull, SampleHandle, Ticket, Worker,
 };
 use pyo3::prelude::*;
 use pyo3::types::{PyAny, PyDict};
@@ -40,6 +40,9 @@ pub struct Cell {
     forgotten: Mutex<Vec<Forgotten>>,
     pub id: u16,
     pub node: u16,
+    /// The cluster's size: its nodes and the workers of each.
+    pub nodes: u16,
+    pub workers_per_node: u16,
     pub layout: Layout,
     /// Value lengths of the node's sampling distributions, by id (shared by its workers).
     dist_lens: Arc<Mutex<HashMap<u32, usize>>>,
@@ -52,13 +55,15 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Cell {
-    pub fn new(worker: Worker, layout: Layout, dist_lens: Arc<Mutex<HashMap<u32, usize>>>) -> Cell {
+    pub fn new(worker: Worker, cfg: &Config, dist_lens: Arc<Mutex<HashMap<u32, usize>>>) -> Cell {
         Cell {
             id: worker.id().0,
             node: worker.node().0,
+            nodes: cfg.nodes,
+            workers_per_node: cfg.workers_per_node,
             worker: Mutex::new(Some(worker)),
             forgotten: Mutex::new(Vec::new()),
-            layout,
+            layout: cfg.layout.clone(),
             dist_lens,
         }
     }
@@ -279,6 +284,24 @@ impl PyWorker {
     #[getter]
     fn node(&self) -> u16 {
         self.cell.node
+    }
+
+    /// The number of nodes in the cluster.
+    #[getter]
+    fn nodes(&self) -> u16 {
+        self.cell.nodes
+    }
+
+    /// The number of workers of each node.
+    #[getter]
+    fn workers_per_node(&self) -> u16 {
+        self.cell.workers_per_node
+    }
+
+    /// This worker's index among all the cluster's workers: `node * workers_per_node + id`.
+    #[getter]
+    fn rank(&self) -> u32 {
+        u32::from(self.cell.node) * u32::from(self.cell.workers_per_node) + u32::from(self.cell.id)
     }
 
     /// This worker's clock (the number of `advance_clock` calls so far).
@@ -667,12 +690,12 @@ fn common_len(layout: &Layout, start: u64, end: u64) -> PyResult<usize> {
 }
 
 /// Wraps the workers of a node for Python.
-pub fn wrap_workers(py: Python<'_>, workers: Vec<Worker>, layout: &Layout) -> PyResult<Wrapped> {
+pub fn wrap_workers(py: Python<'_>, workers: Vec<Worker>, cfg: &Config) -> PyResult<Wrapped> {
     let lens = Arc::new(Mutex::new(HashMap::new()));
     let mut cells = Vec::new();
     let mut objs = Vec::new();
     for w in workers {
-        let cell = Arc::new(Cell::new(w, layout.clone(), lens.clone()));
+        let cell = Arc::new(Cell::new(w, cfg, lens.clone()));
         objs.push(Py::new(py, PyWorker { cell: cell.clone() })?);
         cells.push(cell);
     }

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List,
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 import parma as _parma
@@ -182,13 +183,16 @@ class Embedding(nn.Module):
         return idx + self._offset()
 
     def _checked(self, indices: Tensor) -> Tensor:
+        self._check_dtype(indices)
+        if indices.numel():
+            self._check_range(int(indices.min()), int(indices.max()))
+        return indices.long()
+
+    def _check_dtype(self, indices: Tensor) -> None:
         if indices.dtype.is_floating_point or indices.dtype.is_complex or indices.dtype == torch.bool:
             raise TypeError(
                 f"{self._name()} takes integer indices (a LongTensor or IntTensor), not {indices.dtype}"
             )
-        if indices.numel():
-            self._check_range(int(indices.min()), int(indices.max()))
-        return indices.long()
 
     def _check_range(self, lo: int, hi: int) -> None:
         if lo < 0 or hi >= self.num_embeddings:
@@ -219,7 +223,7 @@ class Embedding(nn.Module):
                 another worker.
             TypeError, IndexError: bad indices.
         """
-        idx = self._checked(indices)
+        self._check_dtype(indices)
         offset = self._offset()
         w = current_worker()
         record = torch.is_grad_enabled()
@@ -230,7 +234,9 @@ class Embedding(nn.Module):
                 "call step() (or zero_grad(set_to_none=True) and drop the outputs) before "
                 "switching this thread's worker"
             )
-        unique, inverse = torch.unique(idx.cpu(), sorted=True, return_inverse=True)
+        unique, inverse = torch.unique(indices.cpu().long(), sorted=True, return_inverse=True)
+        if unique.numel():  # sorted: the ends are the smallest and the largest index
+            self._check_range(int(unique[0]), int(unique[-1]))
         keys = unique.numpy() + offset
         values = np.empty((keys.shape[0], self.value_len), dtype=np.float32)
         if keys.shape[0]:
@@ -240,7 +246,7 @@ class Embedding(nn.Module):
             weights.requires_grad_(True)
             state.worker = w
             state.lookups.append(_Lookup(keys, values, weights))
-        out = weights[inverse]
+        out = F.embedding(inverse, weights)  # index_select: cheaper than weights[inverse]
         return out if out.device == indices.device else out.to(indices.device)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
@@ -331,10 +337,9 @@ class Embedding(nn.Module):
         Args:
             seed: the seed of the whole table.
             part, parts: this worker's share: ``part`` in ``0 .. parts - 1``. By default the
-                worker's global index (``node * workers_per_node + id``) among all the
-                cluster's workers, as far as the binding tells (see the report in the module
-                docs); pass both to decide yourself (``part=0, parts=1``: this worker writes
-                every row).
+                worker's index among all the cluster's workers (``Worker.rank`` of
+                ``Worker.nodes * Worker.workers_per_node``); pass both to decide yourself
+                (``part=0, parts=1``: this worker writes every row).
         """
         w = current_worker()
         part, parts = _share(w, part, parts)
@@ -442,15 +447,7 @@ def _share(w: "parma.Worker", part: Optional[int], parts: Optional[int]) -> "tup
 
 def _global_worker_index(w: "parma.Worker") -> "tuple[int, int]":
     """This worker's index among all the cluster's workers, and their number."""
-    cfg = getattr(w, "config", None)
-    nodes = getattr(cfg, "nodes", None)
-    per_node = getattr(cfg, "workers_per_node", None)
-    if nodes is None or per_node is None:
-        raise RuntimeError(
-            "this parma.Worker does not tell the cluster's size: pass part= and parts= "
-            "(for example part=node * workers_per_node + id, parts=nodes * workers_per_node)"
-        )
-    return int(w.node) * int(per_node) + int(w.id), int(nodes) * int(per_node)
+    return int(w.rank), int(w.nodes) * int(w.workers_per_node)
 
 
 def _chunks_of_blocks(blocks: range, rows: int) -> Iterator["tuple[int, int]"]:

@@ -130,11 +130,14 @@ class Adagrad(RowOptimizer):
         """``[-lr * g / (sqrt(s + g * g) + eps) | g * g]``."""
         dim = grads.shape[1]
         out = torch.empty(values.shape, dtype=torch.float32)
-        squares = grads.pow(2)
+        squares, step_ = out[:, dim:], out[:, :dim]
         # As torch: state_sum.add_(g²); std = state_sum.sqrt().add_(eps); param.add_(g / std, alpha=-lr).
-        std = values[:, dim:].add(squares).sqrt_().add_(self.eps)
-        torch.mul(grads.div(std), -self.lr, out=out[:, :dim])
-        out[:, dim:] = squares
+        # Computed in place in `out` (the weights' part holds std until the last line).
+        torch.mul(grads, grads, out=squares)
+        torch.add(values[:, dim:], squares, out=step_)
+        step_.sqrt_().add_(self.eps)
+        torch.div(grads, step_, out=step_)
+        step_.mul_(-self.lr)
         return out
 
     def __repr__(self) -> str:

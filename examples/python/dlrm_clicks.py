@@ -137,6 +137,9 @@ def mlp(sizes: list[int], last_plain: bool) -> nn.Sequential:
 class Dense(nn.Module):
     """DLRM's dense part: the bottom MLP, the dot-product interaction, the top MLP."""
 
+    iu0: torch.Tensor
+    iu1: torch.Tensor
+
     def __init__(self, n_dense: int, dim: int, n_vectors: int, hidden: int) -> None:
         super().__init__()
         self.bottom = mlp([n_dense, hidden, dim], last_plain=False)

@@ -65,7 +65,8 @@ class BiasedMF(nn.Module):
         loss = 0.5 * (y - pred).pow(2).sum()
         if reg > 0:
             loss = loss + (reg / 2) * (u.pow(2).sum() + i.pow(2).sum())
-        return loss
+        out: torch.Tensor = loss
+        return out
 
 
 def main() -> None:

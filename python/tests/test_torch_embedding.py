@@ -1,5 +1,7 @@
 """parma.torch against torch's own sparse embeddings, on a one-worker LocalCluster."""
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -38,14 +40,42 @@ def _train(make_opt, make_ref, steps=100):
     return got, ref.weight.detach(), head, ref_head
 
 
+class RowwiseSparseAdam:
+    """The reference of ``Adam(step="row")``: one ``torch.optim.SparseAdam`` per row, stepped
+    when the row is in the step's sparse gradient, so each row corrects its bias by its own
+    count of updates."""
+
+    def __init__(self, params, lr):
+        (self.weight,) = list(params)
+        self.lr = lr
+        self.rows = {}
+
+    def zero_grad(self):
+        self.weight.grad = None
+
+    def step(self):
+        g = self.weight.grad.coalesce()
+        with torch.no_grad():
+            for r, gr in zip(g.indices()[0].tolist(), g.values()):
+                if r not in self.rows:
+                    p = torch.nn.Parameter(self.weight.data[r : r + 1].clone())
+                    self.rows[r] = (p, torch.optim.SparseAdam([p], lr=self.lr))
+                p, opt = self.rows[r]
+                p.data.copy_(self.weight.data[r : r + 1])
+                p.grad = torch.sparse_coo_tensor(torch.zeros(1, 1, dtype=torch.long), gr.unsqueeze(0), (1, gr.numel()))
+                opt.step()
+                self.weight.data[r] = p.data[0]
+
+
 @pytest.mark.parametrize(
     "make_opt,make_ref",
     [
         (lambda: pt.SGD(0.1), lambda p: torch.optim.SGD(p, lr=0.1)),
         (lambda: pt.Adagrad(0.1), lambda p: torch.optim.Adagrad(p, lr=0.1)),
         (lambda: pt.Adam(0.01, step="global"), lambda p: torch.optim.SparseAdam(p, lr=0.01)),
+        (lambda: pt.Adam(0.01), lambda p: RowwiseSparseAdam(p, lr=0.01)),
     ],
-    ids=["sgd", "adagrad", "sparse_adam"],
+    ids=["sgd", "adagrad", "sparse_adam", "adam_row"],
 )
 def test_matches_torch_sparse_embedding(make_opt, make_ref):
     got, want, head, ref_head = _train(make_opt, make_ref)
@@ -88,3 +118,86 @@ def test_prefetch_announces_and_advances_the_clock():
                 emb(batch)
             assert seen == list(range(20))
             assert w.clock == 20
+
+
+def test_two_embeddings_in_one_model_match_torch():
+    """Two tables in one layout, one EmbeddingOptimizer over the model, gradients from both
+    and from two lookups of one table in the same loss."""
+    torch.manual_seed(0)
+    users, items = pt.Embedding(30, 3, optimizer=pt.Adagrad(0.2)), pt.Embedding(50, 3, optimizer=pt.Adagrad(0.2))
+    model = torch.nn.ModuleDict({"u": users, "i": items})
+    ref_u, ref_i = torch.nn.Embedding(30, 3, sparse=True), torch.nn.Embedding(50, 3, sparse=True)
+    cfg = parma.Config(nodes=1, workers_per_node=1, layout=pt.layout(users, items))
+    with parma.LocalCluster(cfg) as cluster:
+        w = cluster.workers()[0]
+        with pt.use_worker(w):
+            users.initialize(seed=1, part=0, parts=1)
+            items.initialize(seed=2, part=0, parts=1)
+            w.barrier()
+            ref_u.weight.data[:] = users.weights()
+            ref_i.weight.data[:] = items.weights()
+            sparse = pt.EmbeddingOptimizer(model)
+            assert sparse.embeddings == [users, items]
+            ref_opt = torch.optim.Adagrad([ref_u.weight, ref_i.weight], lr=0.2)
+            g = torch.Generator().manual_seed(3)
+            for _ in range(100):
+                u = torch.randint(0, 30, (6,), generator=g)
+                i, j = torch.randint(0, 50, (6,), generator=g), torch.randint(0, 50, (6,), generator=g)
+                for uu, ii, opt in ((users, items, sparse), (ref_u, ref_i, ref_opt)):
+                    opt.zero_grad()
+                    eu = uu(u)
+                    loss = torch.nn.functional.softplus(-(eu * ii(i)).sum(1) + (eu * ii(j)).sum(1)).sum()
+                    loss.backward()
+                    opt.step()
+            torch.testing.assert_close(users.weights(), ref_u.weight.detach(), atol=1e-5, rtol=1e-5)
+            torch.testing.assert_close(items.weights(), ref_i.weight.detach(), atol=1e-5, rtol=1e-5)
+
+
+def test_initialize_shares_rows_among_all_workers_by_default():
+    """initialize() without part/parts on 2 nodes x 2 workers writes every row once, with
+    the same weights a single worker writes (they depend on the seed, not on the world)."""
+    rows = 5 * pt.INIT_BLOCK_ROWS + 17
+    emb = pt.Embedding(rows, 2, optimizer=pt.Adam())
+    with parma.LocalCluster(parma.Config(1, 1, pt.layout(emb))) as one:
+        w = one.workers()[0]
+        with pt.use_worker(w):
+            emb.initialize(seed=9, part=0, parts=1)
+            w.barrier()
+            want = emb.values()
+    with parma.LocalCluster(parma.Config(2, 2, pt.layout(emb))) as four:
+        ws = four.workers()
+        assert [w.rank for w in ws] == [0, 1, 2, 3]
+        assert {(w.nodes, w.workers_per_node) for w in ws} == {(2, 2)}
+        errors, written = [], []
+
+        def run(w):
+            try:
+                with pt.use_worker(w):
+                    emb.initialize(seed=9)
+                    written.append(w.stats()["keys_pushed_local"] + w.stats()["keys_pushed_remote"])
+                    w.barrier()
+            except Exception as e:  # reported by the main thread
+                errors.append(e)
+
+        ts = [threading.Thread(target=run, args=(w,)) for w in ws]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(timeout=60)
+        assert not errors, errors
+        assert not any(t.is_alive() for t in ts)
+        assert sum(written) == rows and all(n > 0 for n in written)
+        with pt.use_worker(ws[0]):
+            got = emb.values()
+    torch.testing.assert_close(got, want, atol=0, rtol=0)
+    assert got[:, 2:].abs().max() == 0  # Adam's state starts at zero
+
+
+def test_initialize_rejects_half_a_share():
+    emb = pt.Embedding(10, 2)
+    with parma.LocalCluster(parma.Config(1, 1, pt.layout(emb))) as c:
+        with pt.use_worker(c.workers()[0]):
+            with pytest.raises(ValueError, match="both part and parts"):
+                emb.initialize(part=0)
+            with pytest.raises(ValueError, match="part must be in"):
+                emb.initialize(part=3, parts=2)

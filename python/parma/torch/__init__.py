@@ -44,7 +44,7 @@ from ._context import current_worker, use_worker
 from ._dist import start_node
 from ._embedding import CHUNK_ROWS, INIT_BLOCK_ROWS, Embedding, EmbeddingOptimizer, layout
 from ._optim import SGD, Adagrad, Adam, RowOptimizer
-from ._prefetch import LOOKAHEAD_EXAMPLES, LOOKAHEAD_MAX, LOOKAHEAD_MIN, Prefetch, default_lookahead
+from ._prefetch import LOOKAHEAD_EXAMPLES, LOOKAHEAD_MAX, Prefetch, default_lookahead
 
 __all__ = [
     "start_node",
@@ -56,7 +56,6 @@ __all__ = [
     "INIT_BLOCK_ROWS",
     "LOOKAHEAD_EXAMPLES",
     "LOOKAHEAD_MAX",
-    "LOOKAHEAD_MIN",
     "Prefetch",
     "RowOptimizer",
     "SGD",

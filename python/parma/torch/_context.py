@@ -25,7 +25,8 @@ def current_worker() -> "parma.Worker":
             "(once, or as `with parma.torch.use_worker(worker):`) before using parma.torch "
             "modules; each training thread needs its own parma.Worker"
         )
-    return w
+    worker: "parma.Worker" = w
+    return worker
 
 
 def _peek_worker() -> "Optional[parma.Worker]":

@@ -295,7 +295,7 @@ class Embedding(nn.Module):
         state.ticket = worker.push(keys, np.ascontiguousarray(deltas.numpy(), dtype=np.float32))
 
     def _coalesce(self, lookups: List[_Lookup]) -> "tuple[np.ndarray, np.ndarray, Tensor]":
-        grads = [lk.weights.grad.detach().to(torch.float32) for lk in lookups]
+        grads = [_grad_of(lk.weights) for lk in lookups]
         if len(lookups) == 1:
             return lookups[0].keys, lookups[0].values, grads[0].contiguous()
         keys, inverse = np.unique(np.concatenate([lk.keys for lk in lookups]), return_inverse=True)
@@ -423,15 +423,21 @@ class Embedding(nn.Module):
         self._steps = int(state["steps"])
 
     def __getstate__(self) -> Dict[str, Any]:
-        state = super().__getstate__() if hasattr(super(), "__getstate__") else self.__dict__
-        state = dict(state)
+        state = dict(self.__dict__)
         state.pop("_local", None)
         state.pop("_lock", None)
         return state
 
     def __setstate__(self, state: Dict[str, Any]) -> None:
-        super().__setstate__(state)
+        super().__setstate__(state)  # type: ignore[no-untyped-call]
         self._setup_runtime_state()
+
+
+def _grad_of(weights: Tensor) -> Tensor:
+    """The gradient backward left on a lookup's rows (float32)."""
+    if weights.grad is None:
+        raise RuntimeError("a parma.torch.Embedding lookup has no gradient: call backward() before the optimizer's step")
+    return weights.grad.detach().to(torch.float32)
 
 
 def _share(w: "parma.Worker", part: Optional[int], parts: Optional[int]) -> "tuple[int, int]":
@@ -453,7 +459,8 @@ def _global_worker_index(w: "parma.Worker") -> "tuple[int, int]":
 def _chunks_of_blocks(blocks: range, rows: int) -> Iterator["tuple[int, int]"]:
     """Row ranges covering ``blocks`` of :data:`INIT_BLOCK_ROWS`, at most :data:`CHUNK_ROWS`
     rows each (adjacent blocks merged when a worker owns consecutive ones)."""
-    first = last = None
+    first: Optional[int] = None
+    last = 0
     for b in blocks:
         lo, hi = b * INIT_BLOCK_ROWS, min((b + 1) * INIT_BLOCK_ROWS, rows)
         if first is not None and lo == last and hi - first <= CHUNK_ROWS:

@@ -215,8 +215,8 @@ class Adam(RowOptimizer):
         if self.step == "global":
             bias_correction1 = 1 - beta1**step
             bias_correction2 = 1 - beta2**step
-            step_size = self.lr * math.sqrt(bias_correction2) / bias_correction1
-            torch.mul(numer.div_(denom), -step_size, out=out[:, :dim])
+            global_size = self.lr * math.sqrt(bias_correction2) / bias_correction1
+            torch.mul(numer.div_(denom), -global_size, out=out[:, :dim])
         else:
             t = values[:, 3 * dim].double().add(1.0)
             step_size = (1 - torch.pow(beta2, t)).sqrt_().mul_(self.lr).div_(1 - torch.pow(beta1, t))

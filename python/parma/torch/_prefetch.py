@@ -16,14 +16,14 @@ from ._embedding import Embedding
 if TYPE_CHECKING:
     import parma
 
-__all__ = ["Prefetch", "default_lookahead", "LOOKAHEAD_EXAMPLES", "LOOKAHEAD_MIN", "LOOKAHEAD_MAX"]
+__all__ = ["Prefetch", "default_lookahead", "LOOKAHEAD_EXAMPLES", "LOOKAHEAD_MAX"]
 
 B = TypeVar("B")
 
 #: Examples whose rows :class:`Prefetch` announces ahead by default (parma's rule).
-LOOKAHEAD_EXAMPLES = 1024
-#: The default look-ahead's bounds, in batches.
-LOOKAHEAD_MIN, LOOKAHEAD_MAX = 8, 1024
+LOOKAHEAD_EXAMPLES: int = _parma.LOOKAHEAD_EXAMPLES
+#: The largest look-ahead, in batches, a :class:`Prefetch` accepts (it keeps one batch per step).
+LOOKAHEAD_MAX: int = _parma.LOOKAHEAD_MAX
 
 Indices = Union[Tensor, np.ndarray, Iterable[int]]
 KeyFn = Union[
@@ -35,16 +35,12 @@ KeyFn = Union[
 def default_lookahead(examples_per_batch: int) -> int:
     """The default look-ahead, in batches, for batches of ``examples_per_batch`` examples:
     :data:`LOOKAHEAD_EXAMPLES` examples' worth, at least 8 and at most 1,024 batches
-    (``parma.default_lookahead`` where the binding has it; the same rule otherwise).
+    (``parma.default_lookahead``, the rule the Rust loops follow).
 
     Announcing early costs nothing until parma acts on it; announcing later than a sync
     round's round trip leaves rows remote when their step comes.
     """
-    native = getattr(_parma, "default_lookahead", None)
-    if callable(native):
-        return int(native(int(examples_per_batch)))
-    n = max(int(examples_per_batch), 1)
-    return min(max(-(-LOOKAHEAD_EXAMPLES // n), LOOKAHEAD_MIN), LOOKAHEAD_MAX)
+    return _parma.default_lookahead(max(int(examples_per_batch), 0))
 
 
 class Prefetch(Generic[B]):
@@ -85,8 +81,8 @@ class Prefetch(Generic[B]):
         *,
         worker: "Optional[parma.Worker]" = None,
     ) -> None:
-        if lookahead is not None and int(lookahead) < 0:
-            raise ValueError(f"lookahead must be at least 0, not {lookahead}")
+        if lookahead is not None and not 0 <= int(lookahead) <= LOOKAHEAD_MAX:
+            raise ValueError(f"lookahead must be in 0..={LOOKAHEAD_MAX} batches, not {lookahead}")
         if not callable(keys) and not isinstance(keys, Mapping):
             raise TypeError("keys must be a function batch -> {embedding: indices} or a mapping {embedding: function}")
         self.loader = loader

@@ -4,10 +4,21 @@
 # of a one-key remote pull against ib_send_lat; then ZeroMQ on the same VM for scale.
 # Under the VM's CPU emulation absolute figures mean nothing: the ratios are the result.
 #
-#   cargo bench --no-run (in transport-rdma/), then
-#   ../shared/tools/rdma-vm/run-in-vm transport-rdma/benches -- ./vm-bench.sh <rbench binary>
+# From the repository root (the VM sees only the directory it shares, here the whole
+# repository, so the bench binary under target/ is visible inside):
+#
+#   (cd transport-rdma && cargo bench --no-run)      # builds target/release/deps/rbench-<hash>
+#   ROUNDS=3 ../shared/tools/rdma-vm/run-in-vm -e ROUNDS . -- ./transport-rdma/benches/vm-bench.sh
+#
+# An argument names the rbench binary to run; without one the newest target/release/deps/rbench-*.
 set -euo pipefail
-RB=${1:?usage: vm-bench.sh <path of the rbench binary>}
+here=$(cd "$(dirname "$0")" && pwd)
+RB=${1:-$(ls -t "$here"/../../target/release/deps/rbench-* 2>/dev/null | grep -v '\.d$' | head -1 || true)}
+[ -n "$RB" ] && [ -x "$RB" ] || {
+    echo "vm-bench.sh: no rbench binary; build one with (cd transport-rdma && cargo bench --no-run)" >&2
+    exit 2
+}
+echo "rbench: $RB"
 DEV=${RDMA_VM_DEVICE:-rxe0}
 GID=${RDMA_VM_GID_INDEX:-1}
 ROUNDS=${ROUNDS:-3}
@@ -40,11 +51,12 @@ for r in $(seq 1 "$ROUNDS"); do
     bwc=$(RBENCH_COMPLETION=channel "$RB" oneway rdma 1024 20000 | awk '{print $4}')
     zmq=$("$RB" pull zmq 2000)
     rm=$(echo "$rdma" | awk '{print $4}')
+    pm=$(echo "$polled" | awk '{print $4}')
     zm=$(echo "$zmq" | awk '{print $4}')
+    rt() { awk -v a="$1" -v l="$lat" 'BEGIN{ if (l > 0) printf "%.2f", a/(2*l); else print "-" }'; }
     echo "pull round trip: ib_send_lat 64 B round trip $(awk -v l="$lat" 'BEGIN{printf "%.1f", 2*l}') µs," \
-        "parma rdma median $rm µs, parma zmq median $zm µs," \
-        "rdma/ib_send_lat $(awk -v a="$rm" -v l="$lat" 'BEGIN{printf "%.2f", a/(2*l)}')," \
-        "zmq/ib_send_lat $(awk -v a="$zm" -v l="$lat" 'BEGIN{printf "%.2f", a/(2*l)}')"
-    echo "completion modes: pull median channel $rm µs / polling $(echo "$polled" | awk '{print $4}') µs;" \
-        "oneway 1024 B with the channel $bwc MB/s (polling: above)"
+        "parma rdma median $pm µs polling (the default), $rm µs with the completion channel," \
+        "parma zmq median $zm µs;" \
+        "rdma polling/ib_send_lat $(rt "$pm"), rdma channel/ib_send_lat $(rt "$rm"), zmq/ib_send_lat $(rt "$zm")"
+    echo "oneway 1024 B with the completion channel: $bwc MB/s (polling: above)"
 done

@@ -322,6 +322,9 @@ pub enum RdmaError {
     Options(String),
     /// Listening for handshakes failed.
     Bind { addr: String, reason: String },
+    /// No RDMA device, or not the one asked for: the message says what was looked for and
+    /// where (libibverbs, sysfs) and what to do instead.
+    NoDevice(String),
     /// The device, its memory or its queue pairs.
     Device(String),
     /// The peer table does not fit this node or the cluster.
@@ -337,6 +340,7 @@ impl fmt::Display for RdmaError {
         match self {
             RdmaError::Options(w) => write!(f, "transport options: {w}"),
             RdmaError::Bind { addr, reason } => write!(f, "cannot listen on {addr}: {reason}"),
+            RdmaError::NoDevice(w) => f.write_str(w),
             RdmaError::Device(w) => write!(f, "RDMA device: {w}"),
             RdmaError::Peers(w) => write!(f, "peer table: {w}"),
             RdmaError::Connect(w) => write!(f, "connecting queue pairs: {w}"),

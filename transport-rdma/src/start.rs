@@ -10,7 +10,7 @@ use parma_core::NodeId;
 
 use crate::connect::{self, Acceptor, Me};
 use crate::state::{Peer, State, MAILBOX_LEN};
-use crate::verbs::{Device, QpInfo};
+use crate::verbs::{self, Device, QpInfo};
 use crate::{lock, progress, Completion, RdmaError, RdmaOptions, RdmaTransport, Shared};
 
 /// A node's transport, listening for handshakes but not yet started: learn
@@ -25,6 +25,7 @@ impl Bound {
     /// Listens on `opts.bind` for the queue-pair handshakes.
     pub fn bind(opts: RdmaOptions) -> Result<Bound, RdmaError> {
         opts.validate().map_err(RdmaError::Options)?;
+        verbs::probe(opts.device.as_deref()).map_err(RdmaError::NoDevice)?;
         let listener = TcpListener::bind(&opts.bind)
             .map_err(|e| RdmaError::Bind { addr: opts.bind.clone(), reason: e.to_string() })?;
         let bound = listener.local_addr().map_err(RdmaError::Io)?;

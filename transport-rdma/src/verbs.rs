@@ -54,6 +54,65 @@ fn errno(what: &str, rc: c_int) -> io::Result<()> {
     }
 }
 
+/// Checks that the device `name` (any device if `None`) exists, before anything waits on
+/// peers: a node without one says so at once, naming what it looked for and where to go.
+pub(crate) fn probe(name: Option<&str>) -> Result<(), String> {
+    let list = ibverbs::devices()
+        .map_err(|e| no_device(name, &format!("libibverbs could not list devices ({e})")))?;
+    let names = device_names(&list);
+    match name {
+        None if names.is_empty() => Err(no_device(None, "libibverbs lists no device")),
+        Some(n) if !names.iter().any(|d| d == n) => Err(no_device(Some(n), &listed(&names))),
+        _ => Ok(()),
+    }
+}
+
+fn device_names(list: &ibverbs::DeviceList) -> Vec<String> {
+    list.iter().filter_map(|d| d.name().map(|n| n.to_string_lossy().into_owned())).collect()
+}
+
+fn listed(names: &[String]) -> String {
+    if names.is_empty() {
+        "libibverbs lists no device".into()
+    } else {
+        format!("libibverbs lists only {}", names.join(", "))
+    }
+}
+
+/// What the kernel shows of RDMA: the device and verbs classes in sysfs.
+fn sysfs_report() -> String {
+    let dir = |path: &str| match std::fs::read_dir(path) {
+        Ok(rd) => {
+            let mut v: Vec<String> =
+                rd.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+            v.sort();
+            if v.is_empty() {
+                format!("{path} is empty")
+            } else {
+                format!("{path} has {}", v.join(", "))
+            }
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => format!("{path} does not exist"),
+        Err(e) => format!("{path} cannot be read ({e})"),
+    };
+    format!("{}; {}", dir("/sys/class/infiniband"), dir("/sys/class/infiniband_verbs"))
+}
+
+fn no_device(name: Option<&str>, why: &str) -> String {
+    let wanted = match name {
+        Some(n) => format!("the device `{n}` (PARMA_RDMA_DEVICE)"),
+        None => "any device (PARMA_RDMA_DEVICE unset)".into(),
+    };
+    format!(
+        "no RDMA device found. Looked for {wanted} through libibverbs: {why}; {}. An RDMA node \
+         needs an InfiniBand or RoCE adapter with its kernel driver and ib_uverbs loaded \
+         (`ibv_devices` lists what libibverbs sees). To try RDMA on a machine without one, run \
+         parma in the Soft-RoCE VM of ../shared/tools/rdma-vm (see docs/deploy.md, section \
+         \"RDMA\"); to run without RDMA, use --transport zmq",
+        sysfs_report()
+    )
+}
+
 impl Device {
     /// Opens the device named `name` (the first one if `None`) with a completion queue of
     /// `cq_len` entries, and picks GID `gid_index` (if `None`: the first IPv4-mapped RoCEv2
@@ -64,11 +123,9 @@ impl Device {
             .iter()
             .find(|d| name.is_none_or(|n| d.name().is_some_and(|dn| dn.to_bytes() == n.as_bytes())));
         let Some(dev) = pick else {
-            let names: Vec<String> =
-                list.iter().filter_map(|d| d.name().map(|n| n.to_string_lossy().into_owned())).collect();
             return Err(io::Error::new(
                 io::ErrorKind::NotFound,
-                format!("no RDMA device {} (devices: {names:?})", name.unwrap_or("at all")),
+                no_device(name, &listed(&device_names(&list))),
             ));
         };
         // The crate's context gives the port and GID table; the raw one is opened again here

@@ -259,3 +259,21 @@ fn an_unsignalled_send_that_fails_fails_the_peer() {
     assert!(why.contains("work request failed"), "failed for another reason: {why}");
     eprintln!("node 0: {why}; node 1: {:?}", ts[1].failure(NodeId(0)));
 }
+
+/// A device name the host does not have: the node refuses before it listens or waits, and
+/// says which device it looked for and which ones there are.
+#[test]
+fn a_device_that_is_not_there_is_named_with_the_ones_that_are() {
+    let mut o = opts();
+    o.device = Some("parma-test-absent0".into());
+    let why = match parma_transport_rdma::Bound::bind(o) {
+        Ok(_) => panic!("bound with a device that does not exist"),
+        Err(e) => e.to_string(),
+    };
+    eprintln!("{why}");
+    assert!(why.starts_with("no RDMA device found"), "{why}");
+    assert!(why.contains("the device `parma-test-absent0`"), "{why}");
+    let real = std::env::var("RDMA_VM_DEVICE").unwrap_or_else(|_| "rxe0".into());
+    assert!(why.contains(&format!("libibverbs lists only {real}")), "{why}");
+    assert!(why.contains("/sys/class/infiniband has"), "{why}");
+}

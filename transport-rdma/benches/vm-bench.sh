@@ -53,8 +53,10 @@ for r in $(seq 1 "$ROUNDS"); do
     rm=$(echo "$rdma" | awk '{print $4}')
     pm=$(echo "$polled" | awk '{print $4}')
     zm=$(echo "$zmq" | awk '{print $4}')
-    rt() { awk -v a="$1" -v l="$lat" 'BEGIN{ if (l > 0) printf "%.2f", a/(2*l); else print "-" }'; }
-    echo "pull round trip: ib_send_lat 64 B round trip $(awk -v l="$lat" 'BEGIN{printf "%.1f", 2*l}') µs," \
+    # A run of ib_send_lat that printed no finite figure (it sometimes prints inf) gives no ratio.
+    case $lat in '' | *[!0-9.]*) lat=0 ;; esac
+    rt() { awk -v a="$1" -v l="$lat" 'BEGIN{ if (l > 0 && a != "") printf "%.2f", a/(2*l); else print "-" }'; }
+    echo "pull round trip: ib_send_lat 64 B round trip $(awk -v l="$lat" 'BEGIN{ if (l > 0) printf "%.1f", 2*l; else print "(none printed)" }') µs," \
         "parma rdma median $pm µs polling (the default), $rm µs with the completion channel," \
         "parma zmq median $zm µs;" \
         "rdma polling/ib_send_lat $(rt "$pm"), rdma channel/ib_send_lat $(rt "$rm"), zmq/ib_send_lat $(rt "$zm")"

@@ -15,32 +15,23 @@ def cluster(nodes=4, workers=1, keys=1000, dim=4, technique="adaptive"):
     return parma.LocalCluster(cfg)
 
 
-def test_exact_integer_sums_across_four_nodes():
+def test_exact_integer_sums_across_four_nodes(run_on_workers):
     with cluster() as c:
         ws = c.workers()
         assert [w.node for w in ws] == [0, 1, 2, 3]
         steps, keys = 200, 1000
-        errors = []
 
         def run(w):
-            try:
-                rng = np.random.default_rng(w.node)
-                for step in range(steps):
-                    k = rng.integers(0, keys, size=16, dtype=np.uint64)
-                    w.announce(k, step, step + 1)
-                    w.pull(k)
-                    w.push(k, np.ones((16, 4), np.float32))
-                    w.advance_clock()
-                w.barrier()
-            except Exception as e:  # reported by the main thread
-                errors.append(e)
+            rng = np.random.default_rng(w.node)
+            for step in range(steps):
+                k = rng.integers(0, keys, size=16, dtype=np.uint64)
+                w.announce(k, step, step + 1)
+                w.pull(k)
+                w.push(k, np.ones((16, 4), np.float32))
+                w.advance_clock()
+            w.barrier()
 
-        ts = [threading.Thread(target=run, args=(w,)) for w in ws]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join(60)
-        assert not errors, errors
+        run_on_workers(run, ws)
         # Every key's value is the number of times any worker drew it, exactly.
         expected = np.zeros(keys)
         for n in range(4):
@@ -157,22 +148,14 @@ def test_errors_are_a_hierarchy():
             w.pull(np.array([1], np.uint64))
 
 
-def test_checkpoint_save_restore_and_table(tmp_path):
+def test_checkpoint_save_restore_and_table(tmp_path, run_on_workers):
     with cluster(nodes=2, keys=100, dim=2) as c:
         ws = c.workers()
         ws[0].set(np.arange(100, dtype=np.uint64), np.arange(200, dtype=np.float32))
-        ths = [threading.Thread(target=w.checkpoint, args=(str(tmp_path),)) for w in ws]
-        for t in ths:
-            t.start()
-        for t in ths:
-            t.join(30)
+        run_on_workers(lambda w: w.checkpoint(str(tmp_path)), ws, timeout=30)
     table = parma.checkpoint_table(str(tmp_path), 0, 100)
     np.testing.assert_array_equal(table.ravel(), np.arange(200, dtype=np.float32))
     with cluster(nodes=3, keys=100, dim=2) as c:
         ws = c.workers()
-        ths = [threading.Thread(target=w.restore, args=(str(tmp_path),)) for w in ws]
-        for t in ths:
-            t.start()
-        for t in ths:
-            t.join(30)
+        run_on_workers(lambda w: w.restore(str(tmp_path)), ws, timeout=30)
         np.testing.assert_array_equal(ws[2].pull(np.arange(100, dtype=np.uint64)).ravel(), np.arange(200))

@@ -1,7 +1,5 @@
 """parma.torch against torch's own sparse embeddings, on a one-worker LocalCluster."""
 
-import threading
-
 import numpy as np
 import pytest
 
@@ -153,7 +151,7 @@ def test_two_embeddings_in_one_model_match_torch():
             torch.testing.assert_close(items.weights(), ref_i.weight.detach(), atol=1e-5, rtol=1e-5)
 
 
-def test_initialize_shares_rows_among_all_workers_by_default():
+def test_initialize_shares_rows_among_all_workers_by_default(run_on_workers):
     """initialize() without part/parts on 2 nodes x 2 workers writes every row once, with
     the same weights a single worker writes (they depend on the seed, not on the world)."""
     rows = 5 * pt.INIT_BLOCK_ROWS + 17
@@ -168,24 +166,14 @@ def test_initialize_shares_rows_among_all_workers_by_default():
         ws = four.workers()
         assert [w.rank for w in ws] == [0, 1, 2, 3]
         assert {(w.nodes, w.workers_per_node) for w in ws} == {(2, 2)}
-        errors, written = [], []
-
         def run(w):
-            try:
-                with pt.use_worker(w):
-                    emb.initialize(seed=9)
-                    written.append(w.stats()["keys_pushed_local"] + w.stats()["keys_pushed_remote"])
-                    w.barrier()
-            except Exception as e:  # reported by the main thread
-                errors.append(e)
+            with pt.use_worker(w):
+                emb.initialize(seed=9)
+                written = w.stats()["keys_pushed_local"] + w.stats()["keys_pushed_remote"]
+                w.barrier()
+                return written
 
-        ts = [threading.Thread(target=run, args=(w,)) for w in ws]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join(timeout=60)
-        assert not errors, errors
-        assert not any(t.is_alive() for t in ts)
+        written = run_on_workers(run, ws)
         assert sum(written) == rows and all(n > 0 for n in written)
         with pt.use_worker(ws[0]):
             got = emb.values()

@@ -364,7 +364,7 @@ impl Config {
     /// A configuration with sensible bounds for `nodes` nodes, `workers_per_node` workers each,
     /// and `layout`.
     pub fn new(nodes: u16, workers_per_node: u16, layout: Layout) -> Config {
-        let keys_homed = layout.key_end() / u64::from(nodes.max(1)) + 1;
+        let derived = Config::derived_bound(nodes, &layout);
         Config {
             cluster_id: ClusterId(0x7061_726d),
             nodes,
@@ -376,7 +376,7 @@ impl Config {
             seed: 0x5eed,
             init: Init::Zero,
             store_shards: 256,
-            store_keys_max: usize::try_from(keys_homed.saturating_mul(4)).unwrap_or(usize::MAX),
+            store_keys_max: derived,
             location_cache_slots: 1 << 16,
             requests_pending_max: 1 << 14,
             waiting_ops_max: 1 << 16,
@@ -391,9 +391,28 @@ impl Config {
             sync_idle_interval: Duration(1000),
             intents_max: 1 << 20,
             intent_keys_max: 1 << 26,
-            replicas_max: usize::try_from(keys_homed.saturating_mul(4)).unwrap_or(usize::MAX),
+            replicas_max: derived,
             hot_keys: Arc::new(HashSet::new()),
             sampling: SamplingOptions::default(),
+        }
+    }
+
+    /// The bound [`Config::new`] gives `store_keys_max` and `replicas_max`: four times the
+    /// keys one node is home for.
+    pub(crate) fn derived_bound(nodes: u16, layout: &Layout) -> usize {
+        let keys_homed = layout.key_end() / u64::from(nodes.max(1)) + 1;
+        usize::try_from(keys_homed.saturating_mul(4)).unwrap_or(usize::MAX)
+    }
+
+    /// After the node count or the layout changed from ones that derived the bound `was`:
+    /// the bounds derived from them follow, unless they were set to something else.
+    pub(crate) fn rederive_bounds(&mut self, was: usize) {
+        let now = Config::derived_bound(self.nodes, &self.layout);
+        if self.store_keys_max == was {
+            self.store_keys_max = now;
+        }
+        if self.replicas_max == was {
+            self.replicas_max = now;
         }
     }
 
@@ -527,6 +546,23 @@ mod tests {
         for bad in [0, 3, STORE_SHARDS_MAX * 2] {
             assert_eq!(with(bad), Err(ConfigError::Bound { name: "store_shards" }), "{bad} shards");
         }
+    }
+
+    #[test]
+    fn changing_nodes_or_layout_derives_the_bounds_again_unless_they_were_set() {
+        let small = Layout::uniform(100, 4).unwrap();
+        let big = Layout::uniform(1_000_000, 4).unwrap();
+        let bounds = |c: &Config| (c.store_keys_max, c.replicas_max);
+        let made = Config::new(4, 1, big.clone());
+        assert_eq!(
+            bounds(&Config::new(1, 1, small.clone()).with_layout(big.clone()).with_nodes(4)),
+            bounds(&made)
+        );
+        assert_eq!(bounds(&Config::new(1, 1, big.clone()).with_nodes(4)), bounds(&made));
+        // A bound the caller chose stays; the other still follows.
+        let set = Config::new(1, 1, small).with_replicas_max(77).with_layout(big.clone());
+        assert_eq!(bounds(&set), (Config::new(1, 1, big).store_keys_max, 77));
+        assert_eq!(set.validate(NodeId(0)), Ok(()));
     }
 
     #[test]

@@ -26,11 +26,14 @@ impl Config {
     }
 
     /// Sets the number of nodes in the cluster: [`Config::nodes`]. [`Config::new`] derives
-    /// `store_keys_max` and `replicas_max` from the node count and the layout; this setter
-    /// leaves them as they are.
+    /// `store_keys_max` and `replicas_max` from the node count and the layout; each of them
+    /// that still has the value derived from the old ones is derived again from the new, one
+    /// set to another value stays.
     #[must_use]
     pub fn with_nodes(mut self, nodes: u16) -> Config {
+        let was = Config::derived_bound(self.nodes, &self.layout);
         self.nodes = nodes;
+        self.rederive_bounds(was);
         self
     }
 
@@ -42,10 +45,13 @@ impl Config {
     }
 
     /// Sets the keys and their value lengths: [`Config::layout`]. As with
-    /// [`Config::with_nodes`], the bounds [`Config::new`] derived from the layout stay.
+    /// [`Config::with_nodes`], the bounds [`Config::new`] derived from the old layout are
+    /// derived again from the new one, unless they were set to other values.
     #[must_use]
     pub fn with_layout(mut self, layout: Layout) -> Config {
+        let was = Config::derived_bound(self.nodes, &self.layout);
         self.layout = layout;
+        self.rederive_bounds(was);
         self
     }
 

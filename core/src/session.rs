@@ -12,7 +12,11 @@
 //!   its incarnation, a nonce, and where its receiving stands); the other answers with a
 //!   Welcome proving the cluster token against that nonce, and the connecting end proves it
 //!   back. A stranger, a node of another configuration or a wrong token is refused and counted;
-//!   nothing of the session changes. The token never crosses the link: only
+//!   nothing of the session changes. The accepting end runs the handshake of a link the peer
+//!   opened beside the session's link, which that link replaces only once it has proved the
+//!   token (a peer whose old connection died unnoticed, or that comes back after a pause), so
+//!   a stranger who knows the configuration digest cannot disturb an established link. The
+//!   token never crosses the link: only
 //!   [`Token::prove`]'s answers to fresh nonces do (a transport implements it with a keyed
 //!   hash, e.g. HMAC-SHA-256);
 //! - **sequence numbers and cumulative acknowledgements**: every frame gets the next number;
@@ -39,8 +43,11 @@
 //! [`Session::poll_transmit`] onto the session's current link and [`Session::poll_event`],
 //! then call `handle_timeout` no later than [`Session::poll_timeout`]. Packets of one link are
 //! handed over in the order they arrived. The first packet of a link the peer opened goes to
-//! [`hello_of`] to learn whose it is, then to that session's [`Session::accept`]; a link whose
-//! packet was refused (an `Err`) is closed.
+//! [`hello_of`] to learn whose it is, then to that session's [`Session::accept`], whose
+//! Welcome goes back on that link; the link's next packet goes to
+//! [`Session::handle_candidate`], and once that is `Ok` the link is the session's link (the
+//! one before it is closed). A link whose packet was refused (an `Err`) is closed, and so is
+//! the link of a handshake the session gave up ([`SessionEvent::CandidateDown`]).
 //!
 //! ## Without copies
 //!
@@ -192,6 +199,9 @@ pub enum SessionEvent {
     Up,
     /// The session gave up its link (a handshake that took too long): close it.
     Down,
+    /// The handshake on the link the peer opened ([`Session::accept`]) did not prove the
+    /// token within `handshake_timeout`: close that link. The session's own link stays.
+    CandidateDown,
     /// Room freed after [`Session::send`] answered `WouldBlock`.
     Writable,
     /// The peer failed; frames to it are no longer delivered.
@@ -201,7 +211,9 @@ pub enum SessionEvent {
 }
 
 /// Why a packet, a link or the options were refused. Nothing of the session changed beyond
-/// its counters and, for a packet on its link, the loss of that link.
+/// its counters and, for a packet on its link, the loss of that link. A handshake on a link
+/// the peer opened that is refused before its proof passed changes nothing of the session's
+/// link, whatever the refusal.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Refusal {
@@ -228,6 +240,26 @@ pub enum Refusal {
     LinkAlive,
     /// Options that do not fit together.
     Options { what: &'static str },
+}
+
+impl Refusal {
+    /// A short name of the refusal's kind, the same for every refusal of that kind (for
+    /// counting and rate-limiting by kind).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Refusal::Malformed(_) => "malformed",
+            Refusal::NotHello => "not a hello",
+            Refusal::WrongPeer { .. } => "wrong peer",
+            Refusal::Digest { .. } => "digest",
+            Refusal::Token => "token",
+            Refusal::Unexpected { .. } => "unexpected",
+            Refusal::Resume { .. } => "resume",
+            Refusal::Restarted => "restarted",
+            Refusal::Closed => "closed",
+            Refusal::LinkAlive => "link alive",
+            Refusal::Options { .. } => "options",
+        }
+    }
 }
 
 impl fmt::Display for Refusal {
@@ -279,8 +311,13 @@ pub struct SessionStats {
     pub duplicates_dropped: u64,
     /// Frames after a gap or beyond the window.
     pub out_of_order_dropped: u64,
-    /// Greetings and packets refused.
+    /// Packets refused on the session's link or in a handshake this end started, and proved
+    /// handshakes whose resumption was refused.
     pub refused: u64,
+    /// Handshakes of links the peer opened refused before they proved the token (a greeting
+    /// from another node or configuration, a Hello beside a live link, a wrong proof, any
+    /// other packet instead of the proof): the session's own link never changes for them.
+    pub strangers_refused: u64,
     /// Handshakes completed.
     pub links_up: u64,
     /// Authenticated links lost.

@@ -123,11 +123,14 @@ pub struct TransportCounters {
     /// Handshakes that did not finish in time, and connections to this node that sent nothing
     /// within the handshake timeout.
     pub handshakes_timed_out: u64,
-    /// Packets a peer's session refused (bad greeting, token, digest, state).
+    /// Packets a peer's session refused on its own link or in a handshake this node started
+    /// (a malformed or unexpected packet, a Welcome with another digest or a wrong proof), and
+    /// handshakes that proved the token but could not resume the session.
     pub session_refusals: u64,
-    /// Strangers refused: connections that failed the medium's own handshake, and packets of
-    /// connections that never authenticated (a stale packet of a link just replaced by a
-    /// reconnection counts too).
+    /// Strangers refused: connections that failed the medium's own handshake, and connections
+    /// that never proved the token (another digest or node id, a Hello beside a live link, a
+    /// wrong proof or anything else instead of it; a stale packet of a link just replaced by
+    /// a reconnection counts too). Each refusal counts once, here or in `session_refusals`.
     pub strangers_refused: u64,
     /// `try_send` calls answered `WouldBlock`.
     pub sends_blocked: u64,

@@ -63,10 +63,14 @@ pub fn render(node: u16, stats: &Stats) -> String {
     counter("transport_duplicates_dropped_total", "Frames received twice and dropped.", t.duplicates_dropped);
     counter("transport_reconnects_total", "Connections to peers opened again.", t.reconnects);
     counter("transport_connects_failed_total", "Connection attempts that failed.", t.connects_failed);
-    counter("transport_session_refusals_total", "Packets a peer's session refused.", t.session_refusals);
+    counter(
+        "transport_session_refusals_total",
+        "Packets a peer's session refused on an authenticated link or in its own handshake.",
+        t.session_refusals,
+    );
     counter(
         "transport_strangers_refused_total",
-        "Packets of unauthenticated connections dropped.",
+        "Connections refused before they proved the token (wrong digest, token or node id, and the like).",
         t.strangers_refused,
     );
     counter("transport_sends_blocked_total", "Sends answered with back-pressure.", t.sends_blocked);

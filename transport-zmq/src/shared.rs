@@ -8,7 +8,7 @@ use std::task::Waker;
 use bytes::Bytes;
 use futures::FutureExt;
 use parma_core::session::{
-    hello_of, FailCause, Frame, Identity, Outbound, Refusal, Session, SessionEvent, Token, PROOF_LEN,
+    FailCause, Frame, Identity, Outbound, Refusal, Session, SessionEvent, Token, PROOF_LEN,
 };
 use parma_core::transport::{RecvError, SendError, TransportEvent};
 use parma_core::{Instant, NodeId};
@@ -17,6 +17,8 @@ use zeromq::{DealerSendHalf, RouterSendHalf, SocketSend, ZmqMessage};
 
 use crate::shapes::{BATCH_BYTES_MAX, BATCH_PACKETS_MAX, ONE_PART_MAX, PART_COST};
 use crate::{ZmqOptions, ZmqStats};
+
+mod routed;
 
 /// Received frames up to this long are copied out of the socket's read buffer (see
 /// `State::session_packet`); longer ones are handed to the driver as read.
@@ -167,8 +169,15 @@ pub(crate) struct State {
     batch: Vec<Bytes>,
     batch_bytes_max: usize,
     links: Vec<Link>,
-    /// ROUTER identities of the links peers opened, to their peer and link.
+    /// ROUTER identities of the links peers opened, to their peer and link (the session's, or
+    /// its candidate).
     routed: HashMap<Bytes, (NodeId, u64)>,
+    /// Per peer, the connection to our ROUTER whose handshake runs beside the session's link
+    /// until it proves the token (link `gen`, routing id): see `routed.rs`.
+    candidates: Vec<Option<(u64, Bytes)>>,
+    /// Strangers refused so far, by kind of refusal: each kind is logged at its first, second,
+    /// fourth, ... refusal.
+    refusals_of: HashMap<&'static str, u64>,
     /// ROUTER connections to close: links given up, strangers refused.
     to_close: Vec<Bytes>,
     /// ROUTER connections that passed the ZMTP handshake and have not sent a packet yet, in
@@ -231,6 +240,8 @@ impl State {
             batch_bytes_max: BATCH_BYTES_MAX.min(opts.session.frame_len_max),
             links: (0..n).map(|_| Link::None).collect(),
             routed: HashMap::new(),
+            candidates: (0..n).map(|_| None).collect(),
+            refusals_of: HashMap::new(),
             to_close: Vec::new(),
             silent: VecDeque::new(),
             silent_ids: HashSet::new(),
@@ -407,6 +418,7 @@ impl State {
             c.duplicates_dropped += st.duplicates_dropped;
             c.handshakes_timed_out += st.handshakes_timed_out;
             c.session_refusals += st.refused;
+            c.strangers_refused += st.strangers_refused;
         }
         c.reconnects = self.links_opened.iter().map(|&n| n.saturating_sub(1)).sum();
         c
@@ -458,39 +470,6 @@ impl State {
         }
     }
 
-    /// A connection to our ROUTER passed the ZMTP handshake: it has `handshake_timeout` to
-    /// send its first packet (a Hello), or it is closed.
-    pub fn routed_accepted(&mut self, identity: Bytes) {
-        let deadline = self.now() + self.first_packet_within;
-        if self.silent_ids.insert(identity.clone()) {
-            self.silent.push_back((deadline, identity));
-        }
-    }
-
-    /// Closes the connections to our ROUTER that said nothing in time (counted as
-    /// handshakes timed out); when the next one is due.
-    fn close_silent(&mut self, now: Instant) -> Option<Instant> {
-        while let Some((due, _)) = self.silent.front() {
-            if *due > now {
-                return Some(*due);
-            }
-            let Some((_, id)) = self.silent.pop_front() else { break };
-            if self.silent_ids.remove(&id) && !self.routed.contains_key(&id) {
-                self.counters.handshakes_timed_out += 1;
-                self.to_close.push(id);
-            }
-        }
-        None
-    }
-
-    /// A connection on our ROUTER closed.
-    pub fn routed_lost(&mut self, identity: &[u8]) {
-        self.silent_ids.remove(identity);
-        if let Some(&(peer, gen)) = self.routed.get(identity) {
-            self.link_lost(peer, gen, true);
-        }
-    }
-
     /// A packet (`head` and `body`, see [`split`]) from the DEALER connection `gen` to `peer`.
     pub fn dealer_packet(&mut self, peer: NodeId, gen: u64, head: &[u8], body: Bytes) {
         let i = usize::from(peer.0);
@@ -498,77 +477,6 @@ impl State {
             return; // a packet of an old connection
         }
         self.session_packet(peer, head, body);
-    }
-
-    /// A packet (`head` and `body`, see [`split`]) from the connection behind `identity` on
-    /// our ROUTER.
-    pub fn routed_packet(&mut self, identity: Bytes, head: &[u8], body: Bytes) -> Option<Action> {
-        self.silent_ids.remove(&identity);
-        if let Some(&(peer, gen)) = self.routed.get(&identity) {
-            let current = matches!(&self.links[usize::from(peer.0)], Link::Open { gen: g, .. } if *g == gen);
-            if current {
-                self.session_packet(peer, head, body);
-                return None;
-            }
-            self.routed.remove(&identity);
-            self.to_close.push(identity.clone());
-        }
-        // A connection we do not know: its first packet must be a Hello for a session of ours
-        // that accepts (the peer has the lower id).
-        let first = if body.is_empty() { hello_of(head) } else { Err(Refusal::NotHello) };
-        let hello = match first {
-            Ok(g) => g,
-            Err(r) => {
-                self.refused_stranger(&r);
-                return Some(Action::Close { identity });
-            }
-        };
-        let peer = hello.from;
-        let acceptable = hello.to == self.me && peer < self.me && usize::from(peer.0) < self.sessions.len();
-        if !acceptable {
-            self.refused_stranger(&Refusal::WrongPeer { claimed: peer, expected: self.me });
-            return Some(Action::Close { identity });
-        }
-        let now = self.now();
-        let nonce = rand::random();
-        let accepted = match self.session(peer) {
-            Some(s) => s.accept(now, &hello, nonce),
-            None => Err(Refusal::Closed),
-        };
-        if let Err(r) = accepted {
-            self.refused_stranger(&r);
-            return Some(Action::Close { identity });
-        }
-        // The new connection replaces the session's link.
-        self.drop_link(peer);
-        let Some(router) = self.router.clone() else { return Some(Action::Close { identity }) };
-        let gen = self.gen();
-        let out = Out::Router(router, identity.clone());
-        self.links[usize::from(peer.0)] =
-            Link::Open { gen, out, identity: Some(identity.clone()), _task: None };
-        self.routed.insert(identity, (peer, gen));
-        None
-    }
-
-    /// A connection to our ROUTER that the ZMTP layer refused and dropped.
-    pub fn refused_connection(&mut self) {
-        self.counters.strangers_refused += 1;
-        let n = self.counters.strangers_refused;
-        if n.is_power_of_two() {
-            tracing::warn!(
-                node = self.me.0,
-                refused = n,
-                "refused a connection at the ZMTP layer (not ZMTP, too slow, or a frame over the bound)"
-            );
-        }
-    }
-
-    fn refused_stranger(&mut self, why: &Refusal) {
-        self.counters.strangers_refused += 1;
-        let n = self.counters.strangers_refused;
-        if n.is_power_of_two() {
-            tracing::warn!(node = self.me.0, refused = n, "refused a connection that is not a peer: {why}");
-        }
     }
 
     fn session_packet(&mut self, peer: NodeId, head: &[u8], body: Bytes) {
@@ -622,6 +530,9 @@ impl State {
         for l in &mut self.links {
             *l = Link::None;
         }
+        for c in &mut self.candidates {
+            *c = None;
+        }
         self.router = None;
     }
 
@@ -660,6 +571,14 @@ impl State {
                     SessionEvent::Down => {
                         tracing::debug!(node = self.me.0, peer = peer.0, "handshake timed out");
                         self.unlink(p);
+                    }
+                    SessionEvent::CandidateDown => {
+                        tracing::debug!(
+                            node = self.me.0,
+                            peer = peer.0,
+                            "a handshake beside the link timed out"
+                        );
+                        self.drop_candidate(p);
                     }
                     SessionEvent::Writable if self.blocked => {
                         self.blocked = false;
@@ -782,6 +701,15 @@ impl State {
         // Keep an open connection until the Bye went out; a failed session has nothing to say.
         if self.sessions[p].as_ref().is_some_and(|s| s.failure().is_some()) {
             self.unlink(p);
+        }
+        self.drop_candidate(p);
+    }
+
+    /// Closes peer `p`'s candidate connection, if any (see `routed.rs`).
+    fn drop_candidate(&mut self, p: usize) {
+        if let Some((_, id)) = self.candidates[p].take() {
+            self.routed.remove(&id);
+            self.to_close.push(id);
         }
     }
 }

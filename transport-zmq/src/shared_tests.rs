@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::shapes::packets;
-use parma_core::session::{head_len, SessionOptions};
+use parma_core::session::{head_len, hello_of, SessionOptions};
 
 struct Fixed;
 
@@ -35,7 +35,11 @@ fn connected() -> (State, Session<SharedToken>) {
     let hello = a.poll_transmit_parts().expect("a Hello");
     let greeting = hello_of(hello.head()).unwrap();
     let now = st.now();
-    st.session(NodeId(0)).unwrap().accept(now, &greeting, 0x5678).unwrap();
+    let b = st.session(NodeId(0)).unwrap();
+    let welcome = b.accept(now, &greeting, 0x5678).unwrap();
+    a.handle_parts(now, welcome.head(), &[]).unwrap();
+    let proof = a.poll_transmit_parts().expect("a Proof");
+    b.handle_candidate(now, proof.head(), &[]).unwrap();
     for _ in 0..20 {
         exchange(&mut st, &mut a);
         if a.is_up() && st.is_up(NodeId(0)) {

@@ -12,7 +12,8 @@ use alloc::vec::Vec;
 
 use crate::ids::{fold_digest, NodeId};
 use crate::session::{
-    hello_of, Identity, Packet, Session, SessionEvent, SessionOptions, Token, DATA_OVERHEAD, PROOF_LEN,
+    head_len, hello_of, Identity, Packet, Session, SessionEvent, SessionOptions, Token, DATA_OVERHEAD,
+    PROOF_LEN,
 };
 use crate::time::{Duration, Instant};
 
@@ -52,6 +53,8 @@ struct Medium {
     wire: [VecDeque<Vec<u8>>; 2],
     link: bool,
     opened: bool,
+    /// The accepting end took the link's Hello and waits for its proof.
+    candidate: bool,
     now: Instant,
     nonce: u64,
     sent: [Vec<Vec<u8>>; 2],
@@ -74,6 +77,7 @@ impl Medium {
                     self.s[i].link_up(self.now, self.nonce);
                 }
                 SessionEvent::Down => self.cut(),
+                SessionEvent::CandidateDown if i == 1 && self.candidate => self.cut(),
                 _ => {}
             }
         }
@@ -82,6 +86,7 @@ impl Medium {
     fn cut(&mut self) {
         if self.link {
             self.link = false;
+            self.candidate = false;
             self.wire = [VecDeque::new(), VecDeque::new()];
             for i in 0..2 {
                 self.s[i].link_down(self.now);
@@ -95,7 +100,16 @@ impl Medium {
             self.opened = true;
             self.nonce += 1;
             let nonce = self.nonce;
-            hello_of(p).and_then(|g| self.s[1].accept(self.now, &g, nonce))
+            hello_of(p).and_then(|g| self.s[1].accept(self.now, &g, nonce)).map(|welcome| {
+                self.candidate = true;
+                if self.link {
+                    self.wire[0].push_back(welcome.to_vec());
+                }
+            })
+        } else if i == 1 && self.candidate {
+            self.candidate = false;
+            let (head, body) = p.split_at(head_len(p));
+            self.s[1].handle_candidate(self.now, head, body)
         } else {
             self.s[i].handle_packet(self.now, p)
         };
@@ -159,6 +173,7 @@ pub fn session_ops(data: &[u8]) -> usize {
         wire: [VecDeque::new(), VecDeque::new()],
         link: false,
         opened: false,
+        candidate: false,
         now: Instant(0),
         nonce: 0,
         sent: [Vec::new(), Vec::new()],

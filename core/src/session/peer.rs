@@ -7,11 +7,13 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 
 use super::outbound::{Frame, Outbound};
-use super::packet::{decode_head, head_len, Greeting, Packet, DATA_OVERHEAD, PROOF_LEN};
+use super::packet::{decode_head, head_len, Greeting, Packet, DATA_OVERHEAD};
 use super::{FailCause, Identity, Refusal, SessionEvent, SessionOptions, SessionStats, Token};
 use crate::ids::NodeId;
 use crate::time::Instant;
 use crate::transport::SendError;
+
+mod handshake;
 
 /// The state of the link the session runs over.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,11 +24,18 @@ enum Link {
     Connecting { since: Instant },
     /// This end sent a Hello with `nonce` at `since`.
     AwaitWelcome { nonce: u64, since: Instant },
-    /// This end accepted `hello` and sent a Welcome with `nonce` at `since`. Nothing of the
-    /// session follows the Hello until its sender proves the token.
-    AwaitProof { nonce: u64, since: Instant, hello: Greeting },
     /// Authenticated: data flows.
     Up,
+}
+
+/// A handshake on a link the peer opened (its Hello was taken by [`Session::accept`] at
+/// `since`, answered by a Welcome with `nonce`), beside the session's link: nothing of the
+/// session follows `hello` until the link proves the token.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Candidate {
+    nonce: u64,
+    since: Instant,
+    hello: Greeting,
 }
 
 /// Whether the session can still carry frames.
@@ -46,6 +55,8 @@ pub struct Session<T: Token> {
     peer: NodeId,
     token: T,
     link: Link,
+    /// The handshake in progress on a link the peer opened, if any.
+    candidate: Option<Candidate>,
     phase: Phase,
     now: Instant,
     /// The peer's incarnation, once a handshake told it.
@@ -123,6 +134,7 @@ impl<T: Token> Session<T> {
             peer,
             token,
             link: Link::Down { retry: connects.then_some(now) },
+            candidate: None,
             phase: Phase::Open,
             now,
             peer_incarnation: None,
@@ -206,36 +218,6 @@ impl<T: Token> Session<T> {
         self.link = Link::AwaitWelcome { nonce, since: now };
     }
 
-    /// A Hello from the peer opened a link (decode the first packet of an unknown link with
-    /// [`Packet::decode`] to find its peer); `nonce` is fresh randomness from the driver. On
-    /// `Ok` the link becomes the session's link (close any other link to this peer) and the
-    /// Welcome is queued; on `Err` close the link: nothing changed but the counters.
-    ///
-    /// Anyone can send a Hello: until the Proof, it changes nothing but the link. What it
-    /// says about the peer's state (a restart, where to resume) counts once the token is
-    /// proved, and a link that is up and heard from within two heartbeat intervals is not
-    /// given up for it ([`Refusal::LinkAlive`]). A peer whose old link died unnoticed here is
-    /// accepted once that link fell silent.
-    pub fn accept(&mut self, now: Instant, hello: &Greeting, nonce: u64) -> Result<(), Refusal> {
-        self.now = now;
-        if let Err(r) = self.check_greeting(hello) {
-            return Err(self.refuse(r));
-        }
-        if !self.is_open() {
-            return Err(self.refuse(Refusal::Closed));
-        }
-        let alive = crate::time::Duration(self.opts.heartbeat_interval.0.saturating_mul(2));
-        if self.link == Link::Up && now - self.last_heard < alive {
-            return Err(self.refuse(Refusal::LinkAlive));
-        }
-        let proof = self.token.prove(hello.nonce, self.id.me, self.peer, self.id.digest);
-        let welcome = Packet::Welcome(self.greeting(nonce), proof);
-        self.control.clear();
-        self.push_control(welcome);
-        self.link = Link::AwaitProof { nonce, since: now, hello: *hello };
-        Ok(())
-    }
-
     /// The medium lost the link. Frames not acknowledged go out again on the next link.
     pub fn link_down(&mut self, now: Instant) {
         self.now = now;
@@ -282,16 +264,6 @@ impl<T: Token> Session<T> {
                 self.push_control(Packet::Proof(proof));
                 self.link_ready();
             }
-            (Packet::Proof(proof), Link::AwaitProof { nonce, hello, .. }) => {
-                if !self.proof_ok(nonce, &proof) {
-                    return Err(self.refuse_link(Refusal::Token));
-                }
-                if let Err(r) = self.resume(&hello) {
-                    self.drop_link();
-                    return Err(r);
-                }
-                self.link_ready();
-            }
             (Packet::Data { seq, ack, window, .. }, Link::Up) => {
                 self.on_ack(ack, window).map_err(|r| self.refuse_link(r))?;
                 frame = self.on_data(seq, head.len() + body.len());
@@ -329,14 +301,13 @@ impl<T: Token> Session<T> {
             self.fail(FailCause::Silent);
             return;
         }
+        self.candidate_timeout(now);
         match self.link {
             Link::Down { retry: Some(at) } if at <= now => {
                 self.link = Link::Connecting { since: now };
                 self.events.push_back(SessionEvent::Connect);
             }
-            Link::Connecting { since }
-            | Link::AwaitWelcome { since, .. }
-            | Link::AwaitProof { since, .. }
+            Link::Connecting { since } | Link::AwaitWelcome { since, .. }
                 if now - since >= self.opts.handshake_timeout =>
             {
                 self.stats.handshakes_timed_out += 1;
@@ -510,12 +481,15 @@ impl<T: Token> Session<T> {
         }
         let mut t = self.last_heard + self.opts.peer_timeout;
         let mut at = |x: Instant| t = t.min(x);
+        if let Some(c) = &self.candidate {
+            at(c.since + self.opts.handshake_timeout);
+        }
         match self.link {
             Link::Down { retry: Some(r) } => at(r),
             Link::Down { retry: None } => {}
-            Link::Connecting { since }
-            | Link::AwaitWelcome { since, .. }
-            | Link::AwaitProof { since, .. } => at(since + self.opts.handshake_timeout),
+            Link::Connecting { since } | Link::AwaitWelcome { since, .. } => {
+                at(since + self.opts.handshake_timeout)
+            }
             Link::Up => {
                 at(self.last_sent + self.opts.heartbeat_interval);
                 if let Some(d) = self.ack_due {
@@ -561,47 +535,6 @@ impl<T: Token> Session<T> {
     /// closes, without waiting for `ack_delay`.
     fn ack_bytes(&self) -> usize {
         (self.opts.window_bytes_max / 8).max(1)
-    }
-
-    fn check_greeting(&self, g: &Greeting) -> Result<(), Refusal> {
-        if g.from != self.peer || g.to != self.id.me {
-            let claimed = if g.from != self.peer { g.from } else { g.to };
-            let expected = if g.from != self.peer { self.peer } else { self.id.me };
-            return Err(Refusal::WrongPeer { claimed, expected });
-        }
-        if g.digest != self.id.digest {
-            return Err(Refusal::Digest { theirs: g.digest, ours: self.id.digest });
-        }
-        Ok(())
-    }
-
-    fn proof_ok(&self, nonce: u64, proof: &[u8; PROOF_LEN]) -> bool {
-        let want = self.token.prove(nonce, self.peer, self.id.me, self.id.digest);
-        // Constant time: every byte is compared whatever the first difference.
-        want.iter().zip(proof).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
-    }
-
-    /// The peer's greeting says where it stands: drop what it has, send the rest again. A new
-    /// incarnation, or a peer that lost frames it had acknowledged, failed (it restarted).
-    fn resume(&mut self, g: &Greeting) -> Result<(), Refusal> {
-        if let Some(inc) = self.peer_incarnation {
-            if inc != g.incarnation {
-                self.fail(FailCause::Restarted);
-                return Err(Refusal::Restarted);
-            }
-        }
-        if g.next < self.acked {
-            self.fail(FailCause::Restarted);
-            return Err(Refusal::Restarted);
-        }
-        if g.next > self.next_seq {
-            return Err(self.refuse(Refusal::Resume { next: g.next, sent: self.next_seq }));
-        }
-        self.peer_incarnation = Some(g.incarnation);
-        self.release(g.next);
-        self.sent_upto = g.next;
-        self.peer_window = self.peer_window.max(g.window);
-        Ok(())
     }
 
     fn link_ready(&mut self) {
@@ -713,7 +646,7 @@ impl<T: Token> Session<T> {
         self.link = Link::Down { retry };
     }
 
-    /// Counts a refused greeting; the link (not yet the session's) is to be closed.
+    /// Counts a refusal of the peer's that leaves the session's link as it is.
     fn refuse(&mut self, r: Refusal) -> Refusal {
         self.stats.refused += 1;
         r
@@ -732,6 +665,7 @@ impl<T: Token> Session<T> {
         }
         self.phase = Phase::Failed(cause);
         self.link = Link::Down { retry: None };
+        self.candidate = None;
         self.unacked.clear();
         self.unacked_bytes = 0;
         self.control.clear();

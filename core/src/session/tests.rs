@@ -67,6 +67,11 @@ struct Pair {
     wire: [VecDeque<Vec<u8>>; 2],
     /// Whether the current link has carried its first packet to the accepting end.
     opened: bool,
+    /// Whether the accepting end took the current link's Hello and waits for its proof.
+    candidate: bool,
+    /// Whether the current link is the accepting end's session link (it took the link's
+    /// proof): what that end sends before goes on a link that is gone.
+    proved: bool,
     link: bool,
     now: Instant,
     rng: SampleRng,
@@ -87,6 +92,8 @@ impl Pair {
             s,
             wire: [VecDeque::new(), VecDeque::new()],
             opened: false,
+            candidate: false,
+            proved: false,
             link: false,
             now: Instant(0),
             rng: SampleRng::new(seed, 0, 1),
@@ -102,7 +109,7 @@ impl Pair {
     /// The driver's contract for end `i`: drain packets and events.
     fn drain(&mut self, i: usize) {
         while let Some(p) = self.s[i].poll_transmit() {
-            if self.link {
+            if self.link && (i == 0 || self.proved) {
                 self.wire[1 - i].push_back(p);
             }
         }
@@ -112,10 +119,12 @@ impl Pair {
                 SessionEvent::Connect if !self.link => {
                     self.link = true;
                     self.opened = false;
+                    self.proved = false;
                     let nonce = self.rng.below(u64::MAX);
                     self.s[i].link_up(self.now, nonce);
                 }
                 SessionEvent::Down => self.cut(),
+                SessionEvent::CandidateDown if i == 1 && self.candidate => self.cut(),
                 _ => {}
             }
         }
@@ -127,6 +136,8 @@ impl Pair {
             return;
         }
         self.link = false;
+        self.candidate = false;
+        self.proved = false;
         self.wire = [VecDeque::new(), VecDeque::new()];
         for i in 0..2 {
             self.s[i].link_down(self.now);
@@ -145,10 +156,19 @@ impl Pair {
             }
             let r = if i == 1 && !self.opened {
                 self.opened = true;
-                hello_of(&p).and_then(|g| {
-                    let nonce = self.rng.below(u64::MAX);
-                    self.s[1].accept(self.now, &g, nonce)
+                let nonce = self.rng.below(u64::MAX);
+                hello_of(&p).and_then(|g| self.s[1].accept(self.now, &g, nonce)).map(|welcome| {
+                    self.candidate = true;
+                    if self.link {
+                        self.wire[0].push_back(welcome.to_vec());
+                    }
                 })
+            } else if i == 1 && self.candidate {
+                self.candidate = false;
+                let (head, body) = p.split_at(head_len(&p));
+                let r = self.s[1].handle_candidate(self.now, head, body);
+                self.proved = r.is_ok();
+                r
             } else if self.parts {
                 let (head, body) = p.split_at(head_len(&p));
                 match self.s[i].handle_parts(self.now, head, body) {
@@ -460,7 +480,7 @@ fn a_hello_changes_nothing_until_its_sender_proves_the_token() {
         window: 17,
     };
     // The link is up and node 0 was heard from lately: the link stays.
-    assert_eq!(p.s[1].accept(p.now, &forged, 11), Err(Refusal::LinkAlive));
+    assert_eq!(p.s[1].accept(p.now, &forged, 11).map(|_| ()), Err(Refusal::LinkAlive));
     assert!(p.s[1].is_up());
     // With the link gone the stranger gets a Welcome, but it cannot prove the token, and
     // what its Hello claimed counts for nothing: no failure, and node 0 resumes.
@@ -468,10 +488,10 @@ fn a_hello_changes_nothing_until_its_sender_proves_the_token() {
     for n in 3..6 {
         p.s[0].send(&frame(0, n)).unwrap();
     }
-    assert_eq!(p.s[1].accept(p.now, &forged, 12), Ok(()));
+    assert!(p.s[1].accept(p.now, &forged, 12).is_ok());
     p.drain(1);
     let bad = Packet::Proof([0; PROOF_LEN]).encode();
-    assert_eq!(p.s[1].handle_packet(p.now, &bad), Err(Refusal::Token));
+    assert_eq!(p.s[1].handle_candidate(p.now, &bad, &[]), Err(Refusal::Token));
     assert_eq!(p.s[1].failure(), None);
     settle(&mut p, 200);
     assert!(p.s[0].is_up() && p.s[1].is_up());
@@ -678,3 +698,5 @@ fn a_receiver_owing_an_eighth_of_the_window_acknowledges_at_once() {
     let expected = (opts().window_bytes_max / 8).div_ceil(per_packet) as u64;
     assert_eq!(acked_after, Some(expected), "{} bytes a packet", per_packet);
 }
+
+mod strangers;

@@ -278,6 +278,27 @@ fn join_all(handles: Vec<thread::ScopedJoinHandle<'_, Result<(), TrainError>>>) 
     }
 }
 
+/// A worker's failure whose cause is a peer that failed (its node's transport reported it):
+/// the node reports that peer, `node N failed (...); the job stops`, as `parma node` does,
+/// rather than the operation the worker was in when it learned.
+fn peer_cause(e: TrainError, nodes: &[NodeRuntime]) -> TrainError {
+    let peer_shaped = matches!(
+        &e,
+        TrainError::Worker {
+            error: OpError::PeerFailed { .. }
+                | OpError::Unreachable { .. }
+                | OpError::FrameRefused { .. }
+                | OpError::Timeout
+                | OpError::Aborted,
+            ..
+        }
+    );
+    match nodes.iter().find_map(|n| n.failed_peers().first().copied()) {
+        Some(peer) if peer_shaped => TrainError::Node(crate::nodes::NodeError::PeerFailed { peer }),
+        _ => e,
+    }
+}
+
 /// Trains a KGE model on `kg` (called `data` in the records) and reports every epoch.
 pub fn run_kge(kg: &Kg, data: &str, opts: &TrainOptions, kge: &KgeOptions) -> Result<RunReport, TrainError> {
     opts.check()?;
@@ -477,7 +498,7 @@ pub fn run<T: Task>(
                     });
                     handles.push(spawned.map_err(|e| TrainError::Thread(format!("cannot spawn: {e}")))?);
                 }
-                let joined = join_all(handles);
+                let joined = join_all(handles).map_err(|e| peer_cause(e, &nodes));
                 metrics_stop.store(true, std::sync::atomic::Ordering::SeqCst);
                 joined
             });

@@ -238,13 +238,7 @@ fn worker_failed(
     error: OpError,
     failed: FailedPeer<'_>,
 ) -> NodeError {
-    let peer_shaped = matches!(
-        error,
-        OpError::PeerFailed { .. }
-            | OpError::Unreachable { .. }
-            | OpError::FrameRefused { .. }
-            | OpError::Timeout
-    );
+    let peer_shaped = error.may_come_from_a_failed_peer();
     match failed() {
         Some(peer) if peer_shaped => NodeError::PeerFailed { peer },
         _ => NodeError::Worker { node, worker, batch, op, error },

@@ -105,6 +105,23 @@ pub enum OpError {
     IntentWindow { start: crate::Clock, end: crate::Clock },
 }
 
+impl OpError {
+    /// Whether this error can be what a worker sees when a peer failed: the peer's own
+    /// failure, a node on the way knowing of it, a frame to it refused, a request it never
+    /// answered, or the node's waits aborted because another worker stopped for one of these.
+    /// A caller that also knows a peer failed reports the peer, the cause, rather than this.
+    pub fn may_come_from_a_failed_peer(&self) -> bool {
+        matches!(
+            self,
+            OpError::PeerFailed { .. }
+                | OpError::Unreachable { .. }
+                | OpError::FrameRefused { .. }
+                | OpError::Timeout
+                | OpError::Aborted
+        )
+    }
+}
+
 impl From<crate::sampling::SampleError> for OpError {
     fn from(e: crate::sampling::SampleError) -> OpError {
         OpError::Sampling(e)

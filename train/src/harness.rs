@@ -282,17 +282,7 @@ fn join_all(handles: Vec<thread::ScopedJoinHandle<'_, Result<(), TrainError>>>) 
 /// the node reports that peer, `node N failed (...); the job stops`, as `parma node` does,
 /// rather than the operation the worker was in when it learned.
 fn peer_cause(e: TrainError, nodes: &[NodeRuntime]) -> TrainError {
-    let peer_shaped = matches!(
-        &e,
-        TrainError::Worker {
-            error: OpError::PeerFailed { .. }
-                | OpError::Unreachable { .. }
-                | OpError::FrameRefused { .. }
-                | OpError::Timeout
-                | OpError::Aborted,
-            ..
-        }
-    );
+    let peer_shaped = matches!(&e, TrainError::Worker { error, .. } if error.may_come_from_a_failed_peer());
     match nodes.iter().find_map(|n| n.failed_peers().first().copied()) {
         Some(peer) if peer_shaped => TrainError::Node(crate::nodes::NodeError::PeerFailed { peer }),
         _ => e,

@@ -53,6 +53,16 @@ fn forged(incarnation: u64, next: u64) -> Greeting {
     Greeting { from: NodeId(0), to: NodeId(1), digest: DIGEST, incarnation, nonce: 5, next, window: 17 }
 }
 
+/// Takes what each node has received into `got` and checks that both now hold the peer's
+/// eight frames, each once and in order.
+fn take_all_eight(p: &mut Pair, got: &mut [Vec<Vec<u8>>; 2]) {
+    for (i, g) in got.iter_mut().enumerate() {
+        g.extend(core::iter::from_fn(|| p.s[i].poll_recv()));
+        let want: Vec<Vec<u8>> = (0..8).map(|n| frame(1 - i, n)).collect();
+        assert!(*g == want, "node {i} got {} frames of 8", g.len());
+    }
+}
+
 #[test]
 fn a_stranger_with_the_digest_but_not_the_token_leaves_an_established_session_alone() {
     let (mut p, mut got) = established(23);
@@ -104,12 +114,8 @@ fn a_stranger_with_the_digest_but_not_the_token_leaves_an_established_session_al
         p.s[0].send(&frame(0, n)).unwrap();
     }
     settle(&mut p, 200);
-    for (i, g) in got.iter_mut().enumerate() {
-        g.extend(core::iter::from_fn(|| p.s[i].poll_recv()));
-    }
-    for (i, g) in got.iter().enumerate() {
-        let want: Vec<Vec<u8>> = (0..8).map(|n| frame(1 - i, n)).collect();
-        assert!(*g == want, "node {i} got {} frames of 8", g.len());
+    take_all_eight(&mut p, &mut got);
+    for i in 0..2 {
         let st = p.s[i].stats();
         assert_eq!((st.links_up, st.links_lost), (1, 0), "node {i} reconnected: {st:?}");
         assert_eq!(st.frames_retransmitted, 0, "node {i}: {st:?}");
@@ -162,12 +168,8 @@ fn the_peer_connecting_again_beside_a_silent_link_replaces_it() {
     // Node 0 connects again: node 1 answers beside its silent link, node 0 proves the
     // token, and the new link takes the old one's place; the session resumes.
     settle(&mut p, 200);
-    for (i, g) in got.iter_mut().enumerate() {
-        g.extend(core::iter::from_fn(|| p.s[i].poll_recv()));
-    }
-    for (i, g) in got.iter().enumerate() {
-        let want: Vec<Vec<u8>> = (0..8).map(|n| frame(1 - i, n)).collect();
-        assert!(*g == want, "node {i} got {} frames of 8", g.len());
+    take_all_eight(&mut p, &mut got);
+    for i in 0..2 {
         assert_eq!(p.s[i].stats().links_up, 2, "node {i}: {:?}", p.s[i].stats());
         assert_eq!(p.s[i].failure(), None);
     }

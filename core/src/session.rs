@@ -117,6 +117,14 @@ pub struct SessionOptions {
     /// a stream of 1 KiB frames: a window of 1,024 (1 ms) halved such a stream whenever the
     /// receiving thread was off its core for longer, which on a loaded machine is often.
     pub recv_frames_max: u64,
+    /// Most bytes of frames received and not yet taken. A frame that would go beyond it is
+    /// dropped unacknowledged (the sender sends it again after `retransmit_timeout`), and the
+    /// window grants no more frames while the bound is reached; a frame larger than the bound
+    /// is taken alone, when nothing else waits. With `recv_frames_max`, this bounds what one
+    /// peer's frames hold of the receiver's memory while its user takes none, whatever their
+    /// size. The default (16 MiB, twice the sender's `window_bytes_max`) is not reached by a
+    /// user that keeps up, so it drops nothing then.
+    pub recv_bytes_max: usize,
     /// An idle link carries an acknowledgement this often.
     pub heartbeat_interval: Duration,
     /// A peer not heard from for this long has failed.
@@ -140,6 +148,7 @@ impl Default for SessionOptions {
             window_bytes_max: 8 << 20,
             window_frames_max: 4096,
             recv_frames_max: 4096,
+            recv_bytes_max: 16 << 20,
             heartbeat_interval: Duration::from_millis(500),
             peer_timeout: Duration::from_secs(5),
             retransmit_timeout: Duration::from_secs(1),
@@ -159,9 +168,10 @@ impl SessionOptions {
             || self.window_bytes_max == 0
             || self.window_frames_max == 0
             || self.recv_frames_max == 0
+            || self.recv_bytes_max == 0
         {
             return bad(
-                "frame_len_max, window_bytes_max, window_frames_max and recv_frames_max must be positive",
+                "frame_len_max, window_bytes_max, window_frames_max, recv_frames_max and recv_bytes_max must be positive",
             );
         }
         if self.heartbeat_interval.0 == 0 || self.heartbeat_interval >= self.peer_timeout {
@@ -309,7 +319,7 @@ pub struct SessionStats {
     pub frames_received: u64,
     /// Frames received again (after a lost link or a retransmission).
     pub duplicates_dropped: u64,
-    /// Frames after a gap or beyond the window.
+    /// Frames after a gap or beyond the window (its frames, or its bytes: `recv_bytes_max`).
     pub out_of_order_dropped: u64,
     /// Packets refused on the session's link or in a handshake this end started, and proved
     /// handshakes whose resumption was refused.

@@ -162,7 +162,7 @@ pub(crate) struct State {
     start: std::time::Instant,
     sessions: Vec<Option<Session<SharedToken>>>,
     /// Frames each session delivered (the bytes as they came off the socket), not yet taken;
-    /// at most `recv_frames_max` per peer, the window the session grants.
+    /// at most `recv_frames_max` frames and `recv_bytes_max` bytes per peer, the window the session grants.
     inbox: Vec<VecDeque<Bytes>>,
     heads: Heads,
     /// Small packets for one peer gathered into one message (empty between pumps).

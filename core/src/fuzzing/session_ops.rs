@@ -38,6 +38,7 @@ fn options() -> SessionOptions {
         window_bytes_max: 1024,
         window_frames_max: 12,
         recv_frames_max: 6,
+        recv_bytes_max: 200,
         heartbeat_interval: Duration::from_millis(50),
         peer_timeout: Duration::from_secs(3_600),
         retransmit_timeout: Duration::from_millis(100),
@@ -152,6 +153,7 @@ impl Medium {
             let bytes_max = o.window_bytes_max.max(o.frame_len_max + DATA_OVERHEAD);
             assert!(s.unacked_bytes() <= bytes_max && s.unacked_frames() <= o.window_frames_max);
             assert!(s.received_frames() as u64 <= o.recv_frames_max);
+            assert!(s.received_bytes() <= o.recv_bytes_max.max(o.frame_len_max));
         }
     }
 

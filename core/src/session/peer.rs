@@ -93,6 +93,10 @@ pub struct Session<T: Token> {
     next_expected: u64,
     /// Frames received through [`Session::handle_packet`], not yet taken.
     received: VecDeque<Vec<u8>>,
+    /// The lengths of the frames received and not yet taken, oldest first (at most
+    /// `recv_frames_max`: the window grants no more), and their sum.
+    received_lens: VecDeque<usize>,
+    received_bytes: usize,
     /// Frames handed over by `poll_recv`, or reported taken by `frames_taken`.
     taken: u64,
     /// The window last told to the peer.
@@ -152,6 +156,8 @@ impl<T: Token> Session<T> {
             last_sent: now,
             next_expected: 1,
             received: VecDeque::new(),
+            received_lens: VecDeque::new(),
+            received_bytes: 0,
             taken: 0,
             advertised: 1 + opts.recv_frames_max,
             acks_owed: 0,
@@ -198,6 +204,10 @@ impl<T: Token> Session<T> {
     /// Frames received and not yet taken (with `poll_recv`, or reported by `frames_taken`).
     pub fn received_frames(&self) -> usize {
         (self.next_expected - 1 - self.taken) as usize
+    }
+    /// Bytes of those frames.
+    pub fn received_bytes(&self) -> usize {
+        self.received_bytes
     }
     /// Counters.
     pub fn stats(&self) -> &SessionStats {
@@ -266,7 +276,7 @@ impl<T: Token> Session<T> {
             }
             (Packet::Data { seq, ack, window, .. }, Link::Up) => {
                 self.on_ack(ack, window).map_err(|r| self.refuse_link(r))?;
-                frame = self.on_data(seq, head.len() + body.len());
+                frame = self.on_data(seq, head.len() + body.len(), body.len());
             }
             (Packet::Ack { ack, window }, Link::Up) => {
                 self.on_ack(ack, window).map_err(|r| self.refuse_link(r))?;
@@ -287,7 +297,18 @@ impl<T: Token> Session<T> {
     /// The driver's user took `n` more frames that [`Session::handle_parts`] delivered: the
     /// peer may send as many more.
     pub fn frames_taken(&mut self, n: u64) {
+        let before = self.taken;
         self.taken = self.taken.saturating_add(n).min(self.next_expected - 1);
+        for _ in before..self.taken {
+            self.took_one();
+        }
+    }
+
+    /// One frame left the received ones, the oldest.
+    fn took_one(&mut self) {
+        if let Some(len) = self.received_lens.pop_front() {
+            self.received_bytes -= len;
+        }
     }
 
     /// Timers: peer silence, reconnection, handshakes that take too long, retransmission,
@@ -464,6 +485,7 @@ impl<T: Token> Session<T> {
     pub fn poll_recv(&mut self) -> Option<Vec<u8>> {
         let f = self.received.pop_front()?;
         self.taken += 1;
+        self.took_one();
         Some(f)
     }
 
@@ -521,8 +543,12 @@ impl<T: Token> Session<T> {
         }
     }
 
-    /// The window to tell the peer: frames below it fit in what is not yet taken.
+    /// The window to tell the peer: frames below it fit in what is not yet taken. While the
+    /// frames not taken fill `recv_bytes_max`, it grants nothing beyond what arrived.
     fn window(&self) -> u64 {
+        if self.received_bytes >= self.opts.recv_bytes_max {
+            return self.next_expected;
+        }
         self.taken + 1 + self.opts.recv_frames_max
     }
 
@@ -583,16 +609,21 @@ impl<T: Token> Session<T> {
         }
     }
 
-    /// Whether the frame `seq`, in a packet of `len` bytes, is the next one in order (and
-    /// within the window). Every data packet counts towards the next acknowledgement.
-    fn on_data(&mut self, seq: u64, len: usize) -> bool {
+    /// Whether the frame `seq`, in a packet of `len` bytes carrying `frame_len` bytes of
+    /// frame, is the next one in order (and within the window, in frames and in bytes). Every
+    /// data packet counts towards the next acknowledgement.
+    fn on_data(&mut self, seq: u64, len: usize, frame_len: usize) -> bool {
         let mut taken = false;
+        let over_bytes =
+            self.received_bytes > 0 && self.received_bytes + frame_len > self.opts.recv_bytes_max;
         if seq < self.next_expected {
             self.stats.duplicates_dropped += 1;
-        } else if seq > self.next_expected || seq >= self.window() {
+        } else if seq > self.next_expected || seq >= self.window() || over_bytes {
             // A gap (a frame lost with a link) or beyond the window: the sender goes back.
             self.stats.out_of_order_dropped += 1;
         } else {
+            self.received_lens.push_back(frame_len);
+            self.received_bytes += frame_len;
             self.next_expected += 1;
             self.stats.frames_received += 1;
             taken = true;

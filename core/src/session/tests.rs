@@ -41,6 +41,7 @@ fn opts() -> SessionOptions {
         window_bytes_max: 4096,
         window_frames_max: 24,
         recv_frames_max: 16,
+        recv_bytes_max: 1 << 20,
         heartbeat_interval: Duration::from_millis(50),
         peer_timeout: Duration::from_millis(1_000),
         retransmit_timeout: Duration::from_millis(100),
@@ -215,6 +216,10 @@ impl Pair {
             assert!(s.unacked_bytes() <= opts().window_bytes_max, "retransmission buffer over its bound");
             assert!(s.unacked_frames() <= opts().window_frames_max);
             assert!(s.received_frames() as u64 <= opts().recv_frames_max, "receiver over its window");
+            assert!(
+                s.received_bytes() <= opts().recv_bytes_max.max(opts().frame_len_max),
+                "receiver over its bytes"
+            );
         }
     }
 }
@@ -447,6 +452,45 @@ fn a_slow_receiver_blocks_the_sender_and_taking_frames_wakes_it() {
     assert!(p.events[0].contains(&SessionEvent::Writable), "{:?}", p.events[0]);
     assert_eq!(p.s[0].unacked_frames(), 0);
     assert!(p.s[0].send(b"z").is_ok());
+}
+
+#[test]
+fn a_slow_receiver_holds_at_most_its_bytes_and_gets_every_frame_once_it_takes_them() {
+    for parts in [false, true] {
+        let o = SessionOptions { recv_bytes_max: 600, ..opts() };
+        let mut p = Pair::new([session_with(o, 0, 1, 7, 1), session_with(o, 1, 0, 7, 2)], 17);
+        p.parts = parts;
+        settle(&mut p, 50);
+        // Frames of 200 bytes: the window in frames (16) would let 3,200 bytes wait.
+        let big = |n: u64| {
+            let mut f = frame(0, n);
+            f.resize(200, n as u8);
+            f
+        };
+        let mut sent = 0;
+        while p.s[0].send(&big(sent)).is_ok() {
+            sent += 1;
+        }
+        settle(&mut p, 300);
+        assert_eq!(p.s[1].received_frames(), 3, "parts {parts}: 600 bytes hold three frames");
+        assert_eq!(p.s[1].received_bytes(), 600);
+        assert!(p.s[1].stats().out_of_order_dropped > 0, "the rest was refused at the bound");
+        // Taking them lets the rest through, each once and in order.
+        let mut got = Vec::new();
+        for _ in 0..200 {
+            while let Some(f) = p.recv(1) {
+                got.push(f);
+            }
+            if got.len() as u64 == sent {
+                break;
+            }
+            settle(&mut p, 50);
+        }
+        let want: Vec<Vec<u8>> = (0..sent).map(big).collect();
+        assert!(got == want, "parts {parts}: got {} of {sent} frames", got.len());
+        assert_eq!(p.s[0].failure(), None);
+        assert_eq!(p.s[1].received_bytes(), 0);
+    }
 }
 
 #[test]

@@ -25,7 +25,8 @@
 //!   buffer, resumption after a reconnect: a dropped TCP connection loses and doubles nothing;
 //! - **back-pressure**: at most `window_frames_max` frames and `window_bytes_max` bytes
 //!   unacknowledged per peer, and the peer grants at most `recv_frames_max` frames and
-//!   `recv_bytes_max` bytes it has not taken: `try_send` answers `WouldBlock`, and the waker fires when room frees;
+//!   `recv_bytes_max` bytes it has not taken: `try_send` answers `WouldBlock`, and the waker
+//!   fires when room frees;
 //! - **failure**: a peer silent for `peer_timeout`, or back as a new incarnation, becomes
 //!   [`parma_core::transport::TransportEvent::PeerFailed`], once. So does a peer that closed;
 //!   its goodbye names the first peer it had lost, if any, and that one is reported failed

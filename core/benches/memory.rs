@@ -7,72 +7,15 @@
 //!
 //! `cargo bench -p parma-core --bench memory` (the table in `docs/performance.md`).
 
-use std::alloc::{GlobalAlloc, Layout as AllocLayout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
+#[path = "support/counting.rs"]
+mod counting;
 
+use counting::{live, peak, reset_peak};
 use parma_core::placement::Homes;
 use parma_core::store::{Footprint, Standalone};
 use parma_core::{
     Clock, Config, Epoch, Instant, IntentKind, Key, Layout, Node, NodeId, Placement, Store, Version, WorkerId,
 };
-
-/// Counts the bytes allocated and not yet freed, over all threads.
-struct Counting;
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-/// The most bytes live at once since the last `reset_peak`.
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-fn grew(bytes: usize) {
-    let now = LIVE.fetch_add(bytes, Ordering::Relaxed) + bytes;
-    PEAK.fetch_max(now, Ordering::Relaxed);
-}
-
-// SAFETY: every call is passed on to `System` unchanged; the counter only observes sizes.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: AllocLayout) -> *mut u8 {
-        let p = System.alloc(layout);
-        if !p.is_null() {
-            grew(layout.size());
-        }
-        p
-    }
-    unsafe fn alloc_zeroed(&self, layout: AllocLayout) -> *mut u8 {
-        let p = System.alloc_zeroed(layout);
-        if !p.is_null() {
-            grew(layout.size());
-        }
-        p
-    }
-    unsafe fn dealloc(&self, p: *mut u8, layout: AllocLayout) {
-        System.dealloc(p, layout);
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-    }
-    unsafe fn realloc(&self, p: *mut u8, layout: AllocLayout, new_size: usize) -> *mut u8 {
-        let q = System.realloc(p, layout, new_size);
-        if !q.is_null() {
-            grew(new_size);
-            LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-        }
-        q
-    }
-}
-
-#[global_allocator]
-static ALLOCATOR: Counting = Counting;
-
-fn live() -> usize {
-    LIVE.load(Ordering::Relaxed)
-}
-
-/// Starts a new peak at the bytes live now.
-fn reset_peak() {
-    PEAK.store(live(), Ordering::Relaxed);
-}
-
-fn peak() -> usize {
-    PEAK.load(Ordering::Relaxed)
-}
 
 /// Floats per value.
 const LEN: usize = 8;

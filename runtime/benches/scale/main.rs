@@ -1,0 +1,132 @@
+//! The store at scale (issue 44, one machine, one node): for nodes of 10^6 to 10^8 keys of 16
+//! `f32` under the dense placement and 10^6 and 10^7 keys spread over the whole `u64` range
+//! under the hashed one, the resident memory beyond the values per key (from the OS, and the
+//! counting allocator's figure beside it), the time to start the node and to touch every key,
+//! and the local pull and push rates (keys per second, 1 and 2 workers, uniform and Zipf(0.99)
+//! access) as ratios against the smallest size, measured in paired rounds in the same run.
+//!
+//! `cargo bench -p parma-runtime --bench scale` (`docs/scale.md`). Sizes by environment:
+//! `SCALE_KEYS=1e6,1e7,1e8` (dense; the first is the baseline), `SCALE_HASHED_KEYS=1e6,1e7`.
+//! `cargo bench -- --test` runs 10^4 and 10^5 keys with 3 rounds, to check that it runs.
+#![deny(unsafe_code)]
+
+#[allow(unsafe_code)]
+#[path = "../../../core/benches/support/counting.rs"]
+mod counting;
+
+mod build;
+mod rates;
+
+use build::{build, Built, Keys, Node};
+use rates::{row, Dist, Op};
+
+/// Workers per node (rows use the first one or both).
+const WORKERS: u16 = 2;
+
+/// A count written as `1000000`, `1_000_000` or `1e6`.
+fn parse_count(s: &str) -> Result<u64, String> {
+    let s = s.trim().replace('_', "");
+    let bad = || format!("{s:?} is not a key count: write 1000000 or 1e6");
+    let n = match s.split_once(['e', 'E']) {
+        Some((m, e)) => {
+            let (m, e): (u64, u32) = (m.parse().map_err(|_| bad())?, e.parse().map_err(|_| bad())?);
+            10u64.checked_pow(e).and_then(|p| p.checked_mul(m)).ok_or_else(bad)?
+        }
+        None => s.parse().map_err(|_| bad())?,
+    };
+    if n == 0 {
+        return Err(format!("{s:?}: a node needs at least one key"));
+    }
+    Ok(n)
+}
+
+/// The sizes `var` names, or `default`; exits with the error on bad input.
+fn sizes(var: &str, default: &[u64]) -> Vec<u64> {
+    match std::env::var(var) {
+        Err(_) => default.to_vec(),
+        Ok(v) => match v.split(',').map(parse_count).collect::<Result<Vec<_>, _>>() {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("{var}: {e}");
+                std::process::exit(2);
+            }
+        },
+    }
+}
+
+/// Bytes the OS says it can still give (`MemAvailable`).
+fn available() -> u64 {
+    let m = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    m.lines()
+        .find(|l| l.starts_with("MemAvailable:"))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .map_or(u64::MAX, |kb| kb * 1024)
+}
+
+fn measure(what: &str, sizes: &[u64], keys: fn(u64) -> Keys, rounds: usize, ops: usize) {
+    println!("\n== {what}: build (B/key: beyond the {} B of values) ==", build::LEN * 4);
+    Built::print_header();
+    let mut nodes: Vec<Node> = Vec::new();
+    for &n in sizes {
+        // About twice the values' bytes while the store fills (values, pages, slots on the way).
+        let need = n.saturating_mul(2 * (build::LEN as u64 * 4 + 80));
+        if need > available() {
+            println!("SKIPPED {n} keys: needs about {} MB, {} MB available", need >> 20, available() >> 20);
+            continue;
+        }
+        let (node, built) = build(keys(n), WORKERS);
+        built.print();
+        nodes.push(node);
+    }
+    let names: Vec<String> = nodes.iter().map(|n| format!("{:.0e}", n.keys.n() as f64)).collect();
+    println!(
+        "\n== {what}: local rates, keys/s (median of {rounds} paired rounds of {ops} ops of {} keys per worker); \
+         ratio = rate(N)/rate({}), median [quartiles] ==",
+        rates::KEYS_PER_OP,
+        names.first().map_or("-", |s| s.as_str())
+    );
+    let mut head = format!("{:<8} {:<5} {:>7}", "access", "op", "workers");
+    for (i, n) in names.iter().enumerate() {
+        head += &format!(" {:>10}", format!("{n} rate"));
+        if i > 0 {
+            head += &format!(" {:>20}", format!("{n} ratio"));
+        }
+    }
+    println!("{head}");
+    for dist in [Dist::Uniform, Dist::Zipf] {
+        for threads in [1, 2] {
+            for op in [Op::Pull, Op::Push] {
+                let r = row(&mut nodes, dist, op, threads, rounds, ops);
+                let mut line = format!("{:<8} {:<5} {threads:>7}", format!("{dist:?}"), format!("{op:?}"));
+                for (i, rate) in r.rates.iter().enumerate() {
+                    line += &format!(" {:>10.3e}", rate);
+                    if let Some(q) = i.checked_sub(1).map(|j| &r.ratios[j]) {
+                        let at = |f: f64| q[((q.len() - 1) as f64 * f).round() as usize];
+                        line += &format!(" {:>20}", format!("{:.2}x [{:.2}-{:.2}]", at(0.5), at(0.25), at(0.75)));
+                    }
+                }
+                println!("{line}");
+            }
+        }
+    }
+    for n in nodes {
+        n.finish();
+    }
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--test");
+    let (dense, hashed, rounds, ops) = if quick {
+        (vec![10_000, 100_000], vec![10_000, 100_000], 3, 10)
+    } else {
+        (
+            sizes("SCALE_KEYS", &[1_000_000, 10_000_000]),
+            sizes("SCALE_HASHED_KEYS", &[1_000_000, 10_000_000]),
+            21,
+            100,
+        )
+    };
+    println!("one node, {} f32 per key, {WORKERS} workers; rss from /proc/self/status (VmRSS), alloc from a counting allocator", build::LEN);
+    measure("dense", &dense, Keys::Dense, rounds, ops);
+    measure("hashed (keys over the whole u64 range)", &hashed, Keys::Hashed, rounds, ops);
+}

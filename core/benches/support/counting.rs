@@ -63,4 +63,3 @@ pub fn reset_peak() {
 pub fn peak() -> usize {
     PEAK.load(Ordering::Relaxed)
 }
-

@@ -86,7 +86,15 @@ impl Built {
     pub fn print_header() {
         println!(
             "{:<7} {:>11} {:>9} {:>13} {:>8} {:>12} {:>13} {:>13} {:>13}",
-            "place", "keys", "start ms", "start B/key", "fill s", "fill keys/s", "rss B/key", "alloc B/key", "peak B/key"
+            "place",
+            "keys",
+            "start ms",
+            "start B/key",
+            "fill s",
+            "fill keys/s",
+            "rss B/key",
+            "alloc B/key",
+            "peak B/key"
         );
     }
 

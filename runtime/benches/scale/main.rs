@@ -102,7 +102,8 @@ fn measure(what: &str, sizes: &[u64], keys: fn(u64) -> Keys, rounds: usize, ops:
                     line += &format!(" {:>10.3e}", rate);
                     if let Some(q) = i.checked_sub(1).map(|j| &r.ratios[j]) {
                         let at = |f: f64| q[((q.len() - 1) as f64 * f).round() as usize];
-                        line += &format!(" {:>20}", format!("{:.2}x [{:.2}-{:.2}]", at(0.5), at(0.25), at(0.75)));
+                        line +=
+                            &format!(" {:>20}", format!("{:.2}x [{:.2}-{:.2}]", at(0.5), at(0.25), at(0.75)));
                     }
                 }
                 println!("{line}");

@@ -154,7 +154,12 @@ pub fn row(nodes: &mut [Node], dist: Dist, op: Op, threads: usize, rounds: usize
         })
         .collect();
     let remote = |sides: &Vec<Vec<Lane>>| -> u64 {
-        sides.iter().flatten().map(|l| l.worker.stats()).map(|s| s.keys_pulled_remote + s.keys_pushed_remote).sum()
+        sides
+            .iter()
+            .flatten()
+            .map(|l| l.worker.stats())
+            .map(|s| s.keys_pulled_remote + s.keys_pushed_remote)
+            .sum()
     };
     let remote_before = remote(&sides);
     let keys_per_side = (ops * KEYS_PER_OP * threads) as f64;
@@ -166,9 +171,8 @@ pub fn row(nodes: &mut [Node], dist: Dist, op: Op, threads: usize, rounds: usize
         }
     }
     assert_eq!(remote(&sides), remote_before, "every timed access must be local");
-    let ratios = (1..secs.len())
-        .map(|s| sorted(secs[0].iter().zip(&secs[s]).map(|(b, x)| b / x).collect()))
-        .collect();
+    let ratios =
+        (1..secs.len()).map(|s| sorted(secs[0].iter().zip(&secs[s]).map(|(b, x)| b / x).collect())).collect();
     let rates = secs.into_iter().map(|v| keys_per_side / sorted(v)[rounds / 2]).collect();
     Row { rates, ratios }
 }

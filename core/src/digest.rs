@@ -11,6 +11,7 @@
 use alloc::vec::Vec;
 
 use crate::config::{Config, Gate, Placement, Technique};
+use crate::session::SessionOptions;
 
 /// The version of [`Config::canonical_encoding`]: its sixth and seventh bytes.
 pub const CANONICAL_VERSION: u16 = 1;
@@ -39,6 +40,45 @@ pub fn cluster_digest(cfg: &Config, job: u64, peer_timeout: Option<core::time::D
     input.extend_from_slice(&job.to_le_bytes());
     input.extend_from_slice(&timeout_us.to_le_bytes());
     fnv1a(&input)
+}
+
+/// The digest a session's handshake carries and compares ([`crate::session::Session`] computes
+/// it from the configuration digest its [`crate::session::Identity`] was given): [`fnv1a`] of
+/// `config_digest` and [`SessionOptions::agreed_encoding`], so that two ends whose sessions
+/// could not work together (frames one end would drop as too long, heartbeats rarer than the
+/// other end's peer timeout) refuse each other at the handshake, with every embedder's
+/// transport, whatever digest it was given.
+pub fn session_digest(config_digest: u64, opts: &SessionOptions) -> u64 {
+    let mut input = [0u8; 8 + SESSION_AGREED_LEN];
+    input[..8].copy_from_slice(&config_digest.to_le_bytes());
+    input[8..].copy_from_slice(&opts.agreed_encoding());
+    fnv1a(&input)
+}
+
+/// The length of [`SessionOptions::agreed_encoding`].
+pub const SESSION_AGREED_LEN: usize = 32;
+
+impl SessionOptions {
+    /// The options both ends of a session must agree on, as [`session_digest`] hashes them:
+    /// `frame_len_max`, `window_bytes_max`, `heartbeat_interval` (µs) and `peer_timeout` (µs),
+    /// each a little-endian `u64`. A receiver drops a frame longer than its own
+    /// `frame_len_max`, acknowledges every eighth of its own `window_bytes_max`, and fails a
+    /// peer silent for its own `peer_timeout` while the peer heartbeats at its own interval.
+    /// The other options (receive bounds, retransmission, handshake and reconnection timers)
+    /// may differ between nodes.
+    pub fn agreed_encoding(&self) -> [u8; SESSION_AGREED_LEN] {
+        let mut b = [0u8; SESSION_AGREED_LEN];
+        let fields = [
+            self.frame_len_max as u64,
+            self.window_bytes_max as u64,
+            self.heartbeat_interval.0,
+            self.peer_timeout.0,
+        ];
+        for (chunk, v) in b.chunks_exact_mut(8).zip(fields) {
+            chunk.copy_from_slice(&v.to_le_bytes());
+        }
+        b
+    }
 }
 
 /// The 32 bits a frame header carries of a 64-bit digest: its low half xor its high half.

@@ -82,7 +82,10 @@ use crate::time::Duration;
 pub struct Identity {
     /// This node.
     pub me: NodeId,
-    /// The digest of the shared configuration ([`crate::digest::cluster_digest`]).
+    /// The digest of the shared configuration ([`crate::digest::cluster_digest`]). The
+    /// handshake carries and compares it combined with the session options both ends must
+    /// agree on ([`crate::digest::session_digest`]), so that ends whose options could not
+    /// work together refuse each other.
     pub digest: u64,
     /// Chosen at start (random, from the driver): a node that restarts shows a new one.
     pub incarnation: u64,
@@ -233,7 +236,8 @@ pub enum Refusal {
     NotHello,
     /// A greeting from or for another node than this session's.
     WrongPeer { claimed: NodeId, expected: NodeId },
-    /// The peer runs another configuration.
+    /// The peer runs another configuration, or session options that do not work with ours
+    /// ([`crate::digest::session_digest`]).
     Digest { theirs: u64, ours: u64 },
     /// The peer does not hold the cluster token.
     Token,
@@ -282,8 +286,9 @@ impl fmt::Display for Refusal {
             }
             Refusal::Digest { theirs, ours } => write!(
                 f,
-                "the peer's configuration digest {theirs:#018x} differs from ours {ours:#018x}: \
-                 every node must run the same configuration"
+                "the peer's session digest {theirs:#018x} differs from ours {ours:#018x}: every node \
+                 must run the same configuration and the same session options frame_len_max, \
+                 window_bytes_max, heartbeat_interval and peer_timeout"
             ),
             Refusal::Token => f.write_str("the peer does not hold the cluster token"),
             Refusal::Unexpected { kind } => write!(f, "unexpected {kind} packet in this state of the link"),

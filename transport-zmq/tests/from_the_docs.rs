@@ -117,6 +117,14 @@ fn doc_digest() -> u64 {
     fnv1a(&input)
 }
 
+/// The session digest of the doc's example: FNV-1a of the configuration digest and the four
+/// agreed options of the session-digest-input example.
+fn doc_session_digest() -> u64 {
+    let input = example("session-digest-input");
+    assert_eq!(u64_at(&input, 0), doc_digest(), "the session digest's input starts with the digest");
+    fnv1a(&input)
+}
+
 // ----- ZMTP 3.0 by hand -----
 
 /// Our greeting (NULL mechanism, as client) and READY command of a DEALER.
@@ -241,7 +249,7 @@ fn session_header(kind: u8) -> Vec<u8> {
 
 #[test]
 fn a_node_accepts_a_handshake_and_a_pull_built_from_the_doc() {
-    let digest = doc_digest();
+    let digest = doc_session_digest();
     let token = ClusterToken::from_secret(TOKEN).expect("a token");
     // The real node is node 1; this test is node 0, the end that connects.
     let bound = Bound::bind(ZmqOptions::loopback()).expect("bind");
@@ -263,7 +271,7 @@ fn a_node_accepts_a_handshake_and_a_pull_built_from_the_doc() {
 
     // The doc's Hello, as it stands there.
     let hello = example("session-hello");
-    assert_eq!(u64_at(&hello, 12), digest, "the example Hello carries the example digest");
+    assert_eq!(u64_at(&hello, 12), digest, "the example Hello carries the example session digest");
     let hello_nonce = u64_at(&hello, 28);
     let mut z = Zmtp::connect(addr);
     z.send(&hello);
@@ -278,7 +286,10 @@ fn a_node_accepts_a_handshake_and_a_pull_built_from_the_doc() {
 
     // The doc's data packet: a Pull of key 2 (homed at node 1), request 7.
     let data = example("session-data");
-    assert_eq!(u32::from_le_bytes(data[40..44].try_into().unwrap()), parma_core::digest::fold32(digest));
+    assert_eq!(
+        u32::from_le_bytes(data[40..44].try_into().unwrap()),
+        parma_core::digest::fold32(doc_digest())
+    );
     z.send(&data);
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut reply = None;
@@ -383,9 +394,18 @@ fn the_docs_examples_are_what_the_encoders_produce() {
     assert_eq!(example("config-encoding"), cfg.canonical_encoding(), "config-encoding");
     let digest = cluster_digest(&cfg, 0, None);
     assert_eq!(doc_digest(), digest, "the digest");
+    let session = ZmqOptions::loopback().session;
+    assert_eq!(
+        example("session-digest-input"),
+        [&digest.to_le_bytes()[..], &session.agreed_encoding()[..]].concat(),
+        "session-digest-input"
+    );
+    let session_digest = parma_core::digest::session_digest(digest, &session);
+    assert_eq!(doc_session_digest(), session_digest, "the session digest");
     let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/session.md")).unwrap();
     for (what, value) in [
         ("digest", format!("{digest:#018x}")),
+        ("session digest", format!("{session_digest:#018x}")),
         ("wire cluster", format!("{:#010x}", cfg.wire_cluster().0)),
         (
             "digest with a job and a peer timeout",
@@ -398,6 +418,7 @@ fn the_docs_examples_are_what_the_encoders_produce() {
         assert!(text.contains(&format!("`{value}`")), "the doc states the {what} {value}");
     }
 
+    let digest = session_digest;
     let token = ClusterToken::from_secret(TOKEN).unwrap();
     let hello = example("session-hello");
     let g = |from: u16, to: u16, incarnation: u64, nonce: u64| Greeting {

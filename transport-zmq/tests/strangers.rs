@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use parma_core::session::{Packet, PROOF_LEN};
 use support::stranger::{closed_within, dealer_says, hello, Answer};
-use support::{busy_cluster, socket_addr, DIGEST};
+use support::{busy_cluster, socket_addr};
 
 /// One test at a time: each has its cluster, and the counters are read per cluster, but the
 /// machine is small.
@@ -79,20 +79,21 @@ fn garbage_is_refused_and_the_cluster_keeps_working() {
 #[test]
 fn hellos_that_are_not_from_a_peer_are_refused_and_counted() {
     let _serial = serial();
+    let digest = support::session_digest(&support::options(3000));
     let (answers, stats) = busy_cluster(3, |c| {
         let to1 = &c.endpoints[1];
         vec![
             // Another configuration.
-            ("wrong digest", dealer_says(to1, hello(0, 1, DIGEST ^ 1, 1), None)),
+            ("wrong digest", dealer_says(to1, hello(0, 1, digest ^ 1, 1), None)),
             // Node 2 never connects to node 1: the lower id connects.
-            ("not the connecting end", dealer_says(to1, hello(2, 1, DIGEST, 1), None)),
-            ("for another node", dealer_says(to1, hello(0, 2, DIGEST, 1), None)),
+            ("not the connecting end", dealer_says(to1, hello(2, 1, digest, 1), None)),
+            ("for another node", dealer_says(to1, hello(0, 2, digest, 1), None)),
             ("not a hello", dealer_says(to1, Packet::Ack { ack: 1, window: 9 }.encode(), None)),
             // Claims to be node 0, whose link to node 1 is up and busy: the link stays.
-            ("node 0 again", dealer_says(to1, hello(0, 1, DIGEST, 1), None)),
+            ("node 0 again", dealer_says(to1, hello(0, 1, digest, 1), None)),
             // ... restarted (a new incarnation) and without the frames it acknowledged.
-            ("node 0 restarted", dealer_says(to1, hello(0, 1, DIGEST, 0), None)),
-            ("node 0 from the future", dealer_says(to1, hello(0, 1, DIGEST, u64::MAX), None)),
+            ("node 0 restarted", dealer_says(to1, hello(0, 1, digest, 0), None)),
+            ("node 0 from the future", dealer_says(to1, hello(0, 1, digest, u64::MAX), None)),
         ]
     });
     eprintln!("answers: {answers:?}");
@@ -120,14 +121,15 @@ fn a_hello_with_a_wrong_token_changes_nothing() {
     let bad_proof = Packet::Proof([0x55; PROOF_LEN]).encode();
     let mut opts = support::options(3000);
     opts.session.retransmit_timeout = parma_core::time::Duration::from_millis(2000);
+    let digest = support::session_digest(&opts);
     let (answers, stats) = support::busy_cluster_with(3, &opts, |c| {
         let to1 = &c.endpoints[1];
         let link01 = &c.proxies.iter().find(|(pair, _)| *pair == (0, 1)).expect("a proxy").1;
         link01.stall(true);
         std::thread::sleep(Duration::from_millis(300));
         let answers = vec![
-            ("wrong token", dealer_says(to1, hello(0, 1, DIGEST, 1), Some(bad_proof.clone()))),
-            ("node 0 restarted", dealer_says(to1, hello(0, 1, DIGEST, 0), Some(bad_proof.clone()))),
+            ("wrong token", dealer_says(to1, hello(0, 1, digest, 1), Some(bad_proof.clone()))),
+            ("node 0 restarted", dealer_says(to1, hello(0, 1, digest, 0), Some(bad_proof.clone()))),
         ];
         link01.stall(false);
         answers

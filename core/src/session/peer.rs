@@ -132,6 +132,9 @@ impl<T: Token> Session<T> {
             return Err(Refusal::WrongPeer { claimed: peer, expected: peer });
         }
         let connects = id.me < peer;
+        // What the handshake carries and compares: the configuration digest with the options
+        // both ends must agree on.
+        let id = Identity { digest: crate::digest::session_digest(id.digest, &opts), ..id };
         Ok(Session {
             opts,
             id,

@@ -35,6 +35,11 @@ impl Token for TestToken {
 
 const DIGEST: u64 = 0xabcd;
 
+/// What the handshakes of sessions with [`opts`] carry: [`DIGEST`] with the options.
+fn wire_digest() -> u64 {
+    crate::digest::session_digest(DIGEST, &opts())
+}
+
 fn opts() -> SessionOptions {
     SessionOptions {
         frame_len_max: 256,
@@ -517,7 +522,7 @@ fn a_hello_changes_nothing_until_its_sender_proves_the_token() {
     let forged = Greeting {
         from: NodeId(0),
         to: NodeId(1),
-        digest: DIGEST,
+        digest: wire_digest(),
         incarnation: 99,
         nonce: 5,
         next: 0,

@@ -24,6 +24,11 @@ use proxy::Proxy;
 /// The configuration digest of the transport-level tests' clusters.
 pub const DIGEST: u64 = 0xfeed;
 
+/// What the handshakes of nodes started with [`DIGEST`] and `opts` carry: the session digest.
+pub fn session_digest(opts: &ZmqOptions) -> u64 {
+    parma_core::digest::session_digest(DIGEST, &opts.session)
+}
+
 /// The cluster's token (the start-up's HMAC token, over a fixed secret).
 pub fn token() -> Arc<dyn Token + Send + Sync> {
     Arc::new(ClusterToken::from_secret(*b"the fault tests' cluster secret").expect("not empty"))

@@ -50,7 +50,15 @@ fn only_node_1_runs(p: &mut Pair, ms: u64) {
 
 /// A Hello as a stranger who knows the digest sends it, claiming to be node 0.
 fn forged(incarnation: u64, next: u64) -> Greeting {
-    Greeting { from: NodeId(0), to: NodeId(1), digest: DIGEST, incarnation, nonce: 5, next, window: 17 }
+    Greeting {
+        from: NodeId(0),
+        to: NodeId(1),
+        digest: wire_digest(),
+        incarnation,
+        nonce: 5,
+        next,
+        window: 17,
+    }
 }
 
 /// Takes what each node has received into `got` and checks that both now hold the peer's
@@ -189,10 +197,46 @@ fn the_peer_restarted_with_the_token_beside_a_silent_link_has_failed() {
     // never sent; here its Hello and proof are written by hand.)
     let restarted = forged(3, 1);
     assert!(p.s[1].accept(p.now, &restarted, 77).is_ok());
-    let proof = Packet::Proof(TestToken(7).prove(77, NodeId(0), NodeId(1), DIGEST)).encode();
+    let proof = Packet::Proof(TestToken(7).prove(77, NodeId(0), NodeId(1), wire_digest())).encode();
     assert_eq!(p.s[1].handle_candidate(p.now, &proof, &[]), Err(Refusal::Restarted));
     assert_eq!(p.s[1].failure(), Some(FailCause::Restarted));
     p.drain(1);
     assert!(p.events[1].contains(&SessionEvent::PeerFailed(FailCause::Restarted)));
     assert_eq!(p.s[1].stats().strangers_refused, 0);
+}
+
+#[test]
+fn ends_whose_options_must_agree_refuse_each_other_and_the_rest_may_differ() {
+    let must_agree = [
+        SessionOptions { frame_len_max: 512, ..opts() },
+        SessionOptions { window_bytes_max: 8192, ..opts() },
+        SessionOptions { heartbeat_interval: Duration::from_millis(60), ..opts() },
+        SessionOptions { peer_timeout: Duration::from_millis(2_000), ..opts() },
+    ];
+    for (i, o) in must_agree.into_iter().enumerate() {
+        let mut p = Pair::new([session(0, 1, 7, 1), session_with(o, 1, 0, 7, 2)], 3);
+        settle(&mut p, 200);
+        assert!(!p.s[0].is_up() && !p.s[1].is_up(), "{i}: a link came up");
+        assert!(!p.refusals.is_empty(), "{i}: nothing refused");
+        assert!(p.refusals.iter().all(|r| matches!(r, Refusal::Digest { .. })), "{i}: {:?}", p.refusals);
+        let text = alloc::string::ToString::to_string(&p.refusals[0]);
+        assert!(text.contains("frame_len_max") && text.contains("peer_timeout"), "{text}");
+    }
+    let may_differ = SessionOptions {
+        window_frames_max: 30,
+        recv_frames_max: 20,
+        recv_bytes_max: 1 << 19,
+        retransmit_timeout: Duration::from_millis(150),
+        handshake_timeout: Duration::from_millis(120),
+        ack_delay: Duration::from_millis(3),
+        reconnect_min: Duration::from_millis(6),
+        reconnect_max: Duration::from_millis(90),
+        ..opts()
+    };
+    let mut p = Pair::new([session(0, 1, 7, 1), session_with(may_differ, 1, 0, 7, 2)], 4);
+    settle(&mut p, 50);
+    assert!(p.s[0].is_up() && p.s[1].is_up(), "{:?}", p.refusals);
+    p.s[0].send(&frame(0, 0)).unwrap();
+    settle(&mut p, 20);
+    assert_eq!(p.s[1].poll_recv(), Some(frame(0, 0)));
 }

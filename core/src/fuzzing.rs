@@ -22,7 +22,7 @@ use alloc::vec::Vec;
 
 use crate::config::Technique;
 use crate::error::WireError;
-use crate::ids::{ClusterId, DistId, Epoch, Key, NodeId, RequestId, Version};
+use crate::ids::{ClusterId, DistId, Epoch, Key, MembershipEpoch, NodeId, RequestId, Version};
 use crate::wire::{
     self, FailReason, Header, Message, Moved, OwnerChange, Refresh, Release, ReplicaSync, WriteKind,
     HEADER_LEN,
@@ -44,11 +44,12 @@ pub fn wire_decode(data: &[u8]) {
     assert_eq!(header.body_len as usize, data.len() - HEADER_LEN);
     assert_eq!(msg.encoded_len(), data.len(), "encoded_len of {msg:?}");
     assert_eq!(wire::decode_header(data, CLUSTER, FRAME_LEN_MAX), Ok(header));
-    let again = msg.to_frame(CLUSTER, header.sender);
+    let again = msg.to_frame(CLUSTER, header.sender, header.epoch);
     assert!(again == data, "re-encoding {msg:?} changed the frame:\n{data:02x?}\n{again:02x?}");
 }
 
-/// Builds a message (and sender and cluster) from fuzz bytes and checks encode → decode →
+/// Builds a message (and sender, cluster and membership epoch) from fuzz bytes and checks
+/// encode → decode →
 /// encode: `encoded_len` is exact, `encode` writes exactly that many bytes and refuses a smaller
 /// buffer, the frame decodes to the same header and re-encodes to the same bytes, and the frame's
 /// length limit and last byte matter.
@@ -57,22 +58,23 @@ pub fn wire_round_trip(data: &[u8]) {
     let selector = b.u8();
     let sender = NodeId(b.u16());
     let cluster = ClusterId(b.u32());
+    let epoch = MembershipEpoch(b.u16());
     let msg = message(selector, &mut b);
 
     let len = msg.encoded_len();
     assert_eq!(len, HEADER_LEN + msg.body_len());
     let mut buf = alloc::vec![0xa5; len + 1];
-    assert_eq!(msg.encode(cluster, sender, &mut buf[..len - 1]), Err(WireError::BufferTooSmall));
-    assert_eq!(msg.encode(cluster, sender, &mut buf), Ok(len));
+    assert_eq!(msg.encode(cluster, sender, epoch, &mut buf[..len - 1]), Err(WireError::BufferTooSmall));
+    assert_eq!(msg.encode(cluster, sender, epoch, &mut buf), Ok(len));
     assert_eq!(buf[len], 0xa5, "encode wrote past encoded_len for {msg:?}");
     let frame = &buf[..len];
-    assert!(msg.to_frame(cluster, sender) == frame);
+    assert!(msg.to_frame(cluster, sender, epoch) == frame);
 
     let (header, decoded) = wire::decode(frame, cluster, len).expect("a frame we encoded must decode");
     let body_len = u32::try_from(msg.body_len()).unwrap_or(u32::MAX);
-    assert_eq!(header, Header { kind: msg.kind() as u8, cluster, sender, body_len });
+    assert_eq!(header, Header { kind: msg.kind() as u8, cluster, sender, epoch, body_len });
     // Compare frames, not messages: NaN != NaN, but its bits must survive.
-    assert!(decoded.to_frame(cluster, sender) == frame, "{msg:?} decoded as {decoded:?}");
+    assert!(decoded.to_frame(cluster, sender, epoch) == frame, "{msg:?} decoded as {decoded:?}");
     assert_eq!(wire::decode(frame, cluster, len - 1), Err(WireError::Oversized { len }));
     assert!(wire::decode(&frame[..len - 1], cluster, len).is_err());
 }

@@ -47,6 +47,12 @@ id!(
     Epoch(u32)
 );
 id!(
+    /// The epoch of a cluster's membership (its live nodes and who serves each home slot):
+    /// 0 at start, one more with every committed membership change. Every frame carries its
+    /// sender's (`docs/membership.md`).
+    MembershipEpoch(u16)
+);
+id!(
     /// A registered sampling distribution, numbered in registration order.
     DistId(u32)
 );
@@ -89,6 +95,11 @@ impl Epoch {
     pub fn next(self) -> Epoch {
         Epoch(self.0.wrapping_add(1))
     }
+}
+
+impl MembershipEpoch {
+    /// The membership every cluster starts with.
+    pub const START: MembershipEpoch = MembershipEpoch(0);
 }
 
 impl Version {

@@ -8,13 +8,13 @@
 use alloc::vec::Vec;
 
 use crate::error::WireError;
-use crate::ids::{ClusterId, DistId, Epoch, Key, NodeId, RequestId, Version};
+use crate::ids::{ClusterId, DistId, Epoch, Key, MembershipEpoch, NodeId, RequestId, Version};
 
 /// The first four bytes of every frame.
 pub const MAGIC: [u8; 4] = *b"PRMA";
-/// The format version this code writes and reads. Version 5 (2026-11-27) adds SparseSSP's
-/// `Speculate` and `SpeculateReply`; `docs/wire.md` lists the changes.
-pub const FORMAT_VERSION: u8 = 5;
+/// The format version this code writes and reads. Version 6 (2026-12-03) carries the
+/// sender's membership epoch in header bytes 14–15; `docs/wire.md` lists the changes.
+pub const FORMAT_VERSION: u8 = 6;
 /// Bytes in the fixed header.
 pub const HEADER_LEN: usize = 20;
 
@@ -70,6 +70,8 @@ pub struct Header {
     pub cluster: ClusterId,
     /// The node that sent this frame (not necessarily the request's origin).
     pub sender: NodeId,
+    /// The sender's membership epoch when it sent this frame.
+    pub epoch: MembershipEpoch,
     /// Bytes after the header.
     pub body_len: u32,
 }
@@ -370,7 +372,13 @@ impl Message {
     }
 
     /// Writes the frame into `buf[..encoded_len()]` and returns its length.
-    pub fn encode(&self, cluster: ClusterId, sender: NodeId, buf: &mut [u8]) -> Result<usize, WireError> {
+    pub fn encode(
+        &self,
+        cluster: ClusterId,
+        sender: NodeId,
+        epoch: MembershipEpoch,
+        buf: &mut [u8],
+    ) -> Result<usize, WireError> {
         let len = self.encoded_len();
         let body_len = u32::try_from(self.body_len()).map_err(|_| WireError::Oversized { len })?;
         let buf = buf.get_mut(..len).ok_or(WireError::BufferTooSmall)?;
@@ -381,7 +389,7 @@ impl Message {
         w.u16(0);
         w.u32(cluster.0);
         w.u16(sender.0);
-        w.u16(0);
+        w.u16(epoch.0);
         w.u32(body_len);
         self.encode_body(&mut w);
         // A sizing bug must not pass as a frame: `body_len` and the writer disagree.
@@ -393,9 +401,9 @@ impl Message {
 
     /// The frame as a new vector; empty if the message cannot be encoded (a body over
     /// `u32::MAX` bytes, which no configuration allows).
-    pub fn to_frame(&self, cluster: ClusterId, sender: NodeId) -> Vec<u8> {
+    pub fn to_frame(&self, cluster: ClusterId, sender: NodeId, epoch: MembershipEpoch) -> Vec<u8> {
         let mut v = alloc::vec![0u8; self.encoded_len()];
-        match self.encode(cluster, sender, &mut v) {
+        match self.encode(cluster, sender, epoch, &mut v) {
             Ok(_) => v,
             Err(_) => Vec::new(),
         }
@@ -526,9 +534,7 @@ pub fn decode_header(frame: &[u8], cluster: ClusterId, frame_len_max: usize) -> 
     }
     let their_cluster = r.u32()?;
     let sender = NodeId(r.u16()?);
-    if r.u16()? != 0 {
-        return Err(WireError::BadField);
-    }
+    let epoch = MembershipEpoch(r.u16()?);
     let body_len = r.u32()?;
     if their_cluster != cluster.0 {
         return Err(WireError::ForeignCluster { cluster: their_cluster });
@@ -536,7 +542,7 @@ pub fn decode_header(frame: &[u8], cluster: ClusterId, frame_len_max: usize) -> 
     if body_len as usize != r.buf.len() {
         return Err(WireError::LengthMismatch);
     }
-    Ok(Header { kind, cluster: ClusterId(their_cluster), sender, body_len })
+    Ok(Header { kind, cluster: ClusterId(their_cluster), sender, epoch, body_len })
 }
 
 /// Decodes one frame: checks the header (magic, version, cluster, lengths) and the body.

@@ -42,6 +42,8 @@ pub fn node<'py>(py: Python<'py>, s: &Stats) -> PyResult<Bound<'py, PyDict>> {
             bytes_received,
             frames_rejected,
             frames_foreign,
+            frames_other_epoch,
+            from_non_members,
             messages_rejected,
             messages_undeliverable,
             messages_refused,

@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 use hmac::{Hmac, Mac};
 use parma_core::session::{Greeting, Packet};
 use parma_core::wire::Message;
-use parma_core::{cluster_digest, Config, Key, Layout, NodeId, Placement, RequestId, Technique};
+use parma_core::{
+    cluster_digest, Config, Key, Layout, MembershipEpoch, NodeId, Placement, RequestId, Technique,
+};
 use parma_runtime::startup::{ClusterToken, Rendezvous, RendezvousAddr, RendezvousOptions, StartupError};
 use parma_transport_zmq::{Bound, ZmqOptions};
 use sha2::Sha256;
@@ -444,7 +446,7 @@ fn the_docs_examples_are_what_the_encoders_produce() {
     assert_eq!(proof, hmac(&[&example("proof-proof-input")]), "proof-proof-input");
     assert_eq!(example("session-proof"), Packet::Proof(proof).encode(), "session-proof");
     let pull = Message::Pull { req: RequestId(7), origin: NodeId(0), hops: 0, keys: vec![Key(2)] };
-    let payload = pull.to_frame(cfg.wire_cluster(), NodeId(0));
+    let payload = pull.to_frame(cfg.wire_cluster(), NodeId(0), MembershipEpoch::START);
     assert_eq!(
         example("session-data"),
         Packet::Data { seq: 1, ack: 1, window: 4097, payload }.encode(),

@@ -70,7 +70,9 @@ use crate::config::Placement;
 use crate::config::{Config, Gate, Technique};
 use crate::error::OpError;
 use crate::ids::Clock;
-use crate::ids::{DistId, Epoch, Key, NodeId, RequestId, SampleHandle, Ticket, Version, WorkerId};
+use crate::ids::{
+    DistId, Epoch, Key, MembershipEpoch, NodeId, RequestId, SampleHandle, Ticket, Version, WorkerId,
+};
 use crate::layout::Layout;
 use crate::node::{Completion, IntentKind, Node, HOPS_MAX};
 use crate::placement::Homes;
@@ -288,32 +290,40 @@ impl Harness {
                 self.after_input(growth);
             }
             1 => {
-                // Another cluster, or a header naming another sender: dropped.
-                let (cluster, sender) = if how & 8 == 0 {
-                    (crate::ids::ClusterId(self.cfg.wire_cluster().0 ^ 1), from)
-                } else {
-                    (self.cfg.wire_cluster(), NodeId(from.0 ^ 2))
-                };
-                let frame = msg.to_frame(cluster, sender);
+                // Another cluster, a header naming another sender, or another membership
+                // epoch (no change ever commits here): dropped.
+                let (mut cluster, mut sender, mut epoch) =
+                    (self.cfg.wire_cluster(), from, MembershipEpoch::START);
+                match how & 24 {
+                    0 => cluster = crate::ids::ClusterId(cluster.0 ^ 1),
+                    8 => sender = NodeId(from.0 ^ 2),
+                    _ => epoch = MembershipEpoch(u16::from(how >> 3)),
+                }
+                let frame = msg.to_frame(cluster, sender, epoch);
                 // Counted as foreign unless something read before the cluster (the length) is
-                // wrong already.
-                let foreign = matches!(
-                    wire::decode(&frame, self.cfg.wire_cluster(), self.cfg.frame_len_max),
-                    Err(crate::error::WireError::ForeignCluster { .. })
-                );
-                let before = self.node.stats().frames_foreign;
+                // wrong already; as of another epoch if it decodes, from its sender.
+                let decoded = wire::decode(&frame, self.cfg.wire_cluster(), self.cfg.frame_len_max);
+                let foreign = matches!(decoded, Err(crate::error::WireError::ForeignCluster { .. }));
+                let other_epoch = decoded.is_ok()
+                    && sender == from
+                    && from.0 < NODES
+                    && epoch != MembershipEpoch::START
+                    && !self.node.failed_peers().contains(&from);
+                let before = (self.node.stats().frames_foreign, self.node.stats().frames_other_epoch);
                 self.frame(from, &frame, true);
-                assert_eq!(self.node.stats().frames_foreign - before, u64::from(foreign));
+                let after = (self.node.stats().frames_foreign, self.node.stats().frames_other_epoch);
+                assert_eq!(after.0 - before.0, u64::from(foreign));
+                assert_eq!(after.1 - before.1, u64::from(other_epoch));
             }
             2 => {
-                let mut frame = msg.to_frame(self.cfg.wire_cluster(), from);
+                let mut frame = msg.to_frame(self.cfg.wire_cluster(), from, MembershipEpoch::START);
                 if let Some(last) = frame.last_mut() {
                     *last ^= how;
                 }
                 self.frame(from, &frame, false);
             }
             _ => {
-                let frame = msg.to_frame(self.cfg.wire_cluster(), from);
+                let frame = msg.to_frame(self.cfg.wire_cluster(), from, MembershipEpoch::START);
                 self.frame(from, &frame, false);
             }
         }
@@ -326,8 +336,12 @@ impl Harness {
         let growth = growth(entries);
         let dropped = self.node.stats().frames_rejected;
         self.node.handle_frame(self.now, from, frame);
-        let should_drop =
-            must_drop || !decoded.as_ref().is_ok_and(|(h, _)| h.sender == from && from.0 < NODES);
+        // A peer reported failed is outside the membership: its frames are dropped too, and
+        // counted apart (`from_non_members`), unless something else was wrong with them.
+        let non_member =
+            decoded.as_ref().is_ok_and(|(h, _)| h.sender == from) && self.node.failed_peers().contains(&from);
+        let should_drop = !non_member
+            && (must_drop || !decoded.as_ref().is_ok_and(|(h, _)| h.sender == from && from.0 < NODES));
         assert_eq!(
             self.node.stats().frames_rejected - dropped,
             u64::from(should_drop),
@@ -335,7 +349,7 @@ impl Harness {
             if should_drop { "not" } else { "wrongly" },
             frame
         );
-        self.after_input(if should_drop { 0 } else { growth });
+        self.after_input(if should_drop || non_member { 0 } else { growth });
     }
 
     /// The most frames a timer may add: a sync round sends at most an entry per key of the

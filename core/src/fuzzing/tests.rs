@@ -84,9 +84,14 @@ fn wire_decode_seeds() -> Vec<(alloc::string::String, Vec<u8>, Result<(), WireEr
     use alloc::format;
     let mut out = Vec::new();
     for (i, (name, msg)) in valid_samples().into_iter().enumerate() {
-        out.push((format!("valid-{:02}-{name}.bin", i + 1), msg.to_frame(CLUSTER, NodeId(1)), Ok(())));
+        out.push((
+            format!("valid-{:02}-{name}.bin", i + 1),
+            msg.to_frame(CLUSTER, NodeId(1), crate::ids::MembershipEpoch::START),
+            Ok(()),
+        ));
     }
-    let frame = |i: usize| valid_samples()[i].1.to_frame(CLUSTER, NodeId(1));
+    let frame =
+        |i: usize| valid_samples()[i].1.to_frame(CLUSTER, NodeId(1), crate::ids::MembershipEpoch::START);
     let patch = |i: usize, at: usize, bytes: &[u8]| {
         let mut f = frame(i);
         f[at..at + bytes.len()].copy_from_slice(bytes);
@@ -103,7 +108,6 @@ fn wire_decode_seeds() -> Vec<(alloc::string::String, Vec<u8>, Result<(), WireEr
         ("magic", patch(0, 0, b"PRMB"), WireError::BadMagic),
         ("version", patch(0, 4, &[9]), WireError::UnsupportedVersion { version: 9 }),
         ("reserved-after-kind", patch(0, 6, &[0, 1]), WireError::BadField),
-        ("reserved-after-sender", patch(0, 14, &[1, 0]), WireError::BadField),
         ("foreign-cluster", patch(0, 8, &[0, 0, 0, 0]), WireError::ForeignCluster { cluster: 0 }),
         ("kind-zero", patch(0, 5, &[0]), WireError::UnknownKind { kind: 0 }),
         ("kind-unknown", patch(0, 5, &[18]), WireError::UnknownKind { kind: 18 }),
@@ -131,7 +135,8 @@ fn wire_round_trip_seeds() -> Vec<(alloc::string::String, Vec<u8>)> {
         .map(|kind| {
             let mut seed = alloc::vec![kind, 1, 0];
             seed.extend_from_slice(&CLUSTER.0.to_le_bytes());
-            // Fields: small ids and counts first, then enough bytes for a few elements.
+            seed.extend_from_slice(&[0, 0]); // membership epoch 0
+                                             // Fields: small ids and counts first, then enough bytes for a few elements.
             seed.extend((0u8..96).map(|i| if i % 8 == 0 { 3 } else { i }));
             (alloc::format!("{:02}-{}.bin", kind + 1, valid_samples()[usize::from(kind)].0), seed)
         })
@@ -227,7 +232,11 @@ fn docs_examples_match_the_encoder() {
     let samples = valid_samples();
     for (name, msg) in samples.iter().filter(|(n, _)| ["pull", "pull-reply"].contains(n)) {
         let bytes = doc_example(&doc, name).unwrap_or_else(|| panic!("no example `{name}` in docs/wire.md"));
-        assert_eq!(bytes, msg.to_frame(CLUSTER, NodeId(1)), "docs/wire.md example `{name}`");
+        assert_eq!(
+            bytes,
+            msg.to_frame(CLUSTER, NodeId(1), crate::ids::MembershipEpoch::START),
+            "docs/wire.md example `{name}`"
+        );
     }
 }
 

@@ -3,7 +3,7 @@
 use alloc::vec::Vec;
 
 use crate::error::{OpError, WireError};
-use crate::ids::{ClusterId, NodeId, Ticket, WorkerId};
+use crate::ids::{ClusterId, MembershipEpoch, NodeId, Ticket, WorkerId};
 use crate::wire::Message;
 
 /// A message to send to one node. Encode it with [`Transmit::encode`] into a buffer of
@@ -14,6 +14,7 @@ pub struct Transmit {
     pub(crate) msg: Message,
     pub(crate) cluster: ClusterId,
     pub(crate) sender: NodeId,
+    pub(crate) epoch: MembershipEpoch,
 }
 
 impl Transmit {
@@ -31,11 +32,11 @@ impl Transmit {
     }
     /// Encodes the frame into `buf`, which must hold at least `encoded_len()` bytes.
     pub fn encode(&self, buf: &mut [u8]) -> Result<usize, WireError> {
-        self.msg.encode(self.cluster, self.sender, buf)
+        self.msg.encode(self.cluster, self.sender, self.epoch, buf)
     }
     /// The encoded frame as a new vector.
     pub fn to_frame(&self) -> Vec<u8> {
-        self.msg.to_frame(self.cluster, self.sender)
+        self.msg.to_frame(self.cluster, self.sender, self.epoch)
     }
 }
 

@@ -35,7 +35,7 @@ pub(crate) use stats::KINDS;
 
 use crate::config::Config;
 use crate::error::{ConfigError, OpError, WireError};
-use crate::ids::{ClusterId, Key, NodeId, RequestId, Ticket, WorkerId};
+use crate::ids::{ClusterId, Key, MembershipEpoch, NodeId, RequestId, Ticket, WorkerId};
 use crate::store::Store;
 use crate::time::Instant;
 use crate::wire::{self, Message, WriteKind};
@@ -89,6 +89,10 @@ pub struct Node {
     /// The first peer reported failed: what a call that finds the cluster broken names (the
     /// likeliest cause of the failures reported after it).
     first_failed: Option<NodeId>,
+    /// This node's membership epoch, carried in every frame it sends. Membership changes
+    /// (`docs/membership.md`) are not built yet, so it stays at [`MembershipEpoch::START`]
+    /// and the membership is every node not reported failed.
+    epoch: MembershipEpoch,
     stats: Stats,
     sync: SyncState,
     registry: Arc<crate::sampling::Registry>,
@@ -117,6 +121,7 @@ impl Node {
             gate: GateState::new(&cfg),
             failed_peers: PeerSet::new(cfg.nodes),
             first_failed: None,
+            epoch: MembershipEpoch::START,
             wire_cluster: cfg.wire_cluster(),
             cfg,
             me,
@@ -219,10 +224,22 @@ impl Node {
     // ----- inputs from the network -----
 
     /// A frame from `from` (as the transport says). Undecodable frames, frames from another
-    /// cluster or from a node configured differently (see [`Config::wire_cluster`]), and
-    /// frames whose header names another sender are dropped and counted.
+    /// cluster or from a node configured differently (see [`Config::wire_cluster`]), frames
+    /// whose header names another sender, and frames from outside this node's membership (a
+    /// peer reported failed) or of another membership epoch are dropped and counted.
     pub fn handle_frame(&mut self, now: Instant, from: NodeId, frame: &[u8]) {
         match wire::decode(frame, self.wire_cluster, self.cfg.frame_len_max) {
+            Ok((h, _)) if h.sender == from && self.failed_peers.contains(&from) => {
+                // Not a stranger's: frames a peer sent before it failed or left can still be
+                // on their way (a node that stops cleanly is reported failed too).
+                self.stats.from_non_members += 1;
+            }
+            Ok((h, _)) if h.sender == from && from.0 < self.cfg.nodes && h.epoch != self.epoch => {
+                // An older epoch: sent before a membership change this node has committed. A
+                // newer one cannot happen while no change can commit (`docs/membership.md`).
+                self.stats.frames_rejected += 1;
+                self.stats.frames_other_epoch += 1;
+            }
             Ok((h, msg)) if h.sender == from && from.0 < self.cfg.nodes => {
                 let kind = h.kind as usize % KINDS;
                 self.stats.messages_received[kind] += 1;
@@ -239,9 +256,14 @@ impl Node {
 
     /// A decoded message from node `from`. Messages whose content is invalid (keys outside
     /// the layout, wrong value lengths) are dropped whole and counted; nothing changes.
+    /// Messages from a peer reported failed are dropped and counted (`from_non_members`).
     pub fn handle_message(&mut self, now: Instant, from: NodeId, msg: Message) {
         if from.0 >= self.cfg.nodes {
             self.stats.messages_rejected += 1;
+            return;
+        }
+        if self.failed_peers.contains(&from) {
+            self.stats.from_non_members += 1;
             return;
         }
         self.sync.now = now;
@@ -309,7 +331,12 @@ impl Node {
         maybe
     }
 
-    /// Peers reported failed, in id order.
+    /// The membership epoch this node is in and stamps on every frame it sends.
+    pub fn membership_epoch(&self) -> MembershipEpoch {
+        self.epoch
+    }
+
+    /// Peers reported failed, in id order: outside this node's membership.
     pub fn failed_peers(&self) -> Vec<NodeId> {
         self.failed_peers.iter().collect()
     }
@@ -658,7 +685,8 @@ impl Node {
         } else if self.failed_peers.contains(&to) {
             self.undeliverable(msg, OpError::PeerFailed { node: to });
         } else {
-            self.outbox.push_back(Transmit { to, msg, cluster: self.wire_cluster, sender: self.me });
+            let (cluster, sender, epoch) = (self.wire_cluster, self.me, self.epoch);
+            self.outbox.push_back(Transmit { to, msg, cluster, sender, epoch });
         }
     }
 

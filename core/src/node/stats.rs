@@ -36,6 +36,12 @@ pub struct Stats {
     /// Of those, frames from another cluster, or from a node of this one whose configuration
     /// differs in what all nodes must agree on (see `Config::wire_cluster`).
     pub frames_foreign: u64,
+    /// Of those, frames of another membership epoch than this node's (`docs/membership.md`).
+    pub frames_other_epoch: u64,
+    /// Frames and messages dropped because their sender is outside this node's membership: a
+    /// peer reported failed (or that stopped cleanly), whose frames still arrived. Not in
+    /// `frames_rejected`: such frames are no stranger's.
+    pub from_non_members: u64,
     /// Messages dropped because their content made no sense (keys outside the layout, wrong
     /// value lengths, impossible states).
     pub messages_rejected: u64,

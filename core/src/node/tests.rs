@@ -47,11 +47,19 @@ fn garbage_and_strangers_are_dropped_and_counted() {
     n.handle_frame(now, NodeId(1), b"PRMA\x02\x01garbage");
     let good = Message::BarrierRelease { generation: 0 };
     // Another cluster.
-    n.handle_frame(now, NodeId(1), &good.to_frame(ClusterId(1), NodeId(1)));
+    n.handle_frame(now, NodeId(1), &good.to_frame(ClusterId(1), NodeId(1), MembershipEpoch::START));
     // The header names a sender other than the one the transport saw.
-    n.handle_frame(now, NodeId(1), &good.to_frame(n.config().wire_cluster(), NodeId(0)));
+    n.handle_frame(
+        now,
+        NodeId(1),
+        &good.to_frame(n.config().wire_cluster(), NodeId(0), MembershipEpoch::START),
+    );
     // A node id outside the cluster.
-    n.handle_frame(now, NodeId(9), &good.to_frame(n.config().wire_cluster(), NodeId(9)));
+    n.handle_frame(
+        now,
+        NodeId(9),
+        &good.to_frame(n.config().wire_cluster(), NodeId(9), MembershipEpoch::START),
+    );
     assert_eq!(n.stats().frames_rejected, 5);
     assert_eq!(n.stats().frames_foreign, 1);
     assert!(transmits(&mut n).is_empty() && events(&mut n).is_empty());
@@ -472,11 +480,45 @@ fn a_peer_configured_differently_is_a_stranger() {
     {
         assert_ne!(peer.wire_cluster(), base.wire_cluster(), "{what}");
         let mut n = Node::new(base.clone(), NodeId(0)).unwrap();
-        n.handle_frame(now, NodeId(1), &msg.to_frame(peer.wire_cluster(), NodeId(1)));
+        n.handle_frame(now, NodeId(1), &msg.to_frame(peer.wire_cluster(), NodeId(1), MembershipEpoch::START));
         assert_eq!((n.stats().frames_rejected, n.stats().frames_foreign), (1, 1), "{what}");
     }
     assert_ne!(hot.wire_cluster(), hot_other.wire_cluster(), "hot keys");
     let mut n = Node::new(base.clone(), NodeId(0)).unwrap();
-    n.handle_frame(now, NodeId(1), &msg.to_frame(own.wire_cluster(), NodeId(1)));
+    n.handle_frame(now, NodeId(1), &msg.to_frame(own.wire_cluster(), NodeId(1), MembershipEpoch::START));
     assert_eq!(n.stats().frames_rejected, 0);
+}
+
+#[test]
+fn frames_of_another_epoch_or_from_outside_the_membership_are_dropped_and_counted() {
+    let mut n = Node::new(cfg(3), NodeId(0)).unwrap();
+    let now = Instant(0);
+    let cluster = n.config().wire_cluster();
+    let key = key_homed(3, 0);
+    let pull =
+        |origin: u16| Message::Pull { req: RequestId(1), origin: NodeId(origin), hops: 0, keys: vec![key] };
+    // Another epoch: no change has committed here, so neither an older nor a newer one is ours.
+    for epoch in [1, u16::MAX] {
+        n.handle_frame(now, NodeId(1), &pull(1).to_frame(cluster, NodeId(1), MembershipEpoch(epoch)));
+    }
+    assert_eq!((n.stats().frames_rejected, n.stats().frames_other_epoch), (2, 2));
+    assert!(transmits(&mut n).is_empty() && events(&mut n).is_empty());
+    // The epoch of the membership: answered, and the answer carries it.
+    assert_eq!(n.membership_epoch(), MembershipEpoch::START);
+    n.handle_frame(now, NodeId(1), &pull(1).to_frame(cluster, NodeId(1), MembershipEpoch::START));
+    let t = transmits(&mut n);
+    assert_eq!(t.len(), 1);
+    assert!(matches!(t[0].message(), Message::PullReply { .. }));
+    assert_eq!(t[0].to_frame()[14..16], [0, 0]);
+    // A peer reported failed is outside the membership: its frames and messages are dropped,
+    // whatever they say, and the others' are not.
+    n.handle_peer_failed(now, NodeId(2));
+    n.handle_frame(now, NodeId(2), &pull(2).to_frame(cluster, NodeId(2), MembershipEpoch::START));
+    n.handle_message(now, NodeId(2), pull(2));
+    assert_eq!((n.stats().frames_rejected, n.stats().from_non_members), (2, 2));
+    assert!(transmits(&mut n).is_empty() && events(&mut n).is_empty());
+    n.handle_frame(now, NodeId(1), &pull(1).to_frame(cluster, NodeId(1), MembershipEpoch::START));
+    assert_eq!(transmits(&mut n).len(), 1);
+    assert_eq!(n.stats().frames_rejected, 2);
+    n.check_invariants().unwrap();
 }

@@ -31,16 +31,17 @@ fn samples() -> Vec<Message> {
 
 fn same(a: &Message, b: &Message) -> bool {
     // NaN != NaN, so compare frames instead of values.
-    a.to_frame(C, NodeId(0)) == b.to_frame(C, NodeId(0))
+    a.to_frame(C, NodeId(0), MembershipEpoch::START) == b.to_frame(C, NodeId(0), MembershipEpoch::START)
 }
 
 #[test]
 fn round_trip_every_kind() {
     for m in samples() {
-        let f = m.to_frame(C, NodeId(3));
+        let f = m.to_frame(C, NodeId(3), MembershipEpoch(0x0102));
         assert_eq!(f.len(), m.encoded_len());
+        assert_eq!(f[14..16], [2, 1], "the epoch is header bytes 14-15, little-endian");
         let (h, d) = decode(&f, C, 1 << 20).unwrap();
-        assert_eq!(h.sender, NodeId(3));
+        assert_eq!((h.sender, h.epoch), (NodeId(3), MembershipEpoch(0x0102)));
         assert_eq!(h.kind, m.kind() as u8);
         assert!(same(&m, &d), "{m:?} vs {d:?}");
     }
@@ -49,7 +50,7 @@ fn round_trip_every_kind() {
 #[test]
 fn every_truncation_is_an_error() {
     for m in samples() {
-        let f = m.to_frame(C, NodeId(0));
+        let f = m.to_frame(C, NodeId(0), MembershipEpoch::START);
         for cut in 0..f.len() {
             assert!(decode(&f[..cut], C, 1 << 20).is_err());
         }
@@ -59,10 +60,10 @@ fn every_truncation_is_an_error() {
 #[test]
 fn header_checks() {
     let m = Message::BarrierEnter { generation: 1 };
-    let f = m.to_frame(C, NodeId(0));
+    let f = m.to_frame(C, NodeId(0), MembershipEpoch::START);
     assert_eq!(decode(&f, ClusterId(8), 1 << 20), Err(WireError::ForeignCluster { cluster: 7 }));
     assert_eq!(decode(&f, C, 10), Err(WireError::Oversized { len: f.len() }));
-    for version in [4, 6] {
+    for version in [5, 7] {
         let mut g = f.clone();
         g[4] = version;
         assert_eq!(decode(&g, C, 1 << 20), Err(WireError::UnsupportedVersion { version }));
@@ -82,7 +83,7 @@ fn header_checks() {
 fn huge_counts_do_not_allocate() {
     // A pull claiming 2^32-1 keys in a tiny frame.
     let m = Message::Pull { req: RequestId(1), origin: NodeId(0), hops: 0, keys: vec![] };
-    let mut f = m.to_frame(C, NodeId(0));
+    let mut f = m.to_frame(C, NodeId(0), MembershipEpoch::START);
     let at = HEADER_LEN + 11;
     f[at..at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
     assert_eq!(decode(&f, C, 1 << 20), Err(WireError::CountTooLarge));
@@ -92,7 +93,7 @@ fn huge_counts_do_not_allocate() {
 fn encode_into_small_buffer_fails_cleanly() {
     let m = Message::BarrierEnter { generation: 1 };
     let mut buf = [0u8; 5];
-    assert_eq!(m.encode(C, NodeId(0), &mut buf), Err(WireError::BufferTooSmall));
+    assert_eq!(m.encode(C, NodeId(0), MembershipEpoch::START, &mut buf), Err(WireError::BufferTooSmall));
 }
 
 /// Every kind, with the sections the samples above leave out (sync, its reply, the
@@ -137,14 +138,14 @@ fn every_kind() -> Vec<Message> {
 }
 
 /// FNV-1a over every frame of [`every_kind`], each preceded by its length: the bytes this
-/// format version puts on the wire, pinned so that a change to the code can't change them
-/// unnoticed (the value was taken from the code before the decoder was rewritten by kind).
+/// format version puts on the wire (version 6, membership epoch 0x0203), pinned so that a
+/// change to the code can't change them unnoticed.
 #[test]
 fn wire_bytes_are_pinned() {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     let mut eat = |b: u8| h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
     for m in every_kind() {
-        let f = m.to_frame(C, NodeId(3));
+        let f = m.to_frame(C, NodeId(3), MembershipEpoch(0x0203));
         assert_eq!(decode(&f, C, 1 << 20).map(|(_, d)| same(&m, &d)), Ok(true), "{m:?}");
         (f.len() as u32).to_le_bytes().into_iter().for_each(&mut eat);
         f.into_iter().for_each(&mut eat);
@@ -152,7 +153,7 @@ fn wire_bytes_are_pinned() {
     assert_eq!(h, PINNED, "the wire bytes changed: {h:#018x}");
 }
 
-const PINNED: u64 = 0x29dd_5387_cd06_9134;
+const PINNED: u64 = 0x2d5f_c47f_c682_76dc;
 
 #[test]
 fn kinds_convert_from_their_wire_numbers_only() {

@@ -8,6 +8,11 @@
 //! `cargo bench -p parma-runtime --bench scale` (`docs/scale.md`). Sizes by environment:
 //! `SCALE_KEYS=1e6,1e7,1e8` (dense; the first is the baseline), `SCALE_HASHED_KEYS=1e6,1e7`.
 //! `cargo bench -- --test` runs 10^4 and 10^5 keys with 3 rounds, to check that it runs.
+//!
+//! Each size's build row comes from a process of its own (this bench run again with
+//! `SCALE_BUILD_ONE=dense:N` or `hashed:N`), so that its resident memory counts nothing of the
+//! sizes before it (freed memory an allocator keeps stays resident); the rates then compare
+//! the sizes' nodes in this process, built again.
 #![deny(unsafe_code)]
 
 #[allow(unsafe_code)]
@@ -63,21 +68,64 @@ fn available() -> u64 {
         .map_or(u64::MAX, |kb| kb * 1024)
 }
 
-fn measure(what: &str, sizes: &[u64], keys: fn(u64) -> Keys, rounds: usize, ops: usize) {
-    println!("\n== {what}: build (B/key: beyond the {} B of values) ==", build::LEN * 4);
-    Built::print_header();
-    let mut nodes: Vec<Node> = Vec::new();
-    for &n in sizes {
-        // About twice the values' bytes while the store fills (values, pages, slots on the way).
-        let need = n.saturating_mul(2 * (build::LEN as u64 * 4 + 80));
-        if need > available() {
-            println!("SKIPPED {n} keys: needs about {} MB, {} MB available", need >> 20, available() >> 20);
-            continue;
-        }
-        let (node, built) = build(keys(n), WORKERS);
-        built.print();
-        nodes.push(node);
+/// Whether `n` keys fit in the memory left while the store fills: the values and 110 B/key
+/// beyond them (a dense store peaks at 74-85 B/key, a hashed one at about 100, `docs/scale.md`),
+/// and 1 GiB for the rest; says so when they do not.
+fn fits(n: u64) -> bool {
+    let need = n.saturating_mul(build::LEN as u64 * 4 + 110).saturating_add(1 << 30);
+    if need > available() {
+        println!("SKIPPED {n} keys: needs about {} MB, {} MB available", need >> 20, available() >> 20);
+        return false;
     }
+    true
+}
+
+/// The build row of one size, measured in a process of its own (see the module's text).
+fn build_row_alone(kind: &str, n: u64) -> Result<(), String> {
+    let exe = std::env::current_exe().map_err(|e| format!("this bench's path: {e}"))?;
+    let out = std::process::Command::new(exe)
+        .env("SCALE_BUILD_ONE", format!("{kind}:{n}"))
+        .output()
+        .map_err(|e| format!("running the {kind} build of {n} keys: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "the {kind} build of {n} keys ended with {}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    print!("{}", String::from_utf8_lossy(&out.stdout));
+    Ok(())
+}
+
+/// In the child of [`build_row_alone`]: builds the one node `spec` names and prints its row.
+fn build_one(spec: &str) -> Result<(), String> {
+    let (kind, n) = spec.split_once(':').ok_or_else(|| format!("SCALE_BUILD_ONE={spec:?}: write dense:N"))?;
+    let keys = match kind {
+        "dense" => Keys::Dense(parse_count(n)?),
+        "hashed" => Keys::Hashed(parse_count(n)?),
+        _ => return Err(format!("SCALE_BUILD_ONE={spec:?}: the kind is dense or hashed")),
+    };
+    let (node, built) = build(keys, WORKERS);
+    built.print();
+    node.finish();
+    Ok(())
+}
+
+fn measure(what: &str, kind: &str, sizes: &[u64], keys: fn(u64) -> Keys, rounds: usize, ops: usize) {
+    println!(
+        "\n== {what}: build, one process per size (B/key: beyond the {} B of values) ==",
+        build::LEN * 4
+    );
+    Built::print_header();
+    let sizes: Vec<u64> = sizes.iter().copied().filter(|&n| fits(n)).collect();
+    for &n in &sizes {
+        if let Err(e) = build_row_alone(kind, n) {
+            eprintln!("{e}");
+            std::process::exit(1);
+        }
+    }
+    let mut nodes: Vec<Node> = sizes.iter().map(|&n| build(keys(n), WORKERS).0).collect();
     let names: Vec<String> = nodes.iter().map(|n| format!("{:.0e}", n.keys.n() as f64)).collect();
     println!(
         "\n== {what}: local rates, keys/s (median of {rounds} paired rounds of {ops} ops of {} keys per worker); \
@@ -116,6 +164,13 @@ fn measure(what: &str, sizes: &[u64], keys: fn(u64) -> Keys, rounds: usize, ops:
 }
 
 fn main() {
+    if let Ok(spec) = std::env::var("SCALE_BUILD_ONE") {
+        if let Err(e) = build_one(&spec) {
+            eprintln!("{e}");
+            std::process::exit(2);
+        }
+        return;
+    }
     let quick = std::env::args().any(|a| a == "--test");
     let (dense, hashed, rounds, ops) = if quick {
         (vec![10_000, 100_000], vec![10_000, 100_000], 3, 10)
@@ -128,6 +183,6 @@ fn main() {
         )
     };
     println!("one node, {} f32 per key, {WORKERS} workers; rss from /proc/self/status (VmRSS), alloc from a counting allocator", build::LEN);
-    measure("dense", &dense, Keys::Dense, rounds, ops);
-    measure("hashed (keys over the whole u64 range)", &hashed, Keys::Hashed, rounds, ops);
+    measure("dense", "dense", &dense, Keys::Dense, rounds, ops);
+    measure("hashed (keys over the whole u64 range)", "hashed", &hashed, Keys::Hashed, rounds, ops);
 }

@@ -1,6 +1,6 @@
-//! The add kernels of the store: a worker's update added into a value (and, for a replica,
-//! into its unsent delta) with the common embedding widths unrolled; and the prefetches of a
-//! key's lines.
+//! The add and copy kernels of the store: a worker's update added into a value (and, for a
+//! replica, into its unsent delta), and a value copied out, with the common widths unrolled;
+//! and the prefetches of a key's lines.
 
 /// Asks the CPU to bring the cache line at `addr` into its caches. A prefetch is a hint: it
 /// never faults, whatever the address (a stale or wild one only wastes the fetch), and
@@ -34,14 +34,18 @@ pub(super) fn prefetch_line_for_write(addr: usize) {
     let _ = addr;
 }
 
-/// `dst[i] += src[i]` over equal lengths known only at run time. The usual embedding widths
-/// (powers of two from 8 to 128) get a kernel with the width as a constant, which the compiler
-/// unrolls into straight vector adds, as it would for a model compiled for one width; other
-/// widths go through fixed-width chunks. The `match` costs one well-predicted branch per value.
+/// `dst[i] += src[i]` over equal lengths known only at run time. The usual widths (powers of
+/// two up to 128: short values such as a linear model's, and embeddings) get a kernel with the
+/// width as a constant, which the compiler unrolls into straight adds, as it would for a model
+/// compiled for one width; other widths go through fixed-width chunks. The `match` costs one
+/// well-predicted branch per value.
 #[inline(always)]
 pub(super) fn add_into(dst: &mut [f32], src: &[f32]) {
     debug_assert_eq!(dst.len(), src.len());
     match dst.len() {
+        1 => add_fixed::<1>(dst, src),
+        2 => add_fixed::<2>(dst, src),
+        4 => add_fixed::<4>(dst, src),
         8 => add_fixed::<8>(dst, src),
         16 => add_fixed::<16>(dst, src),
         32 => add_fixed::<32>(dst, src),
@@ -69,6 +73,9 @@ fn add_fixed<const N: usize>(dst: &mut [f32], src: &[f32]) {
 pub(super) fn add_into_both(value: &mut [f32], unsent: &mut [f32], src: &[f32]) {
     debug_assert!(value.len() == src.len() && unsent.len() == src.len());
     match src.len() {
+        1 => add_both_fixed::<1>(value, unsent, src),
+        2 => add_both_fixed::<2>(value, unsent, src),
+        4 => add_both_fixed::<4>(value, unsent, src),
         8 => add_both_fixed::<8>(value, unsent, src),
         16 => add_both_fixed::<16>(value, unsent, src),
         32 => add_both_fixed::<32>(value, unsent, src),
@@ -105,5 +112,30 @@ fn add_chunked(dst: &mut [f32], src: &[f32]) {
     }
     for (a, b) in d.into_remainder().iter_mut().zip(s.remainder()) {
         *a += *b;
+    }
+}
+
+/// `dst.copy_from_slice(src)` (equal lengths), with the widths of [`add_into`] copied in
+/// straight moves: a copy of a length known only at run time is a call of `memcpy`, which
+/// costs a short value more than the value itself (12 instructions for 2 floats, callgrind).
+#[inline(always)]
+pub(super) fn copy_into(dst: &mut [f32], src: &[f32]) {
+    match src.len() {
+        1 => copy_fixed::<1>(dst, src),
+        2 => copy_fixed::<2>(dst, src),
+        4 => copy_fixed::<4>(dst, src),
+        8 => copy_fixed::<8>(dst, src),
+        16 => copy_fixed::<16>(dst, src),
+        _ => dst.copy_from_slice(src),
+    }
+}
+
+#[inline(always)]
+fn copy_fixed<const N: usize>(dst: &mut [f32], src: &[f32]) {
+    if let (Ok(d), Ok(s)) = (<&mut [f32; N]>::try_from(&mut *dst), <&[f32; N]>::try_from(src)) {
+        *d = *s;
+    } else {
+        // Lengths that differ: `copy_from_slice`'s panic, as for any other width.
+        dst.copy_from_slice(src);
     }
 }

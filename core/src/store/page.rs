@@ -156,6 +156,22 @@ impl Page {
         Some(self.cells.get_mut(at..end)?.split_at_mut(RECORD_WORDS))
     }
 
+    /// The `len` floats of value at `pos` if the key there is owned (a worker's read of a home
+    /// key, with one bounds check); `None` if it is untouched or away.
+    #[inline(always)]
+    pub(super) fn owned_value(&self, pos: usize, len: usize) -> Option<&[f32]> {
+        let (at, end) = self.span(pos, len)?;
+        let (record, value) = self.cells.get(at..end)?.split_at(RECORD_WORDS);
+        (state_of(record) == HomeState::Owned).then_some(value)
+    }
+
+    /// [`Page::entry_mut`] if the key at `pos` is owned (a worker's update of a home key).
+    #[inline(always)]
+    pub(super) fn owned_entry_mut(&mut self, pos: usize, len: usize) -> Option<(&mut [f32], &mut [f32])> {
+        let (record, value) = self.entry_mut(pos, len)?;
+        (state_of(record) == HomeState::Owned).then_some((record, value))
+    }
+
     /// Changes the record at `pos` with `f`; false if `pos` is outside the page.
     pub(super) fn update(&mut self, pos: usize, f: impl FnOnce(&mut HomeSlot)) -> bool {
         let Some(mut h) = self.record(pos) else { return false };

@@ -149,6 +149,9 @@ fn add_kernels_match_a_plain_loop_at_every_width() {
         add_into_both(&mut value, &mut unsent, &src);
         assert_eq!(value, want, "width {len}");
         assert_eq!(unsent, want_unsent, "width {len}");
+        let mut copy = vec![f32::NAN; len];
+        kernels::copy_into(&mut copy, &src);
+        assert_eq!(copy, src, "width {len}");
     }
 }
 
@@ -712,6 +715,59 @@ fn runs_match_key_by_key_accesses_and_stop_at_the_first_miss() {
         assert_eq!(run.read_run(&keys[..4], &mut got[..7], 4), 1);
         assert_eq!(run.add_run(&keys[..4], &deltas, 0), 0);
         assert_eq!(run.keys_held(), 0);
+    }
+}
+
+#[test]
+fn runs_of_every_width_match_key_by_key_accesses() {
+    // The widths a run is compiled for, their neighbours, and a long one; every kind of key a
+    // worker accesses locally, in one run that starts at home (so that it looks ahead).
+    for len in [1usize, 2, 3, 4, 8, 16, 17, 64] {
+        for placement in PLACEMENTS {
+            let mut c = cfg_in(2, placement);
+            c.layout = Layout::uniform(300, len as u32).unwrap();
+            let mine: Vec<Key> = (0..300).map(Key).filter(|k| home(&c, *k) == NodeId(0)).collect();
+            let theirs: Vec<Key> = (0..300).map(Key).filter(|k| home(&c, *k) == NodeId(1)).collect();
+            let value: Vec<f32> = (0..len).map(|i| i as f32 + 0.5).collect();
+            let stores = [Store::new(&c, NodeId(0)), Store::new(&c, NodeId(0))];
+            for s in &stores {
+                // Touched and untouched home keys, a home key away with a replica here, a key
+                // moved in and a replica of a key homed elsewhere.
+                for k in mine.iter().step_by(2) {
+                    assert!(s.add(*k, &value));
+                }
+                s.take(mine[1], NodeId(1), &mut vec![]).unwrap();
+                s.install_replica(mine[1], NodeId(1), Version(3), &value).unwrap();
+                s.install(theirs[0], Epoch(1), Version(2), &value, false).unwrap();
+                s.install_replica(theirs[1], NodeId(1), Version(4), &value).unwrap();
+            }
+            let mut keys: Vec<Key> = mine[2..22].to_vec();
+            keys.extend([theirs[0], theirs[1], mine[22], mine[1], mine[23]]);
+            let deltas: Vec<f32> = (0..keys.len() * len).map(|i| (i % 13) as f32 - 6.0).collect();
+            let [run, one] = &stores;
+            let what = format!("{len} floats under {placement:?}");
+            assert_eq!(run.add_run(&keys, &deltas, len), keys.len(), "{what}");
+            for (k, d) in keys.iter().zip(deltas.chunks_exact(len)) {
+                assert!(one.add(*k, d), "{what}");
+            }
+            let mut got = vec![0.0; keys.len() * len];
+            assert_eq!(run.read_run(&keys, &mut got, len), keys.len(), "{what}");
+            for (k, g) in keys.iter().zip(got.chunks_exact(len)) {
+                let mut want = vec![0.0; len];
+                assert!(one.read(*k, &mut want), "{what}");
+                assert_eq!(g, &want[..], "key {k:?}, {what}");
+                assert_eq!(run.version(*k), one.version(*k), "key {k:?}, {what}");
+            }
+            for k in [mine[1], theirs[1]] {
+                let (mut a, mut b) = (vec![], vec![]);
+                assert_eq!(run.take_delta(k, &mut a), one.take_delta(k, &mut b), "{what}");
+                assert_eq!(a, b, "the replica's delta, {what}");
+            }
+            // A run of a length that is not the layout's serves nothing.
+            let wrong = len + 1;
+            assert_eq!(run.read_run(&keys, &mut vec![0.0; keys.len() * wrong], wrong), 0, "{what}");
+            assert_eq!(run.add_run(&keys, &vec![0.0; keys.len() * wrong], wrong), 0, "{what}");
+        }
     }
 }
 

@@ -232,10 +232,9 @@ impl Store {
             prefetch_line_for_write(latch as *const _ as usize);
         }
         let Place::Page { shard, page, pos } = place else { return };
-        let hint = usize::try_from(page)
-            .ok()
-            .and_then(|p| p.checked_shl(self.shard_bits))
-            .and_then(|p| self.page_hints.get(p | shard));
+        // `shard_bits` is below 64 (`STORE_SHARDS_MAX`): the shift is in range. A page number
+        // too high for the hints finds none (or, shifted out, a wrong one: a wasted fetch).
+        let hint = usize::try_from(page).ok().and_then(|p| self.page_hints.get(p << self.shard_bits | shard));
         let Some(start) = hint.map(|h| h.load(Ordering::Relaxed)).filter(|s| *s != 0) else { return };
         let entry = (RECORD_WORDS + self.page_stride) * core::mem::size_of::<f32>();
         prefetch_line(start.wrapping_add(pos.wrapping_mul(entry)));

@@ -4,7 +4,7 @@
 use alloc::vec::Vec;
 use core::sync::atomic::Ordering;
 
-use super::kernels::{add_into, copy_into, prefetch_line, prefetch_line_for_write};
+use super::kernels::{add_into, prefetch_line, prefetch_line_for_write};
 use super::page::{page_of, page_of_mut, set_version, version_of, RECORD_WORDS};
 use super::record::{Held, Spot};
 use super::table::Shard;
@@ -138,7 +138,7 @@ impl Store {
         match place {
             Place::Page { page, pos, .. } if paged => {
                 if let Some(v) = page_of(&shard.pages, page).and_then(|p| p.owned_value(pos, out.len())) {
-                    copy_into(out, v);
+                    out.copy_from_slice(v);
                     return true;
                 }
             }
@@ -146,12 +146,25 @@ impl Store {
             Place::Table { mix, .. } => {
                 if let Some(v) = shard.map.get_mixed(mix, key).and_then(|s| s.value(&shard.arena, out.len()))
                 {
-                    copy_into(out, v);
+                    out.copy_from_slice(v);
                     return true;
                 }
             }
         }
         self.read_latched(shard, i, place, key, out)
+    }
+
+    /// [`Store::read_placed`] of a key in a page, out of line: for runs of keys in tables,
+    /// which then compile to the table's path alone.
+    #[inline(never)]
+    fn read_paged_apart(&self, place: Place, key: Key, out: &mut [f32], paged: bool) -> bool {
+        self.read_placed(place, key, out, paged)
+    }
+
+    /// [`Store::add_placed`] of a key in a page, out of line (see [`Store::read_paged_apart`]).
+    #[inline(never)]
+    fn add_paged_apart(&self, place: Place, key: Key, delta: &[f32], paged: bool) -> bool {
+        self.add_placed(place, key, delta, paged)
     }
 
     /// [`Store::read_placed`]'s general way, out of line.
@@ -281,7 +294,11 @@ impl Store {
         let mut served = 0;
         if !self.looks_ahead(keys) {
             for (k, out) in keys.iter().zip(out.chunks_exact_mut(len)) {
-                if !self.read_placed(self.place(*k), *k, out, paged) {
+                let read = match self.place(*k) {
+                    place @ Place::Table { .. } => self.read_placed(place, *k, out, paged),
+                    place @ Place::Page { .. } => self.read_paged_apart(place, *k, out, paged),
+                };
+                if !read {
                     break;
                 }
                 served += 1;
@@ -317,7 +334,11 @@ impl Store {
         let mut served = 0;
         if !self.looks_ahead(keys) {
             for (k, delta) in keys.iter().zip(deltas.chunks_exact(len)) {
-                if !self.add_placed(self.place(*k), *k, delta, paged) {
+                let added = match self.place(*k) {
+                    place @ Place::Table { .. } => self.add_placed(place, *k, delta, paged),
+                    place @ Place::Page { .. } => self.add_paged_apart(place, *k, delta, paged),
+                };
+                if !added {
                     break;
                 }
                 served += 1;
@@ -486,7 +507,7 @@ fn copy_checked(out: &mut [f32], v: &[f32]) -> bool {
     if v.len() != out.len() {
         return false;
     }
-    copy_into(out, v);
+    out.copy_from_slice(v);
     true
 }
 
@@ -497,7 +518,7 @@ fn set_value(v: &mut [f32], version: &mut Version, values: &[f32]) -> bool {
     if v.len() != values.len() {
         return false;
     }
-    copy_into(v, values);
+    v.copy_from_slice(values);
     *version = version.next();
     true
 }

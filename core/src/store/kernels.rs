@@ -1,6 +1,7 @@
-//! The add and copy kernels of the store: a worker's update added into a value (and, for a
-//! replica, into its unsent delta), and a value copied out, with the common widths unrolled;
-//! and the prefetches of a key's lines.
+//! The add kernels of the store: a worker's update added into a value (and, for a replica,
+//! into its unsent delta) with the common widths unrolled; and the prefetches of a key's
+//! lines. (Copies need no kernel: a run's body is compiled for each short width, where
+//! `copy_from_slice` is a few moves, and a call of `memcpy` pays for itself on long values.)
 
 /// Asks the CPU to bring the cache line at `addr` into its caches. A prefetch is a hint: it
 /// never faults, whatever the address (a stale or wild one only wastes the fetch), and
@@ -23,14 +24,15 @@ pub(super) fn prefetch_line(addr: usize) {
 /// be written, so a latch taken on it later does not wait for another core to give it up.
 #[inline(always)]
 pub(super) fn prefetch_line_for_write(addr: usize) {
-    #[cfg(target_arch = "x86_64")]
+    // Miri cannot run inline assembly; a prefetch changes nothing it could check.
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
     // SAFETY: PREFETCHW does not access memory architecturally (it cannot fault or change a
     // value, for any address); x86-64 CPUs without it run it as a no-op.
     #[allow(unsafe_code)]
     unsafe {
         core::arch::asm!("prefetchw [{0}]", in(reg) addr, options(nostack, preserves_flags, readonly));
     }
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(any(not(target_arch = "x86_64"), miri))]
     let _ = addr;
 }
 
@@ -112,30 +114,5 @@ fn add_chunked(dst: &mut [f32], src: &[f32]) {
     }
     for (a, b) in d.into_remainder().iter_mut().zip(s.remainder()) {
         *a += *b;
-    }
-}
-
-/// `dst.copy_from_slice(src)` (equal lengths), with the widths of [`add_into`] copied in
-/// straight moves: a copy of a length known only at run time is a call of `memcpy`, which
-/// costs a short value more than the value itself (12 instructions for 2 floats, callgrind).
-#[inline(always)]
-pub(super) fn copy_into(dst: &mut [f32], src: &[f32]) {
-    match src.len() {
-        1 => copy_fixed::<1>(dst, src),
-        2 => copy_fixed::<2>(dst, src),
-        4 => copy_fixed::<4>(dst, src),
-        8 => copy_fixed::<8>(dst, src),
-        16 => copy_fixed::<16>(dst, src),
-        _ => dst.copy_from_slice(src),
-    }
-}
-
-#[inline(always)]
-fn copy_fixed<const N: usize>(dst: &mut [f32], src: &[f32]) {
-    if let (Ok(d), Ok(s)) = (<&mut [f32; N]>::try_from(&mut *dst), <&[f32; N]>::try_from(src)) {
-        *d = *s;
-    } else {
-        // Lengths that differ: `copy_from_slice`'s panic, as for any other width.
-        dst.copy_from_slice(src);
     }
 }

@@ -9,14 +9,15 @@
 /// instruction in stable Rust.
 #[inline(always)]
 pub(super) fn prefetch_line(addr: usize) {
-    #[cfg(target_arch = "x86_64")]
+    // Left out under Miri, as `prefetch_line_for_write` is: it changes nothing Miri could check.
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
     // SAFETY: PREFETCHT0 (SSE, part of the x86-64 baseline) does not access memory
     // architecturally: it cannot fault or change any value, for any address.
     #[allow(unsafe_code)]
     unsafe {
         core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(addr as *const i8);
     }
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(any(not(target_arch = "x86_64"), miri))]
     let _ = addr;
 }
 

@@ -112,6 +112,46 @@ impl Place {
 }
 
 impl Slot {
+    /// A worker's read: the value of a main copy or replica of `len` floats in `arena`; `None`
+    /// for another length or an away slot.
+    #[inline(always)]
+    fn value<'a>(&self, arena: &'a [f32], len: usize) -> Option<&'a [f32]> {
+        let off = self.off as usize;
+        match self.state {
+            State::Owned | State::Replica if self.len as usize == len => arena.get(off..off + len),
+            _ => None,
+        }
+    }
+
+    /// A worker's update ([`add_local`]): adds `delta` to a main copy (one more update) or to a
+    /// replica and its unsent delta; false (nothing changed) for another length or an away slot.
+    #[inline(always)]
+    fn add(&mut self, arena: &mut [f32], delta: &[f32]) -> bool {
+        let (off, len) = (self.off as usize, delta.len());
+        if self.len as usize != len {
+            return false;
+        }
+        match self.state {
+            State::Owned => match arena.get_mut(off..off + len) {
+                Some(v) => {
+                    add_into(v, delta);
+                    self.version = self.version.next();
+                    true
+                }
+                None => false,
+            },
+            State::Replica => match arena.get_mut(off..off + 2 * len) {
+                Some(both) => {
+                    let (v, unsent) = both.split_at_mut(len);
+                    add_into_both(v, unsent, delta);
+                    true
+                }
+                None => false,
+            },
+            State::Away => false,
+        }
+    }
+
     /// Floats the slot occupies in the arena: the value, and for a replica its delta after it.
     #[inline]
     fn alloc_len(&self) -> u32 {

@@ -4,8 +4,8 @@
 use alloc::vec::Vec;
 use core::sync::atomic::Ordering;
 
-use super::kernels::{prefetch_line, prefetch_line_for_write};
-use super::page::RECORD_WORDS;
+use super::kernels::{add_into, prefetch_line, prefetch_line_for_write};
+use super::page::{page_of, page_of_mut, set_version, version_of, RECORD_WORDS};
 use super::record::{Held, Spot};
 use super::table::Shard;
 use super::{add_local, Place, State, Store, Whereabouts};
@@ -17,6 +17,39 @@ use crate::ids::{Key, Version};
 const RUN_AHEAD: usize = 6;
 const RUN_RING: usize = 8;
 const _: () = assert!(RUN_AHEAD < RUN_RING);
+
+/// `$body` with `$len` bound to `$width`, where the short widths (1 to 16 floats) are each a
+/// constant: a run's body is compiled once for each of them, so that its copies and adds are
+/// straight moves with no per-key dispatch on the width (for 2 floats, a call of `memcpy`, or
+/// a `match` on the length, costs as much as the copy itself). Longer values take the body
+/// with the width read at run time; their kernels dispatch once per key, which they amortize.
+macro_rules! by_width {
+    ($width:expr, |$len:ident| $body:expr) => {
+        match $width {
+            1 => {
+                let $len = 1;
+                $body
+            }
+            2 => {
+                let $len = 2;
+                $body
+            }
+            4 => {
+                let $len = 4;
+                $body
+            }
+            8 => {
+                let $len = 8;
+                $body
+            }
+            16 => {
+                let $len = 16;
+                $body
+            }
+            $len => $body,
+        }
+    };
+}
 
 impl Store {
     /// Runs `f` on the value of `key` (and, for a replica, its delta) if this node holds its
@@ -70,12 +103,114 @@ impl Store {
     ) -> Option<R> {
         let i = place.shard();
         let mut guard = self.shards[i].lock();
-        let shard = &mut *guard;
+        self.with_value_latched::<REPLICA, R>(&mut guard, i, place, key, f)
+    }
+
+    /// [`Store::with_value_at`] in shard `i`, `shard`, whose latch the caller holds.
+    #[inline(always)]
+    fn with_value_latched<const REPLICA: bool, R>(
+        &self,
+        shard: &mut Shard,
+        i: usize,
+        place: Place,
+        key: Key,
+        f: impl FnOnce(&mut [f32], Option<&mut [f32]>, &mut Version) -> R,
+    ) -> Option<R> {
         let spot = self.spot(shard, place, key);
         match self.with_slot_value::<REPLICA, R, _>(shard, spot, key, f) {
             Ok(r) => Some(r),
             Err(f) => self.with_value_untouched::<REPLICA, R>(shard, i, spot, key, f),
         }
+    }
+
+    /// A worker's read of `key`, whose place is `place`, into `out`: [`Store::read`] with the
+    /// common cases written out, so that a hit looks at its slot once and calls nothing. With
+    /// `paged` (every key's length is `out.len()`), an owned home key in an allocated page is
+    /// copied from its entry; a main copy or replica in a table is copied from its arena
+    /// range. Anything else (a first touch, a replica beside its home's page record, a miss)
+    /// goes the general way ([`Store::with_value_latched`]) under the same latch, out of line.
+    /// No version is read or written.
+    #[inline(always)]
+    fn read_placed(&self, place: Place, key: Key, out: &mut [f32], paged: bool) -> bool {
+        let i = place.shard();
+        let mut guard = self.shards[i].lock();
+        let shard = &mut *guard;
+        match place {
+            Place::Page { page, pos, .. } if paged => {
+                if let Some(v) = page_of(&shard.pages, page).and_then(|p| p.owned_value(pos, out.len())) {
+                    out.copy_from_slice(v);
+                    return true;
+                }
+            }
+            Place::Page { .. } => {}
+            Place::Table { mix, .. } => {
+                if let Some(v) = shard.map.get_mixed(mix, key).and_then(|s| s.value(&shard.arena, out.len()))
+                {
+                    out.copy_from_slice(v);
+                    return true;
+                }
+            }
+        }
+        self.read_latched(shard, i, place, key, out)
+    }
+
+    /// [`Store::read_placed`] of a key in a page, out of line: for runs of keys in tables,
+    /// which then compile to the table's path alone.
+    #[inline(never)]
+    fn read_paged_apart(&self, place: Place, key: Key, out: &mut [f32], paged: bool) -> bool {
+        self.read_placed(place, key, out, paged)
+    }
+
+    /// [`Store::add_placed`] of a key in a page, out of line (see [`Store::read_paged_apart`]).
+    #[inline(never)]
+    fn add_paged_apart(&self, place: Place, key: Key, delta: &[f32], paged: bool) -> bool {
+        self.add_placed(place, key, delta, paged)
+    }
+
+    /// [`Store::read_placed`]'s general way, out of line.
+    #[inline(never)]
+    fn read_latched(&self, shard: &mut Shard, i: usize, place: Place, key: Key, out: &mut [f32]) -> bool {
+        self.with_value_latched::<true, _>(shard, i, place, key, |v, _, _| copy_checked(out, v))
+            .unwrap_or(false)
+    }
+
+    /// [`Store::read_placed`] for an update ([`Store::add`]): adds `delta` to an owned home
+    /// key's value in its page (one more update in its record), or to a table slot's main copy
+    /// (one more update) or replica (and to its unsent delta).
+    #[inline(always)]
+    fn add_placed(&self, place: Place, key: Key, delta: &[f32], paged: bool) -> bool {
+        let i = place.shard();
+        let mut guard = self.shards[i].lock();
+        let shard = &mut *guard;
+        match place {
+            Place::Page { page, pos, .. } if paged => {
+                let entry =
+                    page_of_mut(&mut shard.pages, page).and_then(|p| p.owned_entry_mut(pos, delta.len()));
+                if let Some((record, value)) = entry {
+                    add_into(value, delta);
+                    set_version(record, version_of(record).next());
+                    return true;
+                }
+            }
+            Place::Page { .. } => {}
+            Place::Table { mix, .. } => {
+                if let Some(slot) = shard.map.get_mut_mixed(mix, key) {
+                    if slot.add(&mut shard.arena, delta) {
+                        return true;
+                    }
+                }
+            }
+        }
+        self.add_latched(shard, i, place, key, delta)
+    }
+
+    /// [`Store::add_placed`]'s general way, out of line.
+    #[inline(never)]
+    fn add_latched(&self, shard: &mut Shard, i: usize, place: Place, key: Key, delta: &[f32]) -> bool {
+        self.with_value_latched::<true, _>(shard, i, place, key, |v, unsent, version| {
+            add_local(v, unsent, version, delta)
+        })
+        .unwrap_or(false)
     }
 
     /// [`Store::with_value`] of a key with no value here: a home key's first touch makes its
@@ -110,10 +245,9 @@ impl Store {
             prefetch_line_for_write(latch as *const _ as usize);
         }
         let Place::Page { shard, page, pos } = place else { return };
-        let hint = usize::try_from(page)
-            .ok()
-            .and_then(|p| p.checked_shl(self.shard_bits))
-            .and_then(|p| self.page_hints.get(p | shard));
+        // `shard_bits` is below 64 (`STORE_SHARDS_MAX`): the shift is in range. A page number
+        // too high for the hints finds none (or, shifted out, a wrong one: a wasted fetch).
+        let hint = usize::try_from(page).ok().and_then(|p| self.page_hints.get(p << self.shard_bits | shard));
         let Some(start) = hint.map(|h| h.load(Ordering::Relaxed)).filter(|s| *s != 0) else { return };
         let entry = (RECORD_WORDS + self.page_stride) * core::mem::size_of::<f32>();
         prefetch_line(start.wrapping_add(pos.wrapping_mul(entry)));
@@ -128,28 +262,16 @@ impl Store {
         !self.page_hints.is_empty() && keys.first().is_some_and(|k| self.page_place(*k).is_some())
     }
 
-    /// Calls `f(i, key, place)` for the keys in order until it answers false; returns how many
-    /// it answered true. Each key's place is found once, `RUN_AHEAD` keys before its turn, and
-    /// its lines prefetched then. (`f` is called in one place only: with two, the compiler
-    /// leaves it out of line.)
+    /// The keys in order with their places: each key's place is found once, `RUN_AHEAD` keys
+    /// before its turn, and its lines prefetched then ([`Run`]).
     #[inline(always)]
-    fn run(&self, keys: &[Key], mut f: impl FnMut(usize, Key, Place) -> bool) -> usize {
+    fn run<'a>(&'a self, keys: &'a [Key]) -> Run<'a> {
         let mut ring = [Place::Table { shard: 0, mix: 0 }; RUN_RING];
         for (j, k) in keys.iter().take(RUN_AHEAD).enumerate() {
             ring[j] = self.place(*k);
             self.prefetch(ring[j]);
         }
-        for (i, k) in keys.iter().enumerate() {
-            if let Some(ahead) = keys.get(i + RUN_AHEAD) {
-                let place = self.place(*ahead);
-                self.prefetch(place);
-                ring[(i + RUN_AHEAD) % RUN_RING] = place;
-            }
-            if !f(i, *k, ring[i % RUN_RING]) {
-                return i;
-            }
-        }
-        keys.len()
+        Run { store: self, keys, ring, next: 0 }
     }
 
     /// A worker's read of many keys of `len` floats each: copies their values into `out`, in
@@ -157,51 +279,81 @@ impl Store {
     /// keys it read. Reads the same values as [`Store::read`] key by key, faster: the keys'
     /// cache misses overlap (see the module docs).
     pub fn read_run(&self, keys: &[Key], out: &mut [f32], len: usize) -> usize {
+        by_width!(len, |len| self.read_run_of(keys, out, len))
+    }
+
+    /// [`Store::read_run`], inlined into each width of [`by_width!`].
+    #[inline(always)]
+    fn read_run_of(&self, keys: &[Key], out: &mut [f32], len: usize) -> usize {
         if len == 0 {
             return 0;
         }
         let keys = &keys[..keys.len().min(out.len().checked_div(len).unwrap_or(0))];
+        // With one length for every key, a home key's value in a page has the run's length.
+        let paged = self.layout.uniform_len() == Some(len);
+        let mut served = 0;
         if !self.looks_ahead(keys) {
-            let mut served = 0;
-            for (k, o) in keys.iter().zip(out.chunks_exact_mut(len)) {
-                if !self.read(*k, o) {
+            for (k, out) in keys.iter().zip(out.chunks_exact_mut(len)) {
+                let read = match self.place(*k) {
+                    place @ Place::Table { .. } => self.read_placed(place, *k, out, paged),
+                    place @ Place::Page { .. } => self.read_paged_apart(place, *k, out, paged),
+                };
+                if !read {
                     break;
                 }
                 served += 1;
             }
             return served;
         }
-        self.run(keys, |i, key, place| {
-            let Some(out) = out.get_mut(i * len..(i + 1) * len) else { return false };
-            self.with_value_placed::<true, _>(place, key, |v, _, _| {
-                if v.len() != out.len() {
-                    return false;
-                }
-                out.copy_from_slice(v);
-                true
-            })
-            .unwrap_or(false)
-        })
+        let mut run = self.run(keys);
+        for out in out.chunks_exact_mut(len) {
+            let Some((key, place)) = run.next() else { break };
+            if !self.read_placed(place, key, out, paged) {
+                break;
+            }
+            served += 1;
+        }
+        served
     }
 
     /// A worker's updates of many keys of `len` floats each: adds each key's `len` floats of
     /// `deltas` ([`Store::add`]), in order, until the first key whose main copy or replica is
     /// not here. Returns how many keys it updated.
     pub fn add_run(&self, keys: &[Key], deltas: &[f32], len: usize) -> usize {
+        by_width!(len, |len| self.add_run_of(keys, deltas, len))
+    }
+
+    /// [`Store::add_run`], inlined into each width of [`by_width!`].
+    #[inline(always)]
+    fn add_run_of(&self, keys: &[Key], deltas: &[f32], len: usize) -> usize {
         if len == 0 {
             return 0;
         }
         let keys = &keys[..keys.len().min(deltas.len().checked_div(len).unwrap_or(0))];
+        let paged = self.layout.uniform_len() == Some(len);
+        let mut served = 0;
         if !self.looks_ahead(keys) {
-            return keys.iter().zip(deltas.chunks_exact(len)).take_while(|(k, d)| self.add(**k, d)).count();
+            for (k, delta) in keys.iter().zip(deltas.chunks_exact(len)) {
+                let added = match self.place(*k) {
+                    place @ Place::Table { .. } => self.add_placed(place, *k, delta, paged),
+                    place @ Place::Page { .. } => self.add_paged_apart(place, *k, delta, paged),
+                };
+                if !added {
+                    break;
+                }
+                served += 1;
+            }
+            return served;
         }
-        self.run(keys, |i, key, place| {
-            let Some(delta) = deltas.get(i * len..(i + 1) * len) else { return false };
-            self.with_value_placed::<true, _>(place, key, |v, unsent, version| {
-                add_local(v, unsent, version, delta)
-            })
-            .unwrap_or(false)
-        })
+        let mut run = self.run(keys);
+        for delta in deltas.chunks_exact(len) {
+            let Some((key, place)) = run.next() else { break };
+            if !self.add_placed(place, key, delta, paged) {
+                break;
+            }
+            served += 1;
+        }
+        served
     }
 
     /// [`Store::set`] of many keys of `len` floats each, in order, until the first key whose
@@ -214,25 +366,22 @@ impl Store {
         if !self.looks_ahead(keys) {
             return keys.iter().zip(values.chunks_exact(len)).take_while(|(k, v)| self.set(**k, v)).count();
         }
-        self.run(keys, |i, key, place| {
-            let Some(values) = values.get(i * len..(i + 1) * len) else { return false };
-            self.with_value_placed::<false, _>(place, key, |v, _, version| set_value(v, version, values))
+        self.run(keys)
+            .zip(values.chunks_exact(len))
+            .take_while(|((key, place), values)| {
+                self.with_value_placed::<false, _>(*place, *key, |v, _, version| {
+                    set_value(v, version, values)
+                })
                 .unwrap_or(false)
-        })
+            })
+            .count()
     }
 
     /// A worker's read: copies the value of `key` into `out` if its main copy or a replica is
     /// here. `out.len()` must be the key's length.
     #[inline]
     pub fn read(&self, key: Key, out: &mut [f32]) -> bool {
-        self.with_value::<true, _>(key, |v, _, _| {
-            if v.len() != out.len() {
-                return false;
-            }
-            out.copy_from_slice(v);
-            true
-        })
-        .unwrap_or(false)
+        self.with_value::<true, _>(key, |v, _, _| copy_checked(out, v)).unwrap_or(false)
     }
 
     /// A worker's update: adds `delta` to the value of `key` if its main copy or a replica is
@@ -352,6 +501,16 @@ impl Store {
     }
 }
 
+/// A worker's read of a value `v` into `out`: copied if their lengths match.
+#[inline(always)]
+fn copy_checked(out: &mut [f32], v: &[f32]) -> bool {
+    if v.len() != out.len() {
+        return false;
+    }
+    out.copy_from_slice(v);
+    true
+}
+
 /// A set of a main copy's value: `values` replace it (one more update) if their length is the
 /// value's.
 #[inline(always)]
@@ -362,4 +521,32 @@ fn set_value(v: &mut [f32], version: &mut Version, values: &[f32]) -> bool {
     v.copy_from_slice(values);
     *version = version.next();
     true
+}
+
+/// A run over many keys ([`Store::run`]): yields each key with its place, found `RUN_AHEAD`
+/// keys before its turn, when its lines were prefetched. An iterator rather than a loop that
+/// calls a closure, so that each run's body is compiled inline, once for each width.
+struct Run<'a> {
+    store: &'a Store,
+    keys: &'a [Key],
+    /// The places of keys `next..next + RUN_AHEAD`, at their index modulo `RUN_RING`.
+    ring: [Place; RUN_RING],
+    next: usize,
+}
+
+impl Iterator for Run<'_> {
+    type Item = (Key, Place);
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<(Key, Place)> {
+        let i = self.next;
+        let key = *self.keys.get(i)?;
+        if let Some(ahead) = self.keys.get(i + RUN_AHEAD) {
+            let place = self.store.place(*ahead);
+            self.store.prefetch(place);
+            self.ring[(i + RUN_AHEAD) % RUN_RING] = place;
+        }
+        self.next = i + 1;
+        Some((key, self.ring[i % RUN_RING]))
+    }
 }

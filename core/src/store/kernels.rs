@@ -1,6 +1,7 @@
 //! The add kernels of the store: a worker's update added into a value (and, for a replica,
-//! into its unsent delta) with the common embedding widths unrolled; and the prefetches of a
-//! key's lines.
+//! into its unsent delta) with the common widths unrolled; and the prefetches of a key's
+//! lines. (Copies need no kernel: a run's body is compiled for each short width, where
+//! `copy_from_slice` is a few moves, and a call of `memcpy` pays for itself on long values.)
 
 /// Asks the CPU to bring the cache line at `addr` into its caches. A prefetch is a hint: it
 /// never faults, whatever the address (a stale or wild one only wastes the fetch), and
@@ -8,14 +9,15 @@
 /// instruction in stable Rust.
 #[inline(always)]
 pub(super) fn prefetch_line(addr: usize) {
-    #[cfg(target_arch = "x86_64")]
+    // Left out under Miri, as `prefetch_line_for_write` is: it changes nothing Miri could check.
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
     // SAFETY: PREFETCHT0 (SSE, part of the x86-64 baseline) does not access memory
     // architecturally: it cannot fault or change any value, for any address.
     #[allow(unsafe_code)]
     unsafe {
         core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(addr as *const i8);
     }
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(any(not(target_arch = "x86_64"), miri))]
     let _ = addr;
 }
 
@@ -23,25 +25,30 @@ pub(super) fn prefetch_line(addr: usize) {
 /// be written, so a latch taken on it later does not wait for another core to give it up.
 #[inline(always)]
 pub(super) fn prefetch_line_for_write(addr: usize) {
-    #[cfg(target_arch = "x86_64")]
+    // Miri cannot run inline assembly; a prefetch changes nothing it could check.
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
     // SAFETY: PREFETCHW does not access memory architecturally (it cannot fault or change a
     // value, for any address); x86-64 CPUs without it run it as a no-op.
     #[allow(unsafe_code)]
     unsafe {
         core::arch::asm!("prefetchw [{0}]", in(reg) addr, options(nostack, preserves_flags, readonly));
     }
-    #[cfg(not(target_arch = "x86_64"))]
+    #[cfg(any(not(target_arch = "x86_64"), miri))]
     let _ = addr;
 }
 
-/// `dst[i] += src[i]` over equal lengths known only at run time. The usual embedding widths
-/// (powers of two from 8 to 128) get a kernel with the width as a constant, which the compiler
-/// unrolls into straight vector adds, as it would for a model compiled for one width; other
-/// widths go through fixed-width chunks. The `match` costs one well-predicted branch per value.
+/// `dst[i] += src[i]` over equal lengths known only at run time. The usual widths (powers of
+/// two up to 128: short values such as a linear model's, and embeddings) get a kernel with the
+/// width as a constant, which the compiler unrolls into straight adds, as it would for a model
+/// compiled for one width; other widths go through fixed-width chunks. The `match` costs one
+/// well-predicted branch per value.
 #[inline(always)]
 pub(super) fn add_into(dst: &mut [f32], src: &[f32]) {
     debug_assert_eq!(dst.len(), src.len());
     match dst.len() {
+        1 => add_fixed::<1>(dst, src),
+        2 => add_fixed::<2>(dst, src),
+        4 => add_fixed::<4>(dst, src),
         8 => add_fixed::<8>(dst, src),
         16 => add_fixed::<16>(dst, src),
         32 => add_fixed::<32>(dst, src),
@@ -69,6 +76,9 @@ fn add_fixed<const N: usize>(dst: &mut [f32], src: &[f32]) {
 pub(super) fn add_into_both(value: &mut [f32], unsent: &mut [f32], src: &[f32]) {
     debug_assert!(value.len() == src.len() && unsent.len() == src.len());
     match src.len() {
+        1 => add_both_fixed::<1>(value, unsent, src),
+        2 => add_both_fixed::<2>(value, unsent, src),
+        4 => add_both_fixed::<4>(value, unsent, src),
         8 => add_both_fixed::<8>(value, unsent, src),
         16 => add_both_fixed::<16>(value, unsent, src),
         32 => add_both_fixed::<32>(value, unsent, src),

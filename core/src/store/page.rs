@@ -82,23 +82,42 @@ const STATE_WORD: usize = 3;
 /// would cost two misses. The record's words are kept as the bits of `f32`s (only copied,
 /// never computed with, so every bit pattern survives on the targets parma builds for: x87's
 /// 32-bit x86 is not one), so one allocation holds both without `unsafe`.
+///
+/// The one `unsafe` here is in [`Page::entry`] and [`Page::entry_words_mut`], a worker's way to a
+/// key's entry: they check that the position is in the page and the value fits an entry, and
+/// leave out the bounds check that follows from it. The fields are set once, by
+/// [`Page::new`], and `cells` is never resized, so no caller can make the check wrong.
 pub(super) struct Page {
     cells: Box<[f32]>,
-    /// Floats per entry: `RECORD_WORDS` and the store's page stride.
-    entry: usize,
+    /// Floats per entry: `RECORD_WORDS` and the store's page stride (at least `RECORD_WORDS`).
+    entry: u32,
+    /// The page's keys: `cells.len() / entry`, so `keys * entry <= cells.len()`. (Both fields
+    /// are `u32`s, so that a shard's index of pages takes 32 bytes a page.)
+    keys: u32,
 }
+
+const _: () = assert!(core::mem::size_of::<PageEntry>() == 32);
 
 impl Page {
     /// A page of `keys` untouched keys, each with room for `stride` floats of value.
     pub(super) fn new(keys: usize, stride: usize) -> Page {
-        let entry = RECORD_WORDS + stride;
+        let entry = u32::try_from(RECORD_WORDS + stride).expect("a page entry of at most 2^32 floats");
+        let floats = keys.checked_mul(entry as usize).expect("a page fits in memory");
         // All-zero words are the default record: untouched.
-        Page { cells: alloc::vec![0.0; keys * entry].into_boxed_slice(), entry }
+        let cells = alloc::vec![0.0; floats].into_boxed_slice();
+        let keys = u32::try_from(cells.len() / entry as usize).expect("at most 2^32 keys in a page");
+        Page { keys, cells, entry }
     }
 
     /// How many keys the page has.
     pub(super) fn keys(&self) -> usize {
-        self.cells.len() / self.entry
+        self.keys as usize
+    }
+
+    /// Floats per entry.
+    #[inline(always)]
+    fn entry_len(&self) -> usize {
+        self.entry as usize
     }
 
     /// The address of the page's first entry (for a prefetch; entries are `RECORD_WORDS` and
@@ -110,50 +129,85 @@ impl Page {
     /// The record at `pos`.
     #[inline]
     pub(super) fn record(&self, pos: usize) -> Option<HomeSlot> {
-        let at = pos.checked_mul(self.entry)?;
+        let at = pos.checked_mul(self.entry_len())?;
         self.cells.get(at..at + RECORD_WORDS).map(decode)
     }
 
     /// The state at `pos` (one word of the record).
     #[inline(always)]
     pub(super) fn state(&self, pos: usize) -> Option<HomeState> {
-        let at = pos.checked_mul(self.entry)?;
+        let at = pos.checked_mul(self.entry_len())?;
         self.cells.get(at + STATE_WORD).map(|w| decode_state(w.to_bits()))
     }
 
     /// Replaces the record at `pos` (nothing if `pos` is outside the page).
     pub(super) fn set_record(&mut self, pos: usize, h: HomeSlot) {
-        let Some(at) = pos.checked_mul(self.entry) else { return };
+        let Some(at) = pos.checked_mul(self.entry_len()) else { return };
         if let Some(words) = self.cells.get_mut(at..at + RECORD_WORDS) {
             words.copy_from_slice(&encode(h));
         }
     }
 
-    /// Where the entry at `pos` starts and ends with a value of `len` floats; `None` if `len`
-    /// is longer than the page's room for a value.
+    /// Where the entry at `pos` starts, if `pos` is in the page and a value of `len` floats fits
+    /// in an entry: then the entry's record and value, `at..at + RECORD_WORDS + len`, lie in
+    /// `cells` (see [`Page::entry`]).
     #[inline(always)]
-    fn span(&self, pos: usize, len: usize) -> Option<(usize, usize)> {
-        let at = pos.checked_mul(self.entry)?;
-        (len <= self.entry - RECORD_WORDS).then_some((at, at + RECORD_WORDS + len))
+    fn entry_at(&self, pos: usize, len: usize) -> Option<usize> {
+        // No overflow: `pos < keys` and `keys * entry <= cells.len()`.
+        (pos < self.keys() && len <= self.entry_len() - RECORD_WORDS).then(|| pos * self.entry_len())
+    }
+
+    /// The entry at `pos` with a value of `len` floats: its record's words, then its value;
+    /// `None` if `pos` is outside the page or `len` is longer than its room for a value.
+    #[inline(always)]
+    #[allow(unsafe_code)]
+    fn entry(&self, pos: usize, len: usize) -> Option<&[f32]> {
+        let at = self.entry_at(pos, len)?;
+        // SAFETY: `entry_at` checked `pos < keys` and `len <= entry - RECORD_WORDS`, so
+        // `at + RECORD_WORDS + len <= (pos + 1) * entry <= keys * entry <= cells.len()`:
+        // `keys` is `cells.len() / entry`, both set once by `new`, and `cells` never changes
+        // length.
+        Some(unsafe { self.cells.get_unchecked(at..at + RECORD_WORDS + len) })
+    }
+
+    /// [`Page::entry`], to write.
+    #[inline(always)]
+    #[allow(unsafe_code)]
+    fn entry_words_mut(&mut self, pos: usize, len: usize) -> Option<&mut [f32]> {
+        let at = self.entry_at(pos, len)?;
+        // SAFETY: as in `entry`: the range lies in `cells`.
+        Some(unsafe { self.cells.get_unchecked_mut(at..at + RECORD_WORDS + len) })
     }
 
     /// The `len` floats of value at `pos`.
     pub(super) fn value(&self, pos: usize, len: usize) -> Option<&[f32]> {
-        let (at, end) = self.span(pos, len)?;
-        self.cells.get(at + RECORD_WORDS..end)
+        Some(&self.entry(pos, len)?[RECORD_WORDS..])
     }
 
     /// The `len` floats of value at `pos`, to write.
     pub(super) fn value_mut(&mut self, pos: usize, len: usize) -> Option<&mut [f32]> {
-        let (at, end) = self.span(pos, len)?;
-        self.cells.get_mut(at + RECORD_WORDS..end)
+        Some(&mut self.entry_words_mut(pos, len)?[RECORD_WORDS..])
     }
 
     /// The entry at `pos` split: its record's words and its `len` floats of value.
     #[inline(always)]
     pub(super) fn entry_mut(&mut self, pos: usize, len: usize) -> Option<(&mut [f32], &mut [f32])> {
-        let (at, end) = self.span(pos, len)?;
-        Some(self.cells.get_mut(at..end)?.split_at_mut(RECORD_WORDS))
+        Some(self.entry_words_mut(pos, len)?.split_at_mut(RECORD_WORDS))
+    }
+
+    /// The `len` floats of value at `pos` if the key there is owned (a worker's read of a home
+    /// key, with one check of the position); `None` if it is untouched or away.
+    #[inline(always)]
+    pub(super) fn owned_value(&self, pos: usize, len: usize) -> Option<&[f32]> {
+        let (record, value) = self.entry(pos, len)?.split_at(RECORD_WORDS);
+        (state_of(record) == HomeState::Owned).then_some(value)
+    }
+
+    /// [`Page::entry_mut`] if the key at `pos` is owned (a worker's update of a home key).
+    #[inline(always)]
+    pub(super) fn owned_entry_mut(&mut self, pos: usize, len: usize) -> Option<(&mut [f32], &mut [f32])> {
+        let (record, value) = self.entry_mut(pos, len)?;
+        (state_of(record) == HomeState::Owned).then_some((record, value))
     }
 
     /// Changes the record at `pos` with `f`; false if `pos` is outside the page.
@@ -166,7 +220,7 @@ impl Page {
 
     /// Every record, with its position.
     pub(super) fn records(&self) -> impl Iterator<Item = (usize, HomeSlot)> + '_ {
-        self.cells.chunks_exact(self.entry).map(|e| decode(&e[..RECORD_WORDS])).enumerate()
+        self.cells.chunks_exact(self.entry_len()).map(|e| decode(&e[..RECORD_WORDS])).enumerate()
     }
 }
 

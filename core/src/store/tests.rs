@@ -6,9 +6,13 @@ use alloc::{format, vec};
 
 /// Each test runs under both placements; under the dense one with 256 shards (pages of one or
 /// two keys, allocated on first touch) and with one shard (pages of 256 keys, whose keys stay
-/// in the table until 128 of them are touched).
+/// in the table until 128 of them are touched). Under Miri, which runs them a thousand times
+/// slower, only the dense ones: the hashed placement has no pages, so it reaches no `unsafe`.
+#[cfg(not(miri))]
 const PLACEMENTS: [(Placement, usize); 3] =
     [(Placement::Hashed, 256), (Placement::Dense, 256), (Placement::Dense, 1)];
+#[cfg(miri)]
+const PLACEMENTS: [(Placement, usize); 2] = [(Placement::Dense, 256), (Placement::Dense, 1)];
 
 fn cfg_in(nodes: u16, (placement, shards): (Placement, usize)) -> Config {
     let mut c = Config::new(nodes, 1, Layout::uniform(1000, 4).unwrap());
@@ -135,8 +139,10 @@ fn uniform_init_is_deterministic_and_bounded() {
 
 #[test]
 fn add_kernels_match_a_plain_loop_at_every_width() {
-    // Widths with a fixed kernel (8..=128, powers of two), their neighbours, and odd ones.
-    for len in 0..=260usize {
+    // Widths with a fixed kernel (powers of two up to 128), their neighbours, and odd ones;
+    // under Miri, which runs this a thousand times slower, the short ones and the kernels'.
+    let widths = (0..=260usize).filter(|l| !cfg!(miri) || *l <= 20 || l.is_power_of_two() || *l == 129);
+    for len in widths {
         let src: Vec<f32> = (0..len).map(|i| (i % 7) as f32 - 3.0).collect();
         let mut dst: Vec<f32> = (0..len).map(|i| (i * 3) as f32).collect();
         let want: Vec<f32> = dst.iter().zip(&src).map(|(a, b)| a + b).collect();
@@ -267,6 +273,11 @@ fn homed_touched_lists_each_touched_home_key_once() {
 }
 
 #[test]
+// Under Miri this test's values of 70,000 floats take minutes. The pages' unchecked access it
+// reaches (`Page::entry`, `Page::entry_words_mut`) is the same for every length and is run
+// under Miri by `a_page_of_one_long_entry_refuses_every_access_outside_it` (a page of one
+// long entry, as here) and `runs_of_every_width_match_key_by_key_accesses`.
+#[cfg_attr(miri, ignore)]
 fn dense_pages_hold_long_and_short_values() {
     // One key range with values too long for more than one key per page.
     let mut c = Config::new(2, 1, Layout::ranges(64, vec![(0, 4), (32, 70_000)]).unwrap());
@@ -428,6 +439,9 @@ fn a_page_takes_its_keys_from_the_table_once_they_are_dense() {
 }
 
 #[test]
+// Under Miri this test's 65,536 keys take more than five minutes, and it checks only memory:
+// no page is allocated, so it reaches no `unsafe` (the tables' code is every other test's).
+#[cfg_attr(miri, ignore)]
 fn a_sparsely_touched_dense_range_costs_about_what_hashed_does() {
     // Every 16th key of a 2^20 range: about 16 keys of each page of 256, far below the 154 at
     // which a page of 32-byte values pays off, so every key stays in a table.
@@ -712,6 +726,92 @@ fn runs_match_key_by_key_accesses_and_stop_at_the_first_miss() {
         assert_eq!(run.read_run(&keys[..4], &mut got[..7], 4), 1);
         assert_eq!(run.add_run(&keys[..4], &deltas, 0), 0);
         assert_eq!(run.keys_held(), 0);
+    }
+}
+
+#[test]
+fn runs_of_every_width_match_key_by_key_accesses() {
+    // The widths a run is compiled for, their neighbours, and a long one (under Miri, which
+    // takes minutes for all, some of each kind); every kind of key a worker accesses locally,
+    // in one run that starts at home (so that it looks ahead).
+    let widths: &[usize] = if cfg!(miri) { &[1, 2, 3, 16] } else { &[1, 2, 3, 4, 8, 16, 17, 64] };
+    for &len in widths {
+        for placement in PLACEMENTS {
+            let mut c = cfg_in(2, placement);
+            c.layout = Layout::uniform(300, len as u32).unwrap();
+            let mine: Vec<Key> = (0..300).map(Key).filter(|k| home(&c, *k) == NodeId(0)).collect();
+            let theirs: Vec<Key> = (0..300).map(Key).filter(|k| home(&c, *k) == NodeId(1)).collect();
+            let value: Vec<f32> = (0..len).map(|i| i as f32 + 0.5).collect();
+            let stores = [Store::new(&c, NodeId(0)), Store::new(&c, NodeId(0))];
+            for s in &stores {
+                // Touched and untouched home keys, a home key away with a replica here, a key
+                // moved in and a replica of a key homed elsewhere.
+                for k in mine.iter().step_by(2) {
+                    assert!(s.add(*k, &value));
+                }
+                s.take(mine[1], NodeId(1), &mut vec![]).unwrap();
+                s.install_replica(mine[1], NodeId(1), Version(3), &value).unwrap();
+                s.install(theirs[0], Epoch(1), Version(2), &value, false).unwrap();
+                s.install_replica(theirs[1], NodeId(1), Version(4), &value).unwrap();
+            }
+            let mut keys: Vec<Key> = mine[2..22].to_vec();
+            keys.extend([theirs[0], theirs[1], mine[22], mine[1], mine[23]]);
+            let deltas: Vec<f32> = (0..keys.len() * len).map(|i| (i % 13) as f32 - 6.0).collect();
+            let [run, one] = &stores;
+            let what = format!("{len} floats under {placement:?}");
+            assert_eq!(run.add_run(&keys, &deltas, len), keys.len(), "{what}");
+            for (k, d) in keys.iter().zip(deltas.chunks_exact(len)) {
+                assert!(one.add(*k, d), "{what}");
+            }
+            let mut got = vec![0.0; keys.len() * len];
+            assert_eq!(run.read_run(&keys, &mut got, len), keys.len(), "{what}");
+            for (k, g) in keys.iter().zip(got.chunks_exact(len)) {
+                let mut want = vec![0.0; len];
+                assert!(one.read(*k, &mut want), "{what}");
+                assert_eq!(g, &want[..], "key {k:?}, {what}");
+                assert_eq!(run.version(*k), one.version(*k), "key {k:?}, {what}");
+            }
+            for k in [mine[1], theirs[1]] {
+                let (mut a, mut b) = (vec![], vec![]);
+                assert_eq!(run.take_delta(k, &mut a), one.take_delta(k, &mut b), "{what}");
+                assert_eq!(a, b, "the replica's delta, {what}");
+            }
+            // A run of a length that is not the layout's serves nothing.
+            let wrong = len + 1;
+            assert_eq!(run.read_run(&keys, &mut vec![0.0; keys.len() * wrong], wrong), 0, "{what}");
+            assert_eq!(run.add_run(&keys, &vec![0.0; keys.len() * wrong], wrong), 0, "{what}");
+        }
+    }
+}
+
+#[test]
+fn a_page_of_one_long_entry_refuses_every_access_outside_it() {
+    use super::page::Page;
+    for (keys, stride) in [(1, 40), (0, 4), (3, 0), (2, 7)] {
+        let mut p = Page::new(keys, stride);
+        assert_eq!(p.keys(), keys);
+        for pos in [0, 1, keys.saturating_sub(1), keys, keys + 1, usize::MAX / 2, usize::MAX] {
+            for len in [0, 1, stride.saturating_sub(1), stride, stride + 1, usize::MAX] {
+                let fits = pos < keys && len <= stride;
+                assert_eq!(
+                    p.value(pos, len).map(<[f32]>::len),
+                    fits.then_some(len),
+                    "{keys} {stride} {pos} {len}"
+                );
+                assert_eq!(p.value_mut(pos, len).is_some(), fits);
+                assert_eq!(p.entry_mut(pos, len).map(|(r, v)| (r.len(), v.len())), fits.then_some((4, len)));
+                // Untouched: no worker's access finds an owned value.
+                assert!(p.owned_value(pos, len).is_none());
+                assert!(p.owned_entry_mut(pos, len).is_none());
+            }
+        }
+        if keys > 0 {
+            let last = keys - 1;
+            p.value_mut(last, stride).unwrap().fill(2.0);
+            assert!(p.update(last, |h| h.state = super::page::HomeState::Owned));
+            assert_eq!(p.owned_value(last, stride), Some(&vec![2.0; stride][..]));
+            assert!(p.owned_entry_mut(last, stride).is_some());
+        }
     }
 }
 

@@ -9,9 +9,11 @@
 //! that moved in, and replicas, each against the same baseline on the same keys, and asserts
 //! from the workers' and the node's counters that every access it timed was local.
 //!
-//! `cargo bench -p parma-runtime --bench local_access`
+//! `cargo bench -p parma-runtime --bench local_access`; instructions per key under callgrind:
+//! `probe` (`PARMA_CALLGRIND`).
 #![forbid(unsafe_code)]
 
+mod probe;
 mod setup;
 
 use std::hint::black_box;
@@ -350,6 +352,10 @@ fn sorted(mut v: Vec<f64>) -> Vec<f64> {
 criterion_group!(benches, bench);
 
 fn main() {
+    if let Some((kind, op, len)) = probe::requested() {
+        probe::run(kind, op, len);
+        return;
+    }
     // `cargo bench -- --test` (CI) only checks that everything runs.
     let quick = std::env::args().any(|a| a == "--test");
     benches();

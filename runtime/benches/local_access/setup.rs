@@ -99,10 +99,10 @@ pub struct Setup {
     pub batches: Vec<Vec<Key>>,
 }
 
-/// The configuration of every setup: `nodes` nodes, `threads` workers each, the bench's keys,
-/// and the placement `PARMA_PLACEMENT` names (the default if unset).
-fn config(nodes: u16, threads: u16, technique: Technique) -> Config {
-    let mut cfg = Config::new(nodes, threads, Layout::uniform(KEY_SPACE, LEN as u32).unwrap());
+/// The configuration of every setup: `nodes` nodes, `threads` workers each, the bench's keys
+/// of `len` floats, and the placement `PARMA_PLACEMENT` names (the default if unset).
+fn config(nodes: u16, threads: u16, technique: Technique, len: usize) -> Config {
+    let mut cfg = Config::new(nodes, threads, Layout::uniform(KEY_SPACE, len as u32).unwrap());
     cfg.store_shards = SHARDS;
     cfg.technique = technique;
     // `PARMA_PLACEMENT=hashed` measures the hashed placement instead of the dense default.
@@ -159,12 +159,17 @@ impl Setup {
     /// Starts the cluster of `kind` with `threads` workers per node and brings the measured
     /// keys into their state; panics if that does not happen within [`SETUP_TIMEOUT`].
     pub fn start(kind: Kind, threads: u16) -> Setup {
+        Setup::start_len(kind, threads, LEN)
+    }
+
+    /// [`Setup::start`] with values of `len` floats instead of `LEN`.
+    pub fn start_len(kind: Kind, threads: u16, len: usize) -> Setup {
         let (nodes, technique) = match kind {
             Kind::Home => (1, Technique::default()),
             Kind::MovedIn => (2, Technique::Relocation),
             Kind::Replica | Kind::ReplicaPaced => (2, Technique::Adaptive),
         };
-        let mut cfg = config(nodes, threads, technique);
+        let mut cfg = config(nodes, threads, technique, len);
         if kind == Kind::ReplicaPaced {
             cfg.sync_rounds_per_sec_max = Some(PACED_ROUNDS_PER_SEC);
         }
@@ -188,7 +193,7 @@ impl Setup {
                 // Every key created beforehand.
                 let all: Vec<Key> = (0..KEY_SPACE).map(Key).collect();
                 for chunk in all.chunks(10_000) {
-                    let t = timed[0].push(chunk, &vec![0.0; chunk.len() * LEN]).unwrap();
+                    let t = timed[0].push(chunk, &vec![0.0; chunk.len() * len]).unwrap();
                     timed[0].wait(t).unwrap();
                 }
             }
@@ -223,7 +228,7 @@ impl Setup {
                 });
             }
         }
-        s.timed = timed.into_iter().map(|w| (w, vec![0.0; KEYS_PER_OP * LEN])).collect();
+        s.timed = timed.into_iter().map(|w| (w, vec![0.0; KEYS_PER_OP * len])).collect();
         s.check_state();
         s
     }

@@ -184,7 +184,7 @@ fn handshakes(
 ) -> Result<(), RdmaError> {
     let m = usize::from(me.0);
     let deadline = Instant::now() + o.connect_timeout;
-    let who = Me { id: me, digest, token };
+    let who = Me { id: me, digest, terms: connect::Terms::of(o), token };
     std::thread::scope(|s| {
         let accepting = s.spawn(|| {
             let mut acc = Accepting { st, psns, me: m, opts: o };

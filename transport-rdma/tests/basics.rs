@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use parma_core::transport::{Transport, TransportEvent};
 use parma_core::NodeId;
 use parma_runtime::startup::ClusterToken;
-use parma_transport_rdma::{local_cluster, local_cluster_with, RdmaOptions, RdmaTransport, Wire};
+use parma_transport_rdma::{local_cluster, local_cluster_with, Bound, RdmaOptions, RdmaTransport, Wire};
 
 /// Small rings of either wire: frames above 4 KiB go in chunks.
 fn opts_for(wire: Wire) -> RdmaOptions {
@@ -276,4 +276,58 @@ fn a_device_that_is_not_there_is_named_with_the_ones_that_are() {
     let real = std::env::var("RDMA_VM_DEVICE").unwrap_or_else(|_| "rxe0".into());
     assert!(why.contains(&format!("libibverbs lists only {real}")), "{why}");
     assert!(why.contains("/sys/class/infiniband has"), "{why}");
+}
+
+/// Starts a pair whose options are `o` and refuses to connect; returns each node's error.
+fn refused_pair(o: [RdmaOptions; 2]) -> [String; 2] {
+    let bound = o.map(|o| Bound::bind(o).expect("bind"));
+    let table: Vec<String> = bound.iter().map(|b| b.endpoint().to_string()).collect();
+    let token: Arc<ClusterToken> = Arc::new(ClusterToken::generate());
+    let errors = std::thread::scope(|s| {
+        let hs: Vec<_> = bound
+            .into_iter()
+            .enumerate()
+            .map(|(i, b)| {
+                let (table, token) = (table.clone(), token.clone());
+                s.spawn(move || b.start(NodeId(i as u16), table, 7, token).err().map(|e| e.to_string()))
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().expect("a start-up thread")).collect::<Vec<_>>()
+    });
+    match &errors[..] {
+        [Some(a), Some(b)] => [a.clone(), b.clone()],
+        _ => panic!("the pair started: {errors:?}"),
+    }
+}
+
+/// Nodes whose longest frames differ, or one of whose heartbeats come less often than the
+/// other gives up on it, refuse each other at start-up and both say why; peer timeouts that
+/// merely differ are fine (`a_goodbye_names_the_peer_its_sender_lost` starts such a cluster).
+#[test]
+fn nodes_whose_terms_disagree_refuse_each_other_and_say_why() {
+    let mut o = opts();
+    o.connect_timeout = Duration::from_secs(3);
+    let mut longer = o.clone();
+    longer.frame_len_max = 2 << 20;
+    let [dialer, acceptor] = refused_pair([o.clone(), longer]);
+    eprintln!("node 0: {dialer}\nnode 1: {acceptor}");
+    assert!(dialer.contains("its frame_len_max is 2097152 bytes, this node's 1048576"), "{dialer}");
+    assert!(
+        acceptor.contains("node 0: its frame_len_max is 1048576 bytes, this node's 2097152"),
+        "{acceptor}"
+    );
+
+    let mut slow = o.clone();
+    slow.heartbeat_interval = Duration::from_secs(2);
+    slow.peer_timeout = Duration::from_secs(10);
+    let [dialer, acceptor] = refused_pair([o, slow]);
+    eprintln!("node 0: {dialer}\nnode 1: {acceptor}");
+    assert!(
+        dialer.contains("heartbeat interval (2000 ms) is not below this node's peer timeout (1000 ms)"),
+        "{dialer}"
+    );
+    assert!(
+        acceptor.contains("peer timeout (1000 ms) is not above this node's heartbeat interval (2000 ms)"),
+        "{acceptor}"
+    );
 }

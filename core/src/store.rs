@@ -36,10 +36,14 @@
 //! have slots in the shard's table, exactly as home keys do under the hashed placement, and
 //! the shard counts them. When their slots would take more room than the whole page (about
 //! half of the page's keys for short values, more for long ones), the page is allocated and
-//! takes them, and the table and arena give back the room they leave. A model that touches
-//! most of its range ends with its home keys in pages; one that touches its range sparsely
-//! (hashed feature ids) keeps them in tables and pays what the hashed placement pays. A range
-//! too wide to index (more than 2^16 pages per shard) keeps every key in tables.
+//! takes them, and the table and arena give back the room they leave. A shard's table stages
+//! at most an eighth of the shard's home keys, though: past that, touching a key of a page
+//! not allocated yet allocates the page (the placement spreads every model's keys evenly over
+//! the pages, so without the bound they would all wait and then be allocated at once, with
+//! most keys still in the tables: see `page::STAGED_SHARE`). A model that touches most of its
+//! range ends with its home keys in pages; one that touches its range sparsely (hashed feature
+//! ids) keeps them in tables and pays what the hashed placement pays. A range too wide to
+//! index (more than 2^16 pages per shard) keeps every key in tables.
 //!
 //! The code follows the seams: `table` (a shard's table of slots, its latch and its arena),
 //! `page` (the pages and when a page takes its keys), `record` (the one interface over both
@@ -273,6 +277,7 @@ impl Store {
                     arena: Vec::new(),
                     free: HashMap::default(),
                     pages: Vec::new(),
+                    staged: 0,
                 }))
             })
             .collect();

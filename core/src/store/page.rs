@@ -20,6 +20,22 @@ pub(super) const PAGE_HINTS_MAX: usize = 1 << 16;
 /// in a table between 7/16 and 7/8 full): what a page is weighed against.
 pub(super) const TABLE_SLOT_BYTES: usize = 48;
 
+/// A shard stages at most one eighth of its home keys in its table (or one page's worth, if
+/// that is more): past it, touching a key of a page not allocated yet allocates the page.
+///
+/// The dense placement permutes the keys, so whatever order a model touches them in, every
+/// page of a shard is about as dense as the shard: by their own rule (`Store::promote_at`) the
+/// pages would all wait until about 70% of their keys were touched (16-float values) and then
+/// be allocated at once, with 70% of the keys' slots and values still in the tables and their
+/// doubled capacity (a fill then peaked at 74-85 B/key beyond the values, against 16 after).
+/// With the bound, the tables of a fill never hold more than an eighth of the keys (about 14
+/// B/key of the range for 16-float values at the tables' usual load, up to twice that with
+/// their and the arenas' spare room); a range
+/// touched sparsely (below an eighth, as hashed feature ids are) keeps every key in tables, and
+/// one touched between an eighth and the pages' own point pays at most about twice what tables
+/// alone would (the staged eighth, and pages for the rest).
+pub(super) const STAGED_SHARE: u64 = 8;
+
 /// One page of a shard's index.
 #[derive(Default)]
 pub(super) struct PageEntry {
@@ -292,10 +308,11 @@ pub(super) const PAGE_FLOATS: usize = 1 << 16;
 impl Store {
     /// A home key of page `page` of shard `i`, whose page is not allocated and which has no
     /// slot in the table, is touched for the first time. If that makes the page's keys dense
-    /// enough, the page is allocated and takes the table's slots of its keys, and the answer is
-    /// true (the key is then untouched in the page). Otherwise the key counts toward the page
-    /// and the caller creates its slot in the table (if that fails, for want of arena room, the
-    /// page only comes one key early).
+    /// enough, or the shard's table stages as many home keys as it may ([`STAGED_SHARE`]), the
+    /// page is allocated and takes the table's slots of its keys, and the answer is true (the
+    /// key is then untouched in the page). Otherwise the key counts toward the page and the
+    /// caller creates its slot in the table (if that fails, for want of arena room, the page
+    /// only comes one key early).
     pub(super) fn first_touch(&self, shard: &mut Shard, i: usize, page: u64) -> bool {
         let Some(at) = usize::try_from(page).ok().filter(|p| (*p as u64) < self.pages_max) else {
             return false;
@@ -304,20 +321,35 @@ impl Store {
             shard.pages.resize_with(at + 1, PageEntry::default);
         }
         let keys = self.page_len(i, at as u64);
-        let entry = &mut shard.pages[at];
-        if usize::from(entry.table_keys) + 1 >= self.promote_at(keys) {
+        let table_keys = usize::from(shard.pages[at].table_keys);
+        if table_keys + 1 >= self.promote_at(keys) || self.staging_full(shard, i) {
             self.promote(shard, i, at, keys);
             return true;
         }
-        entry.table_keys += 1;
+        shard.pages[at].table_keys += 1;
+        shard.staged += 1;
         false
+    }
+
+    /// Whether shard `i` stages as many home keys in its table as it may: [`STAGED_SHARE`] of
+    /// its home keys, or one page's worth if that is more (a small shard). Past it, the first
+    /// touch of a key in a page not allocated yet allocates the page.
+    fn staging_full(&self, shard: &Shard, i: usize) -> bool {
+        let shard_keys = self.shard_keys(i);
+        let most = (shard_keys / STAGED_SHARE).max(self.promote_at(1 << self.page_bits) as u64);
+        u64::from(shard.staged) >= most
+    }
+
+    /// How many keys are homed in shard `i`.
+    fn shard_keys(&self, i: usize) -> u64 {
+        // The shard's home indexes are i, i + shards, i + 2 shards, ... below `homed_on`.
+        self.homes.homed_on(self.me).saturating_sub(i as u64).div_ceil(1 << self.shard_bits)
     }
 
     /// How many keys page `at` of shard `i` has: all but a shard's last page have
     /// `2^page_bits`.
     pub(super) fn page_len(&self, i: usize, at: u64) -> usize {
-        // The shard's home indexes are i, i + shards, i + 2 shards, ... below `homed_on`.
-        let shard_keys = self.homes.homed_on(self.me).saturating_sub(i as u64).div_ceil(1 << self.shard_bits);
+        let shard_keys = self.shard_keys(i);
         let before = at.saturating_mul(1 << self.page_bits);
         shard_keys.saturating_sub(before).min(1 << self.page_bits) as usize
     }
@@ -364,7 +396,9 @@ impl Store {
         if let Some(h) = hint {
             h.store(page.start(), core::sync::atomic::Ordering::Relaxed);
         }
-        shard.pages[at] = PageEntry { page: Some(page), table_keys: 0 };
+        let entry = core::mem::replace(&mut shard.pages[at], PageEntry { page: Some(page), table_keys: 0 });
+        invariant!(shard.staged >= u32::from(entry.table_keys), "a page staged more keys than its shard");
+        shard.staged = shard.staged.saturating_sub(u32::from(entry.table_keys));
         Self::compact(shard);
     }
 

@@ -135,6 +135,10 @@ pub(super) struct Shard {
     /// `Placement::Dense` only: the pages of home keys, by page number (grown to the highest
     /// page touched; empty for a range too wide to index, whose home keys stay in the table).
     pub(super) pages: Vec<PageEntry>,
+    /// `Placement::Dense` only: home keys of pages not allocated yet that have a slot in the
+    /// table (the sum of the pages' `table_keys`), which decides when a shard stops staging
+    /// its home keys in the table (see `Store::first_touch`).
+    pub(super) staged: u32,
 }
 
 /// Free arena ranges by length.

@@ -455,6 +455,8 @@ fn a_sparsely_touched_dense_range_costs_about_what_hashed_does() {
             assert!(s.add(k, &[1.0; 8]));
             touched += 1;
         }
+        let pages: usize = s.shards.iter().map(|sh| page::allocated(&sh.lock().pages).count()).sum();
+        assert_eq!(pages, 0, "{placement:?}: pages allocated for a range touched at 1/16");
         let f = s.footprint();
         (f.slots + f.arenas + f.free_lists, touched)
     };
@@ -462,6 +464,48 @@ fn a_sparsely_touched_dense_range_costs_about_what_hashed_does() {
     let (dense, _) = total(Placement::Dense);
     // Allocating a page on first touch would take 256 * 48 bytes per page: 16 times more.
     assert!(dense * 4 <= hashed * 5, "dense {dense} bytes, hashed {hashed} bytes for {n} keys");
+}
+
+#[test]
+// Under Miri the 2^18 keys take far too long; the pages' unchecked access is run under Miri by
+// `a_page_of_one_long_entry_refuses_every_access_outside_it`.
+#[cfg_attr(miri, ignore)]
+fn filling_a_dense_range_stays_near_its_final_size() {
+    // 2^18 keys of 16 floats on one node, 16 shards of 64 pages of 256 keys, touched in key
+    // order: the placement spreads consecutive keys over every page, so all pages fill alike.
+    // By their own rule they would wait until 183 of their 256 keys were touched, with 70% of
+    // the keys in the tables (a peak of about 65 B/key beyond the values, 16 at the end).
+    let n = 1u64 << 18;
+    let mut c = Config::new(1, 1, Layout::uniform(n, 16).unwrap());
+    c.placement = Placement::Dense;
+    c.store_shards = 16;
+    let s = Store::new(&c, NodeId(0));
+    let bytes = |s: &Store| {
+        let f = s.footprint();
+        f.slots + f.arenas + f.free_lists
+    };
+    let table_keys = |s: &Store| s.shards.iter().map(|sh| sh.lock().map.len()).sum::<usize>();
+    let (mut peak, mut staged_most) = (0, 0);
+    for k in 0..n {
+        assert!(s.add(Key(k), &[1.0; 16]));
+        if k % 1024 == 0 {
+            peak = peak.max(bytes(&s));
+            staged_most = staged_most.max(table_keys(&s));
+        }
+    }
+    let (n, end, values) = (n as usize, bytes(&s), n as usize * 16 * 4);
+    let per_key = |b: usize| (b as f64 - values as f64) / n as f64;
+    // Every key ends in a page: its 16-byte record beside its value, and the index of pages.
+    assert_eq!(table_keys(&s), 0);
+    assert!(per_key(end) < 17.0, "{} B/key beyond the values at the end", per_key(end));
+    // The tables stage at most an eighth of each shard's keys.
+    assert!(staged_most <= n / 8, "{staged_most} keys staged in the tables");
+    assert!(
+        per_key(peak) < per_key(end) + 12.0,
+        "a peak of {:.1} B/key beyond the values, {:.1} at the end",
+        per_key(peak),
+        per_key(end)
+    );
 }
 
 /// `whereabouts_if_remote` is `None` exactly for the keys whose main copy or a replica is here

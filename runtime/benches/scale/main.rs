@@ -69,8 +69,9 @@ fn available() -> u64 {
 }
 
 /// Whether `n` keys fit in the memory left while the store fills: the values and 110 B/key
-/// beyond them (a dense store peaks at 74-85 B/key, a hashed one at about 100, `docs/scale.md`),
-/// and 1 GiB for the rest; says so when they do not.
+/// beyond them (a hashed store peaks at about 100, a dense one at 24-31 since its tables
+/// stage at most an eighth of its keys, `docs/scale.md`), and 1 GiB for the rest; says so
+/// when they do not.
 fn fits(n: u64) -> bool {
     let need = n.saturating_mul(build::LEN as u64 * 4 + 110).saturating_add(1 << 30);
     if need > available() {

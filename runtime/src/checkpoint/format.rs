@@ -37,6 +37,24 @@ pub fn part_name(node: u16) -> String {
     format!("part-{node:05}.bin")
 }
 
+/// The name of the file in which node `node`'s writer records its part's SHA-256 and size
+/// (`<hex> <bytes>`), for node 0 to write the manifest from without reading every part again.
+pub fn sum_name(node: u16) -> String {
+    format!("part-{node:05}.sha256")
+}
+
+/// The sum file's text for a part of SHA-256 `sha` (hex) and `bytes` bytes.
+pub(crate) fn encode_sum(sha: &str, bytes: u64) -> String {
+    format!("{sha} {bytes}\n")
+}
+
+/// A sum file's (SHA-256 hex, bytes); `None` if it is not one.
+pub(crate) fn decode_sum(text: &str) -> Option<(String, u64)> {
+    let (sha, bytes) = text.trim_end().split_once(' ')?;
+    let ok = sha.len() == 64 && sha.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    Some((sha.to_string(), bytes.parse().ok()?)).filter(|_| ok)
+}
+
 /// The initial value of keys never written, as the manifest records it.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -171,14 +189,43 @@ impl Manifest {
 
 /// The SHA-256 of `bytes` in lower-case hex.
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    let mut s = String::with_capacity(64);
-    for b in Sha256::digest(bytes) {
+    hex(&Sha256::digest(bytes))
+}
+
+/// Lower-case hex of a finished SHA-256.
+pub(crate) fn hex(digest: &[u8]) -> String {
+    let mut s = String::with_capacity(2 * digest.len());
+    for b in digest {
         let _ = write!(s, "{b:02x}");
     }
     s
 }
 
-/// Encodes a part: `entries` are (key, value) with keys strictly increasing.
+/// A part's header: node, clock and the number of records that follow.
+pub(crate) fn encode_header(node: u16, clock: u64, records: u64) -> [u8; PART_HEADER] {
+    let mut h = [0u8; PART_HEADER];
+    h[..8].copy_from_slice(MAGIC);
+    h[8..12].copy_from_slice(&VERSION.to_le_bytes());
+    h[12..16].copy_from_slice(&u32::from(node).to_le_bytes());
+    h[16..24].copy_from_slice(&clock.to_le_bytes());
+    h[24..32].copy_from_slice(&records.to_le_bytes());
+    h
+}
+
+/// Appends one record, `key` and its value, to `out`.
+pub(crate) fn encode_record(out: &mut Vec<u8>, key: Key, value: &[f32]) {
+    out.extend_from_slice(&key.0.to_le_bytes());
+    out.extend_from_slice(&(value.len() as u32).to_le_bytes());
+    let at = out.len();
+    out.resize(at + 4 * value.len(), 0);
+    for (b, x) in out[at..].chunks_exact_mut(4).zip(value) {
+        b.copy_from_slice(&x.to_le_bytes());
+    }
+}
+
+/// Encodes a whole part in memory: `entries` are (key, value) with keys strictly increasing.
+/// (Checkpoints stream their parts, header then records; this is the same bytes at once.)
+#[cfg(test)]
 pub(crate) fn encode_part<'a>(
     node: u16,
     clock: u64,
@@ -186,17 +233,9 @@ pub(crate) fn encode_part<'a>(
     entries: impl Iterator<Item = (Key, &'a [f32])>,
 ) -> Vec<u8> {
     let mut out = Vec::with_capacity(PART_HEADER + count * 16);
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&VERSION.to_le_bytes());
-    out.extend_from_slice(&u32::from(node).to_le_bytes());
-    out.extend_from_slice(&clock.to_le_bytes());
-    out.extend_from_slice(&(count as u64).to_le_bytes());
+    out.extend_from_slice(&encode_header(node, clock, count as u64));
     for (k, v) in entries {
-        out.extend_from_slice(&k.0.to_le_bytes());
-        out.extend_from_slice(&(v.len() as u32).to_le_bytes());
-        for x in v {
-            out.extend_from_slice(&x.to_le_bytes());
-        }
+        encode_record(&mut out, k, v);
     }
     out
 }

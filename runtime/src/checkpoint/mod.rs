@@ -17,8 +17,12 @@
 //!    twice and none missed; a key never touched has its initial value, a function of the
 //!    configuration) and reads their values with [`Worker::pull`], locally where the main copy
 //!    or a (now fresh) replica is here, from the owner elsewhere. It writes them, keys
-//!    increasing, to `part-NNNNN.bin.tmp` and renames it to `part-NNNNN.bin`;
-//! 4. a barrier; node 0's worker 0 reads every part, and writes `manifest.json` (layout,
+//!    increasing, to `part-NNNNN.bin.tmp`, CHUNK keys at a time (what it holds beyond the
+//!    store is the sorted list of those keys, 8 bytes each, and one chunk), hashing as it
+//!    goes, renames it to `part-NNNNN.bin` and records its SHA-256 and size in
+//!    `part-NNNNN.sha256`;
+//! 4. a barrier; node 0's worker 0 reads each part's sum and header and checks its size, and
+//!    writes `manifest.json` (layout,
 //!    configuration digest, technique, clocks, each part's size and SHA-256) the same way,
 //!    last; a barrier. Each node's worker 0 then checks that the manifest lists the part it
 //!    wrote. Node 0 removes the old manifest and parts before step 1, so a crash at any point
@@ -46,8 +50,8 @@ mod load;
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
-use std::io::Write;
-use std::path::Path;
+use std::io::{BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
 
 use parma_core::Key;
 
@@ -59,6 +63,12 @@ use crate::Worker;
 
 /// Keys per pull or set while writing or restoring.
 const CHUNK: usize = 1024;
+
+/// Bytes a part file is written and read through in one call.
+const IO_BUFFER: usize = 1 << 20;
+
+/// Encoded chunks a part's writer thread may have waiting.
+const WRITE_AHEAD: usize = 4;
 
 /// Writes `bytes` to `path` through a temporary file renamed into place, synced first.
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), CheckpointError> {
@@ -98,7 +108,7 @@ fn clear(dir: &Path) -> Result<(), CheckpointError> {
     for entry in fs::read_dir(dir).map_err(|e| CheckpointError::io("list", dir, e))? {
         let entry = entry.map_err(|e| CheckpointError::io("list", dir, e))?;
         let name = entry.file_name().to_string_lossy().into_owned();
-        if name.starts_with("part-") && (name.ends_with(".bin") || name.ends_with(".tmp")) {
+        if name.starts_with("part-") && [".bin", ".tmp", ".sha256"].iter().any(|e| name.ends_with(e)) {
             parts.push(entry.path());
         }
     }
@@ -111,6 +121,77 @@ fn clear(dir: &Path) -> Result<(), CheckpointError> {
         }
     }
     Ok(())
+}
+
+/// A file written under a temporary name, hashed as it goes, and renamed into place by
+/// [`HashedFile::finish`] once synced; dropped unfinished, it leaves only the temporary file.
+struct HashedFile {
+    tmp: PathBuf,
+    path: PathBuf,
+    out: BufWriter<File>,
+    sha: sha2::Sha256,
+    bytes: u64,
+}
+
+impl HashedFile {
+    fn create(path: &Path) -> Result<HashedFile, CheckpointError> {
+        let tmp = path.with_extension("tmp");
+        let f = File::create(&tmp).map_err(|e| CheckpointError::io("create", &tmp, e))?;
+        let out = BufWriter::with_capacity(IO_BUFFER, f);
+        Ok(HashedFile { tmp, path: path.to_path_buf(), out, sha: sha2::Digest::new(), bytes: 0 })
+    }
+
+    fn write(&mut self, b: &[u8]) -> Result<(), CheckpointError> {
+        sha2::Digest::update(&mut self.sha, b);
+        self.bytes += b.len() as u64;
+        self.out.write_all(b).map_err(|e| CheckpointError::io("write", &self.tmp, e))
+    }
+
+    /// Syncs, renames into place; the SHA-256 (hex) and the length of what was written.
+    fn finish(self) -> Result<(String, u64), CheckpointError> {
+        let HashedFile { tmp, path, out, sha, bytes } = self;
+        let f = out.into_inner().map_err(|e| CheckpointError::io("write", &tmp, e.into_error()))?;
+        f.sync_all().map_err(|e| CheckpointError::io("sync", &tmp, e))?;
+        drop(f);
+        fs::rename(&tmp, &path).map_err(|e| CheckpointError::io("rename into place", &path, e))?;
+        if let Some(dir) = path.parent() {
+            // As in `write_atomically`.
+            let _ = File::open(dir).and_then(|d| d.sync_all());
+        }
+        Ok((format::hex(&sha2::Digest::finalize(sha)), bytes))
+    }
+}
+
+/// A part as its writer recorded it in its sum file `sum`: (SHA-256 hex, bytes, the part's
+/// first `PART_HEADER` bytes, fewer if it is shorter); `None` if the part or its sum file is
+/// missing. The part's size on disk must be the recorded one; its bytes are not hashed again
+/// here (a restore does that), so node 0 reads 32 bytes of each part, not the whole model.
+fn written_part(path: &Path, sum: &Path) -> Result<Option<(String, u64, Vec<u8>)>, CheckpointError> {
+    let missing = |e: &std::io::Error| e.kind() == std::io::ErrorKind::NotFound;
+    let text = match fs::read_to_string(sum) {
+        Ok(t) => t,
+        Err(e) if missing(&e) => return Ok(None),
+        Err(e) => return Err(CheckpointError::io("read", sum, e)),
+    };
+    let corrupt = |reason: String| CheckpointError::CorruptPart { path: path.to_path_buf(), reason };
+    let Some((sha, bytes)) = format::decode_sum(&text) else {
+        return Err(corrupt(format!("its sum file {} is not `<sha256> <bytes>`", sum.display())));
+    };
+    let mut f = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if missing(&e) => return Ok(None),
+        Err(e) => return Err(CheckpointError::io("read", path, e)),
+    };
+    let on_disk = f.metadata().map_err(|e| CheckpointError::io("read", path, e))?.len();
+    if on_disk != bytes {
+        return Err(corrupt(format!("{on_disk} bytes on disk, its writer wrote {bytes}")));
+    }
+    let mut head = Vec::with_capacity(format::PART_HEADER);
+    (&mut f)
+        .take(format::PART_HEADER as u64)
+        .read_to_end(&mut head)
+        .map_err(|e| CheckpointError::io("read", path, e))?;
+    Ok(Some((sha, bytes, head)))
 }
 
 impl Worker {
@@ -204,7 +285,7 @@ impl Worker {
         self.wait_sync().map_err(CheckpointError::worker("wait_sync"))
     }
 
-    /// Step 3: this node's part; returns its SHA-256.
+    /// Step 3: this node's part, streamed to disk CHUNK keys at a time; returns its SHA-256.
     fn write_part(&mut self, dir: &Path) -> Result<String, CheckpointError> {
         let store = std::sync::Arc::clone(&self.shared().store);
         let mut keys = Vec::new();
@@ -212,22 +293,54 @@ impl Worker {
         keys.sort_unstable();
         keys.dedup();
         let layout = store.layout();
-        let mut offsets = Vec::with_capacity(keys.len() + 1);
-        let mut total = 0usize;
-        for k in &keys {
-            offsets.push(total);
-            total += layout.len_of(*k).unwrap_or(0);
+        let mut file = HashedFile::create(&dir.join(format::part_name(self.node().0)))?;
+        file.write(&format::encode_header(self.node().0, self.clock().0, keys.len() as u64))?;
+        // A thread of its own hashes and writes each chunk while this one pulls and encodes the
+        // next: WRITE_AHEAD chunks in flight at most, their buffers handed back for reuse.
+        let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(WRITE_AHEAD);
+        let (free_tx, free_rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(WRITE_AHEAD + 1);
+        let writer = std::thread::Builder::new()
+            .name("parma-checkpoint-write".into())
+            .spawn(move || -> Result<HashedFile, CheckpointError> {
+                for b in full_rx {
+                    file.write(&b)?;
+                    let _ = free_tx.try_send(b);
+                }
+                Ok(file)
+            })
+            .map_err(|e| CheckpointError::io("start a writer thread for", dir, e))?;
+        let mut values = Vec::new();
+        let mut pulled = Ok(());
+        for chunk in keys.chunks(CHUNK) {
+            let lens: Vec<usize> = chunk.iter().map(|k| layout.len_of(*k).unwrap_or(0)).collect();
+            values.clear();
+            values.resize(lens.iter().sum(), 0.0f32);
+            if let Err(e) = self.pull(chunk, &mut values) {
+                pulled = Err(CheckpointError::worker("pull")(e));
+                break;
+            }
+            let mut bytes = free_rx.try_recv().unwrap_or_default();
+            bytes.clear();
+            let mut at = 0;
+            for (k, len) in chunk.iter().zip(&lens) {
+                format::encode_record(&mut bytes, *k, &values[at..at + len]);
+                at += len;
+            }
+            if full_tx.send(bytes).is_err() {
+                break; // The writer failed: its error is below.
+            }
         }
-        offsets.push(total);
-        let mut values = vec![0.0f32; total];
-        for (c, chunk) in keys.chunks(CHUNK).enumerate() {
-            let (a, b) = (offsets[c * CHUNK], offsets[c * CHUNK + chunk.len()]);
-            self.pull(chunk, &mut values[a..b]).map_err(CheckpointError::worker("pull"))?;
-        }
-        let entries = keys.iter().enumerate().map(|(i, k)| (*k, &values[offsets[i]..offsets[i + 1]]));
-        let bytes = format::encode_part(self.node().0, self.clock().0, keys.len(), entries);
-        write_atomically(&dir.join(format::part_name(self.node().0)), &bytes)?;
-        Ok(format::sha256_hex(&bytes))
+        drop(full_tx);
+        let panicked = || std::io::Error::other("its writer thread panicked");
+        let part = dir.join(format::part_name(self.node().0));
+        let file = writer.join().map_err(|_| CheckpointError::io("write", &part, panicked()))??;
+        pulled?;
+        let (sha, bytes) = file.finish()?;
+        write_atomically(
+            &dir.join(format::sum_name(self.node().0)),
+            format::encode_sum(&sha, bytes).as_bytes(),
+        )?;
+        Ok(sha)
     }
 
     /// Step 4: the manifest, from the parts as they are on disk.
@@ -241,24 +354,12 @@ impl Worker {
         for node in 0..cfg.nodes {
             let file = format::part_name(node);
             let path = dir.join(&file);
-            let bytes = match fs::read(&path) {
-                Ok(b) => b,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    return Err(CheckpointError::Incomplete { dir: dir.to_path_buf() });
-                }
-                Err(e) => return Err(CheckpointError::io("read", &path, e)),
+            let Some((sha256, bytes, head)) = written_part(&path, &dir.join(format::sum_name(node)))? else {
+                return Err(CheckpointError::Incomplete { dir: dir.to_path_buf() });
             };
-            let h = format::part_header(&bytes)
+            let h = format::part_header(&head)
                 .map_err(|reason| CheckpointError::CorruptPart { path: path.clone(), reason })?;
-            let sha256 = format::sha256_hex(&bytes);
-            parts.push(PartRecord {
-                file,
-                node,
-                keys: h.records,
-                bytes: bytes.len() as u64,
-                sha256,
-                clock: h.clock,
-            });
+            parts.push(PartRecord { file, node, keys: h.records, bytes, sha256, clock: h.clock });
         }
         let mut m = Manifest::new(cfg, parts);
         m.extra = extra.clone();
@@ -297,5 +398,67 @@ impl Worker {
             self.wait(t).map_err(&fail)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("parma-ckpt-unit-{}-{name}", std::process::id()));
+        let _ = fs::remove_dir_all(&d);
+        fs::create_dir_all(&d).expect("a temporary directory");
+        d
+    }
+
+    /// What a part's writer streams is what a whole-part encoding gives, and its sum names
+    /// that file's SHA-256 and size.
+    #[test]
+    fn a_streamed_part_is_the_encoded_part_and_its_sum_matches() {
+        let d = dir("streamed");
+        let vals = [[1.0f32, -2.5], [0.25, 7.0]];
+        let whole =
+            format::encode_part(2, 5, 2, [(Key(3), &vals[0][..]), (Key(8), &vals[1][..])].into_iter());
+        let path = d.join(format::part_name(2));
+        let mut f = HashedFile::create(&path).expect("create");
+        f.write(&format::encode_header(2, 5, 2)).expect("header");
+        let mut rec = Vec::new();
+        format::encode_record(&mut rec, Key(3), &vals[0]);
+        f.write(&rec).expect("first record");
+        rec.clear();
+        format::encode_record(&mut rec, Key(8), &vals[1]);
+        f.write(&rec).expect("second record");
+        let (sha, bytes) = f.finish().expect("finish");
+        assert_eq!(fs::read(&path).expect("the part"), whole);
+        assert_eq!((sha.as_str(), bytes), (format::sha256_hex(&whole).as_str(), whole.len() as u64));
+        assert!(!path.with_extension("tmp").exists(), "the temporary file was renamed");
+        let sum = d.join(format::sum_name(2));
+        fs::write(&sum, format::encode_sum(&sha, bytes)).expect("the sum");
+        let (s2, b2, head) = written_part(&path, &sum).expect("read").expect("present");
+        assert_eq!((s2, b2), (sha, bytes));
+        assert_eq!(head, whole[..format::PART_HEADER]);
+        let _ = fs::remove_dir_all(&d);
+    }
+
+    /// Node 0 refuses a part whose size on disk is not what its writer recorded, and a sum file
+    /// that is not one; a missing part or sum is an incomplete checkpoint (`None`).
+    #[test]
+    fn a_part_that_differs_from_its_sum_or_a_bad_sum_is_named() {
+        let d = dir("sums");
+        let path = d.join(format::part_name(0));
+        let sum = d.join(format::sum_name(0));
+        assert!(written_part(&path, &sum).expect("no error").is_none());
+        fs::write(&path, format::encode_header(0, 1, 0)).expect("a part");
+        assert!(written_part(&path, &sum).expect("no error").is_none(), "no sum: incomplete");
+        fs::write(&sum, format::encode_sum(&"a".repeat(64), 31)).expect("a sum");
+        let e = written_part(&path, &sum).expect_err("the size differs").to_string();
+        assert!(e.contains("32 bytes on disk, its writer wrote 31"), "{e}");
+        for bad in ["", "abc 32", &format!("{} x", "a".repeat(64)), &format!("{} 32", "G".repeat(64))] {
+            fs::write(&sum, bad).expect("a bad sum");
+            let e = written_part(&path, &sum).expect_err("not a sum").to_string();
+            assert!(e.contains("is not `<sha256> <bytes>`"), "{bad:?}: {e}");
+        }
+        let _ = fs::remove_dir_all(&d);
     }
 }

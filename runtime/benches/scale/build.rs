@@ -47,7 +47,7 @@ impl Keys {
         }
     }
 
-    fn layout(self) -> Layout {
+    pub fn layout(self) -> Layout {
         let end = match self {
             Keys::Dense(n) => n,
             Keys::Hashed(_) => u64::MAX,

@@ -9,6 +9,11 @@
 //! `SCALE_KEYS=1e6,1e7,1e8` (dense; the first is the baseline), `SCALE_HASHED_KEYS=1e6,1e7`.
 //! `cargo bench -- --test` runs 10^4 and 10^5 keys with 3 rounds, to check that it runs.
 //!
+//! `SCALE_CHECKPOINT=1e7` runs only the checkpoint rows instead: a dense model of that many
+//! keys written, restored onto the same node and onto two nodes, against the disk's own
+//! sequential write and read of as many bytes (`checkpoint.rs`), in `SCALE_CHECKPOINT_DIR`
+//! (default: a directory under the system's temporary one, removed at the end).
+//!
 //! Each size's build row comes from a process of its own (this bench run again with
 //! `SCALE_BUILD_ONE=dense:N` or `hashed:N`), so that its resident memory counts nothing of the
 //! sizes before it (freed memory an allocator keeps stays resident); the rates then compare
@@ -20,6 +25,7 @@
 mod counting;
 
 mod build;
+mod checkpoint;
 mod rates;
 
 use build::{build, Built, Keys, Node};
@@ -173,6 +179,29 @@ fn main() {
         return;
     }
     let quick = std::env::args().any(|a| a == "--test");
+    // A directory of the user's is kept; the default one is removed once empty.
+    let own_dir = std::env::var_os("SCALE_CHECKPOINT_DIR").is_none();
+    let ck_dir =
+        std::env::var_os("SCALE_CHECKPOINT_DIR").map(std::path::PathBuf::from).unwrap_or_else(|| {
+            std::env::temp_dir().join(format!("parma-scale-checkpoint-{}", std::process::id()))
+        });
+    let remove_own = || {
+        if own_dir {
+            let _ = std::fs::remove_dir(&ck_dir);
+        }
+    };
+    if let Ok(v) = std::env::var("SCALE_CHECKPOINT") {
+        match parse_count(&v) {
+            Ok(n) if fits(n) => checkpoint::measure(n, &ck_dir),
+            Ok(_) => {}
+            Err(e) => {
+                eprintln!("SCALE_CHECKPOINT: {e}");
+                std::process::exit(2);
+            }
+        }
+        remove_own();
+        return;
+    }
     let (dense, hashed, rounds, ops) = if quick {
         (vec![10_000, 100_000], vec![10_000, 100_000], 3, 10)
     } else {
@@ -186,4 +215,8 @@ fn main() {
     println!("one node, {} f32 per key, {WORKERS} workers; rss from /proc/self/status (VmRSS), alloc from a counting allocator", build::LEN);
     measure("dense", "dense", &dense, Keys::Dense, rounds, ops);
     measure("hashed (keys over the whole u64 range)", "hashed", &hashed, Keys::Hashed, rounds, ops);
+    if quick {
+        checkpoint::measure(10_000, &ck_dir);
+        remove_own();
+    }
 }

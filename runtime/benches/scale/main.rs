@@ -9,6 +9,10 @@
 //! `SCALE_KEYS=1e6,1e7,1e8` (dense; the first is the baseline), `SCALE_HASHED_KEYS=1e6,1e7`.
 //! `cargo bench -- --test` runs 10^4 and 10^5 keys with 3 rounds, to check that it runs.
 //!
+//! `SCALE_ADAPTIVE=1e6,1e7` runs only the rows of four in-process nodes under adaptive
+//! management with intent (`adaptive.rs`): key-intents per second and the remote share per
+//! model size, `SCALE_ADAPTIVE_STEPS` steps per worker (default 2000).
+//!
 //! `SCALE_CHECKPOINT=1e7` runs only the checkpoint rows instead: a dense model of that many
 //! keys written, restored onto the same node and onto two nodes, against the disk's own
 //! sequential write and read of as many bytes (`checkpoint.rs`), in `SCALE_CHECKPOINT_DIR`
@@ -24,6 +28,7 @@
 #[path = "../../../core/benches/support/counting.rs"]
 mod counting;
 
+mod adaptive;
 mod build;
 mod checkpoint;
 mod rates;
@@ -190,6 +195,19 @@ fn main() {
             let _ = std::fs::remove_dir(&ck_dir);
         }
     };
+    if std::env::var_os("SCALE_ADAPTIVE").is_some() {
+        let steps = match std::env::var("SCALE_ADAPTIVE_STEPS").map(|v| v.trim().parse::<usize>()) {
+            Err(_) => 2000,
+            Ok(Ok(s)) if s > 0 => s,
+            Ok(_) => {
+                eprintln!("SCALE_ADAPTIVE_STEPS: a positive number of steps per worker");
+                std::process::exit(2);
+            }
+        };
+        let sizes: Vec<u64> = sizes("SCALE_ADAPTIVE", &[]).into_iter().filter(|&n| fits(n)).collect();
+        adaptive::measure(&sizes, steps);
+        return;
+    }
     if let Ok(v) = std::env::var("SCALE_CHECKPOINT") {
         match parse_count(&v) {
             Ok(n) if fits(n) => checkpoint::measure(n, &ck_dir),
@@ -216,6 +234,7 @@ fn main() {
     measure("dense", "dense", &dense, Keys::Dense, rounds, ops);
     measure("hashed (keys over the whole u64 range)", "hashed", &hashed, Keys::Hashed, rounds, ops);
     if quick {
+        adaptive::measure(&[10_000, 100_000], 20);
         checkpoint::measure(10_000, &ck_dir);
         remove_own();
     }

@@ -30,22 +30,22 @@ pub enum Op {
 }
 
 /// xorshift64*.
-struct Rng(u64);
+pub struct Rng(pub u64);
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
         self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
     }
-    fn unit(&mut self) -> f64 {
+    pub fn unit(&mut self) -> f64 {
         (self.next() >> 11) as f64 / (1u64 << 53) as f64
     }
 }
 
 /// Zipf over ranks `0..n` with exponent `s` (not 1) by rejection-inversion (Hörmann and
 /// Derflinger 1996, as `rand_distr::Zipf`): constant memory at any `n`.
-struct Zipf {
+pub struct Zipf {
     n: u64,
     s: f64,
     t: f64,
@@ -53,7 +53,7 @@ struct Zipf {
 }
 
 impl Zipf {
-    fn new(n: u64, s: f64) -> Zipf {
+    pub fn new(n: u64, s: f64) -> Zipf {
         let q = 1.0 / (1.0 - s);
         Zipf { n, s, t: ((n as f64).powf(1.0 - s) - s) * q, q }
     }
@@ -65,7 +65,7 @@ impl Zipf {
             (pt * (1.0 - self.s) + self.s).powf(self.q)
         }
     }
-    fn draw(&self, rng: &mut Rng) -> u64 {
+    pub fn draw(&self, rng: &mut Rng) -> u64 {
         loop {
             let inv_b = self.inv_cdf(rng.unit());
             let x = (inv_b + 1.0).floor();

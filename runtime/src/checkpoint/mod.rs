@@ -43,6 +43,7 @@
 mod error;
 pub mod format;
 mod load;
+mod stream;
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};

@@ -264,3 +264,37 @@ fn damaged_or_mismatched_checkpoints_are_refused_and_change_nothing() {
     }
     let _ = fs::remove_dir_all(&good);
 }
+
+#[test]
+fn a_restore_through_a_tiny_read_buffer_resets_keys_the_checkpoint_lacks() {
+    // A 7-byte buffer splits almost every record (12 + 12 bytes) between two refills. Keys
+    // 125.. (between written keys) and 550.. (past the last) are touched on the restoring
+    // cluster but absent from the checkpoint: they must go back to their initial value, the
+    // first as the stream passes them, the others after it.
+    let dir = scratch("tiny-buffer");
+    let c = start(&config(3, Technique::Adaptive), Options::default(), ThreadedOptions::default());
+    let workers = checkpoint(train(c.workers, 150, 1), &dir, 3);
+    // Read after the checkpoint, so that the keys never touched are not written.
+    let (workers, model) = read_all(workers);
+    stop(Cluster { workers: Vec::new(), ..c }, workers);
+    assert!(Checkpoint::open(&dir).unwrap().manifest().keys() < 500);
+    let c = start(&config(2, Technique::Adaptive), Options::default(), ThreadedOptions::default());
+    let workers = run_all(c.workers, |i, w| {
+        let keys: Vec<Key> =
+            (0..10).map(|j| Key(550 + 10 * i as u64 + j)).chain([Key(3), Key(125 + i as u64)]).collect();
+        let t = w.push(&keys, &vec![0.25; keys.len() * LEN]).unwrap();
+        w.wait(t).unwrap();
+        w.wait_sync().unwrap();
+        w.barrier().unwrap();
+    });
+    let workers: Vec<Worker> = workers.into_iter().map(|(w, _)| w).collect();
+    let (workers, touched) = read_all(workers);
+    assert_ne!(touched, model);
+    let ck = Checkpoint::open(&dir).unwrap().with_read_buffer(7);
+    let done = run_all(workers, |_, w| w.restore_from(&ck).map(|_| ()).map_err(|e| e.to_string()));
+    assert!(done.iter().all(|(_, r)| r.is_ok()), "{:?}", done[0].1);
+    let (workers, got) = read_all(done.into_iter().map(|(w, _)| w).collect());
+    assert!(got == model, "the model restored through a 7-byte buffer differs");
+    stop(Cluster { workers: Vec::new(), ..c }, workers);
+    let _ = fs::remove_dir_all(&dir);
+}

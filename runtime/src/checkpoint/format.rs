@@ -16,6 +16,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::io::{BufReader, ErrorKind, Read};
 
 use parma_core::{fold_digest, Config, Init, Key, Layout};
 use serde::{Deserialize, Serialize};
@@ -275,7 +276,9 @@ pub(crate) fn part_header(b: &[u8]) -> Result<PartHeader, String> {
 
 /// Walks a part's records after its header: `f` gets each (key, value); values are decoded
 /// into `scratch`. The reason if the records are malformed (truncated, keys not increasing,
-/// trailing bytes, a length `len_ok` refuses).
+/// trailing bytes, a length `len_ok` refuses). The reference over a slice that the tests hold
+/// [`PartReader`] to.
+#[cfg(test)]
 pub(crate) fn walk_part(
     b: &[u8],
     h: &PartHeader,
@@ -310,6 +313,145 @@ pub(crate) fn walk_part(
     Ok(())
 }
 
+/// A reader that feeds every byte it reads into a SHA-256 and counts them.
+pub(crate) struct Hashing<R> {
+    inner: R,
+    sha: Sha256,
+    bytes: u64,
+}
+
+impl<R: Read> Read for Hashing<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.sha.update(&buf[..n]);
+        self.bytes += n as u64;
+        Ok(n)
+    }
+}
+
+/// Why a streamed part could not be read: the file could not be read, or its bytes are not a
+/// part (the reason, as [`walk_part`] gives it).
+#[derive(Debug)]
+pub(crate) enum StreamError {
+    Io(std::io::Error),
+    Malformed(String),
+}
+
+impl From<String> for StreamError {
+    fn from(s: String) -> StreamError {
+        StreamError::Malformed(s)
+    }
+}
+
+/// [`walk_part`] over a byte stream instead of a slice: the part is read through a buffer of
+/// `buffer` bytes, so its memory is that buffer and one value whatever the part's size. Every
+/// byte read is hashed; [`PartReader::finish`] reads to the end and gives the SHA-256 and size
+/// of the whole stream, also after an error, so that a caller can tell a damaged file (its
+/// checksum differs) from a malformed one.
+pub(crate) struct PartReader<R: Read> {
+    src: BufReader<Hashing<R>>,
+    header: PartHeader,
+    next: u64,
+    last: Option<u64>,
+    raw: Vec<u8>,
+    value: Vec<f32>,
+}
+
+impl<R: Read> PartReader<R> {
+    /// A reader of the part in `inner` through a buffer of `buffer` bytes; read its header
+    /// first ([`PartReader::read_header`]).
+    pub(crate) fn new(inner: R, buffer: usize) -> PartReader<R> {
+        let src = BufReader::with_capacity(buffer.max(1), Hashing { inner, sha: Sha256::new(), bytes: 0 });
+        let header = PartHeader { node: 0, clock: 0, records: 0 };
+        PartReader { src, header, next: 0, last: None, raw: Vec::new(), value: Vec::new() }
+    }
+
+    /// Reads and parses the part's header (before any record).
+    pub(crate) fn read_header(&mut self) -> Result<PartHeader, StreamError> {
+        let mut head = [0u8; PART_HEADER];
+        let mut got = 0;
+        while got < PART_HEADER {
+            match self.src.read(&mut head[got..]) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(StreamError::Io(e)),
+            }
+        }
+        self.header = part_header(&head[..got])?;
+        Ok(self.header)
+    }
+
+    /// The next record's key (its value is then [`PartReader::value`]), `None` after the last
+    /// one, which is when trailing bytes are refused.
+    pub(crate) fn next(
+        &mut self,
+        len_ok: impl Fn(Key, usize) -> Result<(), String>,
+    ) -> Result<Option<Key>, StreamError> {
+        let (i, n) = (self.next, self.header.records);
+        if i == n {
+            let mut probe = [0u8; 1];
+            return match self.read_full(&mut probe) {
+                Ok(true) => {
+                    let rest = std::io::copy(&mut self.src, &mut std::io::sink()).map_err(StreamError::Io)?;
+                    Err(StreamError::Malformed(format!("{} bytes after its last record", rest + 1)))
+                }
+                Ok(false) => Ok(None),
+                Err(e) => Err(e),
+            };
+        }
+        let mut head = [0u8; 12];
+        if !self.read_full(&mut head)? {
+            return Err(StreamError::Malformed(format!("truncated at record {i} of {n}")));
+        }
+        let (key, len) = (u64_at(&head, 0).unwrap_or(0), u32_at(&head, 8).unwrap_or(0));
+        if let Some(l) = self.last.filter(|l| key <= *l) {
+            return Err(StreamError::Malformed(format!("key {key} after key {l}: keys are not increasing")));
+        }
+        self.last = Some(key);
+        len_ok(Key(key), len as usize)?;
+        let bytes = (len as usize).checked_mul(4).ok_or_else(|| "value length overflows".to_string())?;
+        self.raw.resize(bytes, 0);
+        let mut raw = std::mem::take(&mut self.raw);
+        let full = self.read_full(&mut raw);
+        self.raw = raw;
+        if !full? {
+            return Err(StreamError::Malformed(format!(
+                "truncated in the value of key {key} (record {i} of {n})"
+            )));
+        }
+        self.value.clear();
+        self.value.extend(self.raw.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])));
+        self.next += 1;
+        Ok(Some(Key(key)))
+    }
+
+    /// The value of the record [`PartReader::next`] returned last.
+    pub(crate) fn value(&self) -> &[f32] {
+        &self.value
+    }
+
+    /// Reads the rest of the stream; its SHA-256 in hex and its size in bytes.
+    pub(crate) fn finish(mut self) -> Result<(String, u64), std::io::Error> {
+        std::io::copy(&mut self.src, &mut std::io::sink())?;
+        let h = self.src.into_inner();
+        let mut s = String::with_capacity(64);
+        for b in h.sha.finalize() {
+            let _ = write!(s, "{b:02x}");
+        }
+        Ok((s, h.bytes))
+    }
+
+    /// Fills `buf`; false if the stream ended first.
+    fn read_full(&mut self, buf: &mut [u8]) -> Result<bool, StreamError> {
+        match self.src.read_exact(buf) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == ErrorKind::UnexpectedEof => Ok(false),
+            Err(e) => Err(StreamError::Io(e)),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -329,5 +471,45 @@ mod tests {
         let mut long = b.clone();
         long.push(0);
         assert!(walk_part(&long, &h, |_, _| Ok(()), |_, _| {}).unwrap_err().contains("after its last"));
+    }
+
+    /// Every record and every refusal of [`walk_part`], through [`PartReader`] and a buffer
+    /// of `buffer` bytes.
+    fn stream(b: &[u8], buffer: usize) -> Result<Vec<(Key, Vec<f32>)>, String> {
+        let mut r = PartReader::new(b, buffer);
+        r.read_header().map_err(|e| format!("{e:?}"))?;
+        let mut got = Vec::new();
+        loop {
+            match r.next(|_, _| Ok(())) {
+                Ok(Some(k)) => got.push((k, r.value().to_vec())),
+                Ok(None) => break,
+                Err(StreamError::Malformed(e)) => return Err(e),
+                Err(StreamError::Io(e)) => return Err(e.to_string()),
+            }
+        }
+        let (sha, bytes) = r.finish().unwrap();
+        assert_eq!((sha, bytes), (sha256_hex(b), b.len() as u64));
+        Ok(got)
+    }
+
+    #[test]
+    fn the_streaming_reader_agrees_with_the_slice_walk_at_any_buffer() {
+        let vals: Vec<Vec<f32>> = (0..5).map(|k| (0..k + 1).map(|i| (k * 10 + i) as f32).collect()).collect();
+        let b = encode_part(1, 2, 5, vals.iter().enumerate().map(|(k, v)| (Key(3 * k as u64), &v[..])));
+        let h = part_header(&b).unwrap();
+        let mut want = Vec::new();
+        walk_part(&b, &h, |_, _| Ok(()), |k, v| want.push((k, v.to_vec()))).unwrap();
+        let mut long = b.clone();
+        long.extend([0, 0, 0]);
+        for buffer in 1..=b.len() + 1 {
+            assert_eq!(stream(&b, buffer).as_ref(), Ok(&want), "buffer {buffer}");
+            for cut in [PART_HEADER + 5, PART_HEADER + 14, b.len() - 1] {
+                let short = &b[..cut];
+                let slice = walk_part(short, &h, |_, _| Ok(()), |_, _| {}).unwrap_err();
+                assert_eq!(stream(short, buffer), Err(slice), "buffer {buffer}, cut at {cut}");
+            }
+            let slice = walk_part(&long, &h, |_, _| Ok(()), |_, _| {}).unwrap_err();
+            assert_eq!(stream(&long, buffer), Err(slice), "buffer {buffer}, trailing bytes");
+        }
     }
 }

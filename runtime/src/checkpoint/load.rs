@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 
 use parma_core::{Config, Key, Layout, Store};
 
-use super::format::{self, part_header, walk_part, Manifest, MANIFEST};
+use super::format::{self, Manifest, MANIFEST};
+use super::stream::{default_buffer, Pass, Walk};
 use super::CheckpointError;
 
 /// The values a scan kept: keys in increasing order, each one's value at `offsets[i]`.
@@ -39,6 +40,7 @@ impl Values {
 pub struct Checkpoint {
     dir: PathBuf,
     manifest: Manifest,
+    buffer: usize,
 }
 
 impl Checkpoint {
@@ -82,7 +84,8 @@ impl Checkpoint {
                 ));
             }
         }
-        Ok(Checkpoint { dir: dir.to_path_buf(), manifest })
+        let buffer = default_buffer(manifest.parts.len());
+        Ok(Checkpoint { dir: dir.to_path_buf(), manifest, buffer })
     }
 
     /// The manifest.
@@ -134,86 +137,45 @@ impl Checkpoint {
         Ok(())
     }
 
+    /// The bytes of the read buffer of each part (by default 1 MiB, less when the parts are
+    /// many): what a scan or a restore holds of a part at a time besides one value.
+    pub fn with_read_buffer(mut self, bytes: usize) -> Checkpoint {
+        self.buffer = bytes.max(1);
+        self
+    }
+
     /// Reads and checks every part (size, SHA-256, header, every record, no key in two parts,
     /// every value length as `layout` says, or as the manifest says without one) and keeps
-    /// the values of the keys `keep` selects. Changes nothing.
+    /// the values of the keys `keep` selects. Changes nothing. The parts are streamed: its
+    /// memory is a read buffer per part and the values kept.
     pub fn scan(
         &self,
         layout: Option<&Layout>,
         keep: impl Fn(Key) -> bool,
     ) -> Result<Values, CheckpointError> {
-        let m = &self.manifest;
-        let mut all: Vec<Key> = Vec::with_capacity(usize::try_from(m.keys()).unwrap_or(0).min(1 << 24));
         let mut kept = Values::default();
-        for p in &m.parts {
-            let path = self.dir.join(&p.file);
-            let bytes = match fs::read(&path) {
-                Ok(b) => b,
-                Err(e) if e.kind() == ErrorKind::NotFound => {
-                    return Err(CheckpointError::MissingPart { path, node: p.node });
-                }
-                Err(e) => return Err(CheckpointError::io("read", &path, e)),
-            };
-            if bytes.len() as u64 != p.bytes {
-                return Err(CheckpointError::Truncated {
-                    path,
-                    expected: p.bytes,
-                    actual: bytes.len() as u64,
-                });
+        self.walk(layout, Pass::Check, |k, v| {
+            if keep(k) {
+                kept.keys.push(k);
+                kept.offsets.push(kept.values.len());
+                kept.values.extend_from_slice(v);
             }
-            if format::sha256_hex(&bytes) != p.sha256 {
-                return Err(CheckpointError::Checksum { path });
-            }
-            let corrupt = |reason: String| CheckpointError::CorruptPart { path: path.clone(), reason };
-            let h = part_header(&bytes).map_err(corrupt)?;
-            if h.node != p.node || h.records != p.keys {
-                return Err(corrupt(format!(
-                    "its header says node {} with {} keys, the manifest node {} with {}",
-                    h.node, h.records, p.node, p.keys
-                )));
-            }
-            let len_ok = |k: Key, len: usize| -> Result<(), String> {
-                let want = match layout {
-                    Some(l) => l.len_of(k),
-                    None if k.0 < m.key_end => m.value_len.map(|v| v as usize),
-                    None => None,
-                };
-                match want {
-                    _ if k.0 >= m.key_end => {
-                        Err(format!("key {} outside the key range 0..{}", k.0, m.key_end))
-                    }
-                    Some(w) if w != len => Err(format!("key {} has {len} values, the layout says {w}", k.0)),
-                    None if len == 0 || len > m.value_len_max as usize => {
-                        Err(format!("key {} has {len} values, at most {} allowed", k.0, m.value_len_max))
-                    }
-                    _ => Ok(()),
-                }
-            };
-            walk_part(&bytes, &h, len_ok, |k, v| {
-                all.push(k);
-                if keep(k) {
-                    kept.keys.push(k);
-                    kept.offsets.push(kept.values.len());
-                    kept.values.extend_from_slice(v);
-                }
-            })
-            .map_err(corrupt)?;
-        }
-        all.sort_unstable();
-        if let Some(w) = all.windows(2).find(|w| w[0] == w[1]) {
-            return Err(CheckpointError::DuplicateKey { dir: self.dir.clone(), key: w[0] });
-        }
-        // Parts are sorted each; the kept keys of several parts are merged by one sort.
-        let mut order: Vec<usize> = (0..kept.keys.len()).collect();
-        order.sort_unstable_by_key(|i| kept.keys[*i]);
-        let mut sorted = Values::default();
-        for i in order {
-            sorted.keys.push(kept.keys[i]);
-            sorted.offsets.push(sorted.values.len());
-            sorted.values.extend_from_slice(kept.value_at(i));
-        }
-        sorted.offsets.push(sorted.values.len());
-        Ok(sorted)
+            Ok(())
+        })?;
+        kept.offsets.push(kept.values.len());
+        Ok(kept)
+    }
+
+    /// Streams every record of every part to `f` in increasing key order, checking the parts
+    /// as `pass` says (see [`Pass`]).
+    pub(crate) fn walk(
+        &self,
+        layout: Option<&Layout>,
+        pass: Pass,
+        f: impl FnMut(Key, &[f32]) -> Result<(), CheckpointError>,
+    ) -> Result<(), CheckpointError> {
+        let walk = Walk { dir: &self.dir, manifest: &self.manifest, layout, buffer: self.buffer };
+        walk.run(pass, f)
     }
 
     /// The rows `keys` of the model as one `rows × len` table (keys never written have their
@@ -267,13 +229,5 @@ impl Checkpoint {
             }
         }
         Ok((len, table))
-    }
-}
-
-impl Values {
-    /// The value of the `i`-th key pushed (before `offsets` got its end entry).
-    fn value_at(&self, i: usize) -> &[f32] {
-        let end = self.offsets.get(i + 1).copied().unwrap_or(self.values.len());
-        &self.values[self.offsets[i]..end]
     }
 }

@@ -43,10 +43,16 @@
 //! its main copy is, and barrier, `wait_sync`, barrier refresh every replica. The node count,
 //! technique and placement may differ from the writer's: keys are re-homed by this cluster's
 //! placement.
+//!
+//! Neither step holds the model: the parts are streamed, all at once in increasing key
+//! order (each part's keys increase, so a k-way merge meets a key in two parts as two equal
+//! keys in a row), through a bounded read buffer each; the apply step re-reads and re-hashes
+//! them (see [`Worker::restore`] for a part that changed in between).
 
 mod error;
 pub mod format;
 mod load;
+mod stream;
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
@@ -254,20 +260,32 @@ impl Worker {
     /// `checkpoint`), after checking all of it; a checkpoint that is truncated, corrupted or
     /// of another model is refused before anything changed. Collective like
     /// [`Worker::checkpoint`]. Returns the checkpoint's manifest.
+    ///
+    /// The parts are read twice, streamed both times (memory: a read buffer per part, a chunk
+    /// of 1024 keys' values, and on each node's worker 0 the sorted list of the keys homed there
+    /// that were ever touched, 8 bytes each): once by every worker to check everything, once by
+    /// each node's worker 0 to set the values. If a part changed between the two reads (its
+    /// size, content or SHA-256 differs from the manifest's), that worker returns
+    /// [`CheckpointError::Checksum`] and the model is then partly restored: some keys homed on
+    /// that node hold the checkpoint's values, the others what they held before, while other
+    /// nodes may have finished. Restore again from a sound checkpoint before using it.
     pub fn restore(&mut self, dir: &Path) -> Result<Manifest, CheckpointError> {
         check_dir(dir)?;
+        self.restore_from(&Checkpoint::open(dir)?)
+    }
+
+    /// [`Worker::restore`] from a checkpoint already opened (e.g. with a read buffer of its
+    /// own, [`Checkpoint::with_read_buffer`]).
+    pub fn restore_from(&mut self, ck: &Checkpoint) -> Result<Manifest, CheckpointError> {
         let cfg = &self.shared().cfg;
-        let ck = Checkpoint::open(dir)?;
         ck.check_fits(cfg)?;
-        let (me, writer) = (self.node(), self.id().0 == 0);
-        let store = std::sync::Arc::clone(&self.shared().store);
-        let mine = ck.scan(Some(&cfg.layout), |k| writer && store.homes().home(k) == me)?;
+        ck.walk(Some(&cfg.layout), stream::Pass::Check, |_, _| Ok(()))?;
         // Everything is checked: from here on the model changes.
         self.barrier().map_err(CheckpointError::worker("barrier"))?;
         self.quiesce()?;
         let mut failed = None;
-        if writer {
-            failed = self.set_homed(&mine).err();
+        if self.id().0 == 0 {
+            failed = self.set_homed(ck).err();
         }
         self.barrier().map_err(CheckpointError::worker("barrier"))?;
         self.quiesce()?;
@@ -369,33 +387,73 @@ impl Worker {
     }
 
     /// Restore's step on each node's worker 0: every key homed here set to the checkpoint's
-    /// value (`mine`), and keys touched here that the checkpoint lacks to their initial one.
-    fn set_homed(&mut self, mine: &Values) -> Result<(), CheckpointError> {
-        let fail = CheckpointError::worker("set");
-        for (c, chunk) in mine.keys.chunks(CHUNK).enumerate() {
-            let (a, b) = (mine.offsets[c * CHUNK], mine.offsets[c * CHUNK + chunk.len()]);
-            let t = self.set(chunk, &mine.values[a..b]).map_err(&fail)?;
-            self.wait(t).map_err(&fail)?;
-        }
+    /// value, and keys touched here that the checkpoint lacks to their initial one. The parts
+    /// are streamed in key order (re-checked as [`stream::Pass::Apply`] says) beside the
+    /// sorted keys touched here, so a touched key the checkpoint lacks is the one the stream
+    /// passes over.
+    fn set_homed(&mut self, ck: &Checkpoint) -> Result<(), CheckpointError> {
         let store = std::sync::Arc::clone(&self.shared().store);
-        let mut reset: Vec<Key> = Vec::new();
-        store.for_each_homed_touched(|k| {
-            if mine.keys.binary_search(&k).is_err() {
-                reset.push(k);
-            }
-        });
-        reset.sort_unstable();
-        reset.dedup();
+        let (me, layout) = (self.node(), self.shared().cfg.layout.clone());
         let (init, seed) = (self.shared().cfg.init, self.shared().cfg.seed);
-        let mut vals = Vec::new();
-        for chunk in reset.chunks(CHUNK) {
-            vals.clear();
-            for k in chunk {
-                let len = store.layout().len_of(*k).unwrap_or(0);
-                vals.extend((0..len).map(|i| parma_core::Store::initial_value(init, seed, *k, i)));
+        let mut touched: Vec<Key> = Vec::new();
+        store.for_each_homed_touched(|k| touched.push(k));
+        touched.sort_unstable();
+        touched.dedup();
+        let mut next = 0usize;
+        let (mut put, mut reset) = (Batch::default(), Batch::default());
+        ck.walk(Some(&layout), stream::Pass::Apply, |k, v| {
+            if store.homes().home(k) != me {
+                return Ok(());
             }
-            let t = self.set(chunk, &vals).map_err(&fail)?;
-            self.wait(t).map_err(&fail)?;
+            while let Some(t) = touched.get(next).copied().filter(|t| *t < k) {
+                next += 1;
+                let len = layout.len_of(t).unwrap_or(0);
+                reset.push(t, (0..len).map(|i| parma_core::Store::initial_value(init, seed, t, i)));
+                reset.flush_full(self)?;
+            }
+            if touched.get(next) == Some(&k) {
+                next += 1;
+            }
+            put.push(k, v.iter().copied());
+            put.flush_full(self)
+        })?;
+        put.flush(self)?;
+        for &t in &touched[next..] {
+            let len = layout.len_of(t).unwrap_or(0);
+            reset.push(t, (0..len).map(|i| parma_core::Store::initial_value(init, seed, t, i)));
+            reset.flush_full(self)?;
+        }
+        reset.flush(self)
+    }
+}
+
+/// Keys and their values waiting to be set, at most [`CHUNK`] keys.
+#[derive(Default)]
+struct Batch {
+    keys: Vec<Key>,
+    vals: Vec<f32>,
+}
+
+impl Batch {
+    fn push(&mut self, k: Key, v: impl Iterator<Item = f32>) {
+        self.keys.push(k);
+        self.vals.extend(v);
+    }
+
+    fn flush_full(&mut self, w: &mut Worker) -> Result<(), CheckpointError> {
+        if self.keys.len() >= CHUNK {
+            self.flush(w)?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self, w: &mut Worker) -> Result<(), CheckpointError> {
+        if !self.keys.is_empty() {
+            let fail = CheckpointError::worker("set");
+            let t = w.set(&self.keys, &self.vals).map_err(&fail)?;
+            w.wait(t).map_err(&fail)?;
+            self.keys.clear();
+            self.vals.clear();
         }
         Ok(())
     }

@@ -228,8 +228,15 @@ mod tests {
     /// here fails the test), and the figures are the exact counts the report derives from.
     #[test]
     fn sixteen_nodes_run_clean_and_count_exactly() {
-        let small =
-            |task| SkewOptions { nodes: 4, steps: 20, ahead: 4, warmup_us: 1_000, ..SkewOptions::new(task) };
+        // Every node's invariants are checked every 50 simulation steps as well as at the end.
+        let small = |task| SkewOptions {
+            nodes: 4,
+            steps: 20,
+            ahead: 4,
+            warmup_us: 1_000,
+            check_every: 50,
+            ..SkewOptions::new(task)
+        };
         let base = [
             small(Task::Kge(Kge { entities: 2_000, relations: 20, ..Kge::default() })),
             small(Task::Mf(Mf { rows: 800, cols: 400, ..Mf::default() })),

@@ -590,6 +590,17 @@ mod tests {
         assert!(!a.compare);
     }
 
+    #[test]
+    fn scaling_sizes_parse_with_readable_errors() {
+        let cli = Cli::try_parse_from(["parma", "scaling", "--sizes", "16,64", "--nodes", "4"]).unwrap();
+        let Command::Scaling(a) = cli.command else { panic!("not scaling") };
+        assert_eq!((a.sizes.0, a.workload.nodes), (vec![16, 64], 4));
+        let e = Cli::try_parse_from(["parma", "scaling", "--sizes", "64,16"]).unwrap_err().to_string();
+        assert!(e.contains("cluster sizes go up"), "{e}");
+        let e = Cli::try_parse_from(["parma", "scaling", "--sizes", "0"]).unwrap_err().to_string();
+        assert!(e.contains("not a cluster size"), "{e}");
+    }
+
     fn techniques_args(args: &[&str]) -> TechniquesArgs {
         let cli = Cli::try_parse_from(["parma", "techniques"].iter().chain(args)).unwrap();
         match cli.command {

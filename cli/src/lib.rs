@@ -23,6 +23,8 @@
 //!   whose sums it checks exactly; `parma_train::metrics` serves its counters to Prometheus.
 //! - [`conformance_zmq`]: the conformance suite's ZeroMQ transports, in one process (`zmq`)
 //!   and as the agent of `zmq-processes` (`parma conformance-agent`).
+//! - [`scaling`]: the same workload at several cluster sizes with the same work per node, and
+//!   what grows with the cluster (`parma scaling`).
 //! - [`techniques`]: a skewed, training-like workload under every technique on the
 //!   deterministic simulated cluster of `parma-conformance`, with a table (`parma techniques`).
 #![forbid(unsafe_code)]
@@ -35,5 +37,6 @@ pub mod gates;
 pub mod node;
 pub mod node_transport;
 pub mod sampling;
+pub mod scaling;
 pub mod techniques;
 pub mod verify;

@@ -11,7 +11,7 @@ mod verify_cli;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use parma_cli::demo::{self, DemoOptions, DemoTransport};
-use parma_cli::{sampling, techniques};
+use parma_cli::{sampling, scaling, techniques};
 use parma_conformance::skew::{Kge, Mf, SkewOptions, Task};
 use parma_core::{Gate, Technique};
 use verify_cli::{
@@ -49,6 +49,12 @@ enum Command {
     /// negatives, on the simulated cluster; print bytes and remote accesses due to sampling.
     /// `--technique` names one technique and defaults to adaptive.
     Sampling(TechniquesArgs),
+    /// Weak scaling: the workload of `techniques` (its options apply, sized for `--nodes`) at
+    /// each of `--sizes` nodes with the same work per node (entities, rows and columns scaled
+    /// with the nodes); print bytes and messages per node and per step, the remote share, each
+    /// node table's high-water mark, and the simulator's wall time. `--technique` defaults to
+    /// adaptive,static,full-replication.
+    Scaling(ScalingArgs),
     /// Train a real model on an in-process cluster (or, with `--engine hogwild`, on a plain
     /// shared-memory array without parma) and report quality and speed.
     #[command(subcommand)]
@@ -330,6 +336,59 @@ fn run_sampling(args: &TechniquesArgs) -> Result<(), String> {
     Ok(())
 }
 
+#[derive(Args, Debug)]
+struct ScalingArgs {
+    #[command(flatten)]
+    workload: TechniquesArgs,
+    /// Cluster sizes, comma-separated and increasing; the workload's key space scales from
+    /// `--nodes` to each.
+    #[arg(long, default_value = "16,64,256", value_parser = parse_sizes)]
+    sizes: Sizes,
+    /// Full replication is skipped at a size where every node holding every key would need
+    /// more than this many GB over the cluster.
+    #[arg(long, default_value_t = 3.0)]
+    memory_max_gb: f64,
+}
+
+/// Cluster sizes, as `--sizes` gives them.
+#[derive(Clone, Debug)]
+struct Sizes(Vec<u16>);
+
+fn parse_sizes(list: &str) -> Result<Sizes, String> {
+    scaling::parse_sizes(list).map(Sizes)
+}
+
+fn run_scaling(args: &ScalingArgs) -> Result<(), String> {
+    if !(args.memory_max_gb.is_finite() && args.memory_max_gb >= 0.0) {
+        return Err(format!("--memory-max-gb is a number of GB, not {}", args.memory_max_gb));
+    }
+    let techniques = if args.workload.technique.is_empty() {
+        vec![Technique::Adaptive, Technique::StaticPartitioning, Technique::FullReplication]
+    } else {
+        args.workload.technique.clone()
+    };
+    let base = args.workload.options();
+    for o in &base {
+        o.check()?;
+        eprintln!("{}", techniques::heading(o).trim_end());
+    }
+    let mut progress = |r: &scaling::ScalingRow| match &r.outcome {
+        Ok((rep, took)) => eprintln!(
+            "{} / {} / {} nodes: {:.1} s wall; {} simulation steps",
+            rep.task,
+            r.technique.name(),
+            r.opts.nodes,
+            took.as_secs_f64(),
+            rep.sim_steps
+        ),
+        Err(e) => eprintln!("{} / {} / {} nodes: {e}", r.opts.task.name(), r.technique.name(), r.opts.nodes),
+    };
+    let bytes = (args.memory_max_gb * 1e9) as u64;
+    let rows = scaling::run(&base, &args.sizes.0, &techniques, bytes, &mut progress)?;
+    println!("{}", scaling::tables(&rows));
+    Ok(())
+}
+
 /// Parses a technique by its name (`Technique::name`).
 fn parse_placement(name: &str) -> Result<parma_core::Placement, String> {
     parma_core::Placement::from_name(name)
@@ -487,6 +546,7 @@ fn main() -> ExitCode {
         Command::Techniques(args) => run_techniques(args).map(|()| true),
         Command::Gates(args) => run_gates(args).map(|()| true),
         Command::Sampling(args) => run_sampling(args).map(|()| true),
+        Command::Scaling(args) => run_scaling(args).map(|()| true),
         Command::Train(cmd) => train_cli::run(cmd).map(|()| true),
         Command::Checkpoint(cmd) => checkpoint_cli::run(cmd).map(|()| true),
         Command::Data(cmd) => run_data(cmd).map(|()| true),
@@ -528,6 +588,17 @@ mod tests {
         let a = demo_args(&[]);
         assert_eq!(a.options(), DemoOptions::default());
         assert!(!a.compare);
+    }
+
+    #[test]
+    fn scaling_sizes_parse_with_readable_errors() {
+        let cli = Cli::try_parse_from(["parma", "scaling", "--sizes", "16,64", "--nodes", "4"]).unwrap();
+        let Command::Scaling(a) = cli.command else { panic!("not scaling") };
+        assert_eq!((a.sizes.0, a.workload.nodes), (vec![16, 64], 4));
+        let e = Cli::try_parse_from(["parma", "scaling", "--sizes", "64,16"]).unwrap_err().to_string();
+        assert!(e.contains("cluster sizes go up"), "{e}");
+        let e = Cli::try_parse_from(["parma", "scaling", "--sizes", "0"]).unwrap_err().to_string();
+        assert!(e.contains("not a cluster size"), "{e}");
     }
 
     fn techniques_args(args: &[&str]) -> TechniquesArgs {

@@ -195,7 +195,7 @@ pub use digest::{cluster_digest, fnv1a};
 pub use error::{ConfigError, OpError, WireError};
 pub use ids::*;
 pub use layout::Layout;
-pub use node::{Completion, Event, IntentKind, Node, Stats, Transmit};
+pub use node::{Completion, Event, IntentKind, Node, Stats, Tables, Transmit};
 pub use sampling::{Conformity, Distribution, SampleError, Sampler, SamplingOptions};
 pub use store::Store;
 pub use time::{Duration, Instant};

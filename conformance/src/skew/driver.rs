@@ -7,7 +7,7 @@ use parma_core::access::PullMisses;
 use parma_core::wire::WriteKind;
 use parma_core::{
     Announcement, Clock, Completion, Config, DistId, Distribution, Duration, Gate, Instant, Key, Layout,
-    NodeId, OpError, SampleHandle, Technique, Ticket, WorkerId,
+    NodeId, OpError, SampleHandle, Tables, Technique, Ticket, WorkerId,
 };
 use parma_transport_loopback::sim::{Faults, SimNet};
 
@@ -21,6 +21,10 @@ const ASYNC_SLACK: usize = 4;
 
 /// Most simulation steps per worker step before a run counts as stuck.
 const SIM_STEPS_PER_STEP_MAX: u64 = 10_000;
+
+/// Virtual time between two samples of every node's tables (one sync round at the default
+/// cap of 1,000 rounds per second).
+const TABLES_EVERY_US: u64 = 1_000;
 
 /// Where a worker is in its step.
 #[derive(Clone, Copy, Debug)]
@@ -101,9 +105,13 @@ pub(super) fn run(opts: &SkewOptions, technique: Technique) -> Result<SkewReport
         sampled: (0, 0),
         pushed_at: HashMap::new(),
         reads: Reads::default(),
+        tables: Watermarks::new(cluster.nodes().len()),
     };
     driver.train(&mut cluster, &mut workers, &mut checker)?;
     let mut report = report(opts, technique, &cluster);
+    driver.tables.sample(&cluster);
+    report.tables_max = driver.tables.max_over_nodes();
+    report.in_flight_max = driver.tables.in_flight_max;
     (report.sampled_accesses, report.sampled_remote) = driver.sampled;
     let r = &driver.reads;
     (report.gate_wait_us, report.read_staleness_sum, report.read_staleness_max, report.reads) =
@@ -190,6 +198,41 @@ struct Driver<'a> {
     /// Per key, the pushes issued at each clock.
     pushed_at: HashMap<Key, BTreeMap<u64, u64>>,
     reads: Reads,
+    tables: Watermarks,
+}
+
+/// The high-water marks of every node's tables, sampled every [`TABLES_EVERY_US`] of virtual
+/// time during the training loop and once at its end, and of the frames in flight.
+struct Watermarks {
+    per_node: Vec<Tables>,
+    next_at: Instant,
+    in_flight_max: usize,
+}
+
+impl Watermarks {
+    fn new(nodes: usize) -> Watermarks {
+        Watermarks { per_node: vec![Tables::default(); nodes], next_at: Instant(0), in_flight_max: 0 }
+    }
+
+    /// Samples every node if the time has come.
+    fn maybe_sample(&mut self, cluster: &Cluster) {
+        if cluster.now() >= self.next_at {
+            self.sample(cluster);
+            self.next_at = cluster.now() + Duration(TABLES_EVERY_US);
+        }
+    }
+
+    fn sample(&mut self, cluster: &Cluster) {
+        for (hw, n) in self.per_node.iter_mut().zip(cluster.nodes()) {
+            *hw = hw.max(n.tables());
+        }
+        self.in_flight_max = self.in_flight_max.max(cluster.net().in_flight());
+    }
+
+    /// Each table's largest high-water mark over the nodes.
+    fn max_over_nodes(&self) -> Tables {
+        self.per_node.iter().fold(Tables::default(), |a, t| a.max(*t))
+    }
 }
 
 /// What the steps' reads saw, and the waits at gates.
@@ -232,6 +275,7 @@ impl Driver<'_> {
                 None => return Err("workers wait but nothing is due: a request was lost".into()),
             }
             checker.step(cluster)?;
+            self.tables.maybe_sample(cluster);
         }
     }
 
@@ -491,16 +535,48 @@ fn report(opts: &SkewOptions, technique: Technique, cluster: &Cluster) -> SkewRe
         sampled_accesses: 0,
         sampled_remote: 0,
         sampling: Default::default(),
+        tables_max: Tables::default(),
+        in_flight_max: 0,
     }
 }
 
 /// Every key's main copy holds, in every element, the number of pushes to it.
+///
+/// Linear in the keys: every node's main copies are walked once (`Store::for_each_owned`),
+/// and a key that none of the walks met, never touched, is read at its home. Runs after
+/// [`crate::sim::end_state`], which checked that every key has exactly one main copy.
 fn check_values(cluster: &Cluster, pushes: &[u32]) -> Result<(), String> {
-    for (k, n) in pushes.iter().enumerate() {
+    let nodes = cluster.nodes();
+    let mut seen = vec![false; pushes.len()];
+    let mut wrong: Option<String> = None;
+    let expect = |k: usize, v: &[f32], n: u32| -> Option<String> {
+        v.iter()
+            .any(|x| *x != n as f32)
+            .then(|| format!("key {k} ends as {:?}…, expected {n} pushes", &v[..v.len().min(4)]))
+    };
+    for node in nodes {
+        node.store().for_each_owned(|key, _, _, v| {
+            let k = key.0 as usize;
+            if let (Some(n), Some(s)) = (pushes.get(k), seen.get_mut(k)) {
+                *s = true;
+                if wrong.is_none() {
+                    wrong = expect(k, v, *n);
+                }
+            }
+        });
+    }
+    if let Some(e) = wrong {
+        return Err(e);
+    }
+    let Some(first) = nodes.first() else { return Ok(()) };
+    let cfg = first.config();
+    let homes = parma_core::placement::Homes::new(cfg.placement, cfg.nodes, cfg.layout.key_end());
+    for (k, n) in pushes.iter().enumerate().filter(|(k, _)| !seen[*k]) {
         let key = Key(k as u64);
-        let v = checks::value_of(cluster.nodes(), key).ok_or_else(|| format!("key {k} has no value"))?;
-        if v.iter().any(|x| *x != *n as f32) {
-            return Err(format!("key {k} ends as {:?}…, expected {n} pushes", &v[..v.len().min(4)]));
+        let home = nodes.get(homes.home(key).index()).map(std::slice::from_ref).unwrap_or_default();
+        let v = checks::value_of(home, key).ok_or_else(|| format!("key {k} has no value"))?;
+        if let Some(e) = expect(k, &v, *n) {
+            return Err(e);
         }
     }
     Ok(())

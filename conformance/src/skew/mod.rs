@@ -175,6 +175,35 @@ impl SkewOptions {
     }
 }
 
+/// The workload of `base` (sized for `base.nodes` nodes) on `nodes` nodes with the same work
+/// per node (weak scaling): the same workers per node, steps, batches and options, and a key
+/// space scaled by `nodes / base.nodes` so that every node's share of the keys stays the
+/// same. KGE: the entities scale and the relations do not (a graph's relation vocabulary does
+/// not grow with its entities, and 200 relations are a few hot keys at any size). MF: rows
+/// and columns scale (each worker keeps its number of rows).
+pub fn weak_scaled(base: &SkewOptions, nodes: u16) -> Result<SkewOptions, String> {
+    if nodes == 0 || nodes > parma_core::config::NODES_MAX || base.nodes == 0 {
+        return Err(format!(
+            "a cluster has 1 to {} nodes, not {nodes} (scaled from {})",
+            parma_core::config::NODES_MAX,
+            base.nodes
+        ));
+    }
+    let scale = |n: u64| -> Result<u64, String> {
+        let scaled = u128::from(n) * u128::from(nodes) / u128::from(base.nodes);
+        u64::try_from(scaled).ok().filter(|s| *s >= 1).ok_or_else(|| {
+            format!("{n} keys scaled from {} to {nodes} nodes leave none (or too many)", base.nodes)
+        })
+    };
+    let task = match &base.task {
+        Task::Kge(k) => Task::Kge(Kge { entities: scale(k.entities)?, ..k.clone() }),
+        Task::Mf(m) => Task::Mf(Mf { rows: scale(m.rows)?, cols: scale(m.cols)?, ..m.clone() }),
+    };
+    let o = SkewOptions { task, nodes, ..base.clone() };
+    o.check()?;
+    Ok(o)
+}
+
 /// What a run under one technique measured.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SkewReport {
@@ -230,6 +259,11 @@ pub struct SkewReport {
     pub sampled_remote: u64,
     /// The workers' sampler counters, summed.
     pub sampling: parma_core::sampling::SamplingStats,
+    /// Each of the nodes' tables at its largest: the high-water mark over the nodes, sampled
+    /// every virtual millisecond of the training loop and at its end.
+    pub tables_max: parma_core::Tables,
+    /// Most frames in flight on the simulated network at once (sampled with the tables).
+    pub in_flight_max: usize,
 }
 
 impl SkewReport {

@@ -21,6 +21,11 @@ pub(crate) struct Barrier {
 }
 
 impl Barrier {
+    /// Slots of the per-node entries of the coordinator's count (allocated on every node).
+    pub(crate) fn peer_slots(&self) -> usize {
+        self.entered.len()
+    }
+
     pub(crate) fn new(nodes: u16, workers: u16) -> Barrier {
         Barrier {
             workers,

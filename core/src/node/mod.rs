@@ -30,8 +30,8 @@ use record::Keys;
 pub use event::{Completion, Event, Transmit};
 pub use intents::IntentKind;
 pub use invariants::InvariantViolation;
-pub use stats::Stats;
 pub(crate) use stats::KINDS;
+pub use stats::{Stats, Tables};
 
 use crate::config::Config;
 use crate::error::{ConfigError, OpError, WireError};
@@ -173,6 +173,29 @@ impl Node {
     /// Keys this node asked to have moved here that have not arrived.
     pub fn keys_incoming(&self) -> usize {
         self.keys.incoming
+    }
+    /// The sizes of this node's tables that can grow with the cluster or with the keys it
+    /// handles, now. Walks the keys owned here with replica holders and the store's shards
+    /// (to count holder entries and allocated bytes): for reports and tests, not for every input.
+    pub fn tables(&self) -> Tables {
+        let (holder_entries, holders_longest) = self.keys.holder_counts();
+        let f = self.store.footprint();
+        Tables {
+            key_records: self.keys.map.len(),
+            cold_records: self.keys.cold_len(),
+            pointers: self.keys.pointers,
+            replicas: self.keys.replicas,
+            keys_with_holders: self.keys.owned,
+            holder_entries,
+            holders_longest,
+            pending_requests: self.pending.len(),
+            outbox_frames: self.outbox.len(),
+            arrived: self.sync.arrived.len(),
+            touched: self.sync.touched.len(),
+            owner_updates: self.sync.owner_updates.len(),
+            peer_slots: self.gate.flushed.len() + self.barrier.peer_slots(),
+            store_bytes: f.slots + f.arenas + f.free_lists,
+        }
     }
     /// False while the outbox is over its bound: worker commands get `Busy` until the driver
     /// has sent more. Frames from peers must still be read (see the crate docs).

@@ -440,6 +440,23 @@ impl Keys {
         self.incoming > 0 && self.cold.get(&key).is_some_and(|c| c.life().is_incoming())
     }
 
+    /// Keys with a cold part.
+    pub(super) fn cold_len(&self) -> usize {
+        self.cold.len()
+    }
+
+    /// As owner: the holder entries over every key owned here with holders, and the longest
+    /// list (a walk over the cold parts; none when no key has holders).
+    pub(super) fn holder_counts(&self) -> (usize, usize) {
+        if self.owned == 0 {
+            return (0, 0);
+        }
+        self.cold.values().fold((0, 0), |(sum, longest), c| match &c.place {
+            Place::Owned(h) => (sum + h.as_slice().len(), longest.max(h.as_slice().len())),
+            _ => (sum, longest),
+        })
+    }
+
     /// As owner: the nodes holding replicas of `key`.
     #[inline]
     pub(super) fn holders(&self, key: Key) -> &[NodeId] {

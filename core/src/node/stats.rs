@@ -145,3 +145,60 @@ impl Stats {
         }
     }
 }
+
+/// The sizes of a node's tables that can grow with the cluster or with the keys it handles,
+/// at one moment (see [`crate::Node::tables`]). Entries, not bytes, except `store_bytes`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Tables {
+    /// Keys with a protocol record (the hot part: intent counts and round flags).
+    pub key_records: usize,
+    /// Keys with a cold part: a forwarding pointer, a replica, holders, or an incoming key.
+    pub cold_records: usize,
+    /// Of those: forwarding pointers of keys given away.
+    pub pointers: usize,
+    /// Replicas held here.
+    pub replicas: usize,
+    /// As owner: keys with replica holders, the holder entries over all of them, and the
+    /// longest holder list.
+    pub keys_with_holders: usize,
+    pub holder_entries: usize,
+    pub holders_longest: usize,
+    /// Requests of local workers waiting for other nodes.
+    pub pending_requests: usize,
+    /// Frames waiting in the outbox for the driver.
+    pub outbox_frames: usize,
+    /// Keys that arrived lately and are held back from moving on (the relocation hold).
+    pub arrived: usize,
+    /// Keys waiting for the next sync round, and ownership changes for home nodes waiting for it.
+    pub touched: usize,
+    pub owner_updates: usize,
+    /// Slots of the per-peer vectors (flushed clocks, the barrier's entries): one per node of
+    /// the cluster, allocated at start.
+    pub peer_slots: usize,
+    /// Bytes the store has allocated ([`crate::store::Footprint`]: slots, arenas, free lists).
+    pub store_bytes: usize,
+}
+
+impl Tables {
+    /// The larger of each field of `self` and `other` (a high-water mark over samples or
+    /// nodes).
+    pub fn max(self, other: Tables) -> Tables {
+        Tables {
+            key_records: self.key_records.max(other.key_records),
+            cold_records: self.cold_records.max(other.cold_records),
+            pointers: self.pointers.max(other.pointers),
+            replicas: self.replicas.max(other.replicas),
+            keys_with_holders: self.keys_with_holders.max(other.keys_with_holders),
+            holder_entries: self.holder_entries.max(other.holder_entries),
+            holders_longest: self.holders_longest.max(other.holders_longest),
+            pending_requests: self.pending_requests.max(other.pending_requests),
+            outbox_frames: self.outbox_frames.max(other.outbox_frames),
+            arrived: self.arrived.max(other.arrived),
+            touched: self.touched.max(other.touched),
+            owner_updates: self.owner_updates.max(other.owner_updates),
+            peer_slots: self.peer_slots.max(other.peer_slots),
+            store_bytes: self.store_bytes.max(other.store_bytes),
+        }
+    }
+}

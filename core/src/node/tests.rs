@@ -522,3 +522,19 @@ fn frames_of_another_epoch_or_from_outside_the_membership_are_dropped_and_counte
     assert_eq!(n.stats().frames_rejected, 2);
     n.check_invariants().unwrap();
 }
+
+#[test]
+fn tables_count_what_a_node_holds_and_the_peer_slots() {
+    let mut n = Node::new(cfg(3), NodeId(0)).unwrap();
+    let t = n.tables();
+    assert_eq!((t.key_records, t.cold_records, t.pending_requests, t.holder_entries), (0, 0, 0, 0));
+    assert_eq!(t.peer_slots, 6, "a flushed clock and a barrier entry per node");
+    assert!(t.store_bytes > 0);
+    // A localize of a key homed elsewhere: one request pending, the key incoming.
+    n.localize(Instant(0), WorkerId(1), Ticket(2), &[key_homed(3, 2)]).unwrap();
+    let after = n.tables();
+    assert_eq!((after.pending_requests, after.cold_records), (1, 1));
+    assert!(after.outbox_frames >= 1, "the request waits for the driver");
+    let m = t.max(after);
+    assert_eq!((m.pending_requests, m.peer_slots, m.cold_records), (1, 6, 1));
+}

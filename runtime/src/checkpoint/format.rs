@@ -435,11 +435,7 @@ impl<R: Read> PartReader<R> {
     pub(crate) fn finish(mut self) -> Result<(String, u64), std::io::Error> {
         std::io::copy(&mut self.src, &mut std::io::sink())?;
         let h = self.src.into_inner();
-        let mut s = String::with_capacity(64);
-        for b in h.sha.finalize() {
-            let _ = write!(s, "{b:02x}");
-        }
-        Ok((s, h.bytes))
+        Ok((hex(&h.sha.finalize()), h.bytes))
     }
 
     /// Fills `buf`; false if the stream ended first.
